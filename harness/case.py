@@ -1,0 +1,96 @@
+"""Cases and expectations: one point of an expanded matrix and what the matrix claims about it."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+# The attributes a rule condition may use, with their types (checked when the matrix loads).
+ATTRIBUTES: dict[str, type] = {
+    "platform": str,
+    "family": str,
+    "variant": str,
+    "arch": str,
+    "origin": str,
+    "supports_pp": bool,
+    "layers": int,
+    "topology": str,
+    "tp": int,
+    "pp": int,
+    "dp": int,
+    "nnodes": int,
+    "backend": str,  # "mp", "ray", or "default" when vLLM chooses
+    "devices": int,
+    "pd": bool,
+    "decode_tp": int,  # 0 when the case is not P/D
+    "decode_pp": int,
+    "decode_dp": int,
+    "pd_tp_multiple": bool,  # prefill TP >= decode TP and a multiple of it (true when not P/D)
+    "partition": str,  # "auto" or the VLLM_PP_LAYER_PARTITION string
+    "custom_partition": bool,
+    "partition_error": str,  # vLLM's rejection text for the partition, "" when accepted
+    "partition_doc_error": str,  # the same under the Ascend guide's stricter rule
+    "features": list,
+    "feature": str,  # the whole stack, e.g. "mtp+graph-mode", or "none"
+}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The claim for one case: the outcome of the first matching rule, with its reasons."""
+
+    kind: str  # supported | rejected | unsupported-on-platform | known-issue | flaky | unspecified
+    why: str = ""
+    rule: int | None = None  # index of the rule in matrix order
+    where: str = ""  # file:line of the rule
+    link: str | None = None
+    experimental: bool = False
+    error: str | None = None
+    phase: str | None = None
+    within_s: float | None = None
+    reason: str | None = None
+    owner: str | None = None
+    until: datetime.date | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if v not in (None, False, "")}
+        if self.until is not None:
+            out["until"] = self.until.isoformat()
+        return out
+
+
+UNSPECIFIED = Expectation(kind="unspecified", why="no rule of the matrix covers this case")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    suite: str
+    platform: str
+    family: str
+    variant: str
+    topology: str
+    partition: str
+    features: tuple[str, ...]
+    attrs: dict[str, Any] = field(hash=False, compare=False)
+    expectation: Expectation = UNSPECIFIED
+
+    @property
+    def feature_stack(self) -> str:
+        return stack_id(self.features)
+
+    @property
+    def model_key(self) -> str:
+        """Cases of one model share its PP=1 accuracy baseline."""
+        return f"{self.family}/{self.variant}"
+
+
+def stack_id(features: tuple[str, ...] | list[str]) -> str:
+    return "+".join(sorted(features)) if features else "none"
+
+
+def case_id(family: str, variant: str, topology: str, partition: str, features: tuple[str, ...]) -> str:
+    """Readable and stable: built only from the case's own coordinates, never from its position."""
+    model = family if variant == "default" else f"{family}/{variant}"
+    return f"{model}/{topology}/{partition}/{stack_id(features)}"

@@ -1,0 +1,143 @@
+"""The ppconf command line: thin wrappers over the library's steps, one subcommand each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cluster import load_cluster
+from .expand import expand, select
+from .lint import lint
+from .matrix import DEFAULT_MATRICES, Matrix, load_matrix
+from .partition import RULE_SETS, PartitionError, stage_ranges
+from .plan import PlanError, plan
+from .source import MatrixError
+
+
+def _matrix(args: argparse.Namespace) -> Matrix:
+    return load_matrix(args.matrices)
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    m = _matrix(args)
+    report = lint(m)
+    for w in report.warnings:
+        print(f"warning: {w}")
+    for e in report.errors:
+        print(f"error: {e}")
+    print(f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
+          f"{len(report.errors)} errors, {len(report.warnings)} warnings")
+    return 0 if report.ok else 1
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    m = _matrix(args)
+    suites = args.suite or sorted(m.suites)
+    out = []
+    for name in suites:
+        exp = expand(m, name)
+        cases = select(exp.cases, expr=args.select)
+        if args.json:
+            out.append({"suite": name, "summary": exp.summary, "pairs_covered": exp.pairs_covered,
+                        "pairs_possible": exp.pairs_possible, "full_product": exp.full_product,
+                        "cases": [{"id": c.id, "expectation": c.expectation.to_json()} for c in cases]})
+            continue
+        if not args.count:
+            for c in cases:
+                e = c.expectation
+                extra = f" [{e.phase}] /{e.error}/" if e.kind == "rejected" else ""
+                print(f"{c.id:60s} {e.kind}{extra}")
+        print(exp.summary)
+    if args.json:
+        json.dump(out, sys.stdout, indent=2)
+        print()
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    try:
+        ranges = stage_ranges(args.layers, args.pp, args.partition, args.rules)
+    except PartitionError as err:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(err)}))
+        else:
+            print(str(err), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"ok": True, "layers": [e - s for s, e in ranges], "ranges": ranges}))
+    else:
+        print(f"[{','.join(str(e - s) for s, e in ranges)}]")
+        for rank, (s, e) in enumerate(ranges):
+            print(f"PP rank {rank}: [{s}, {e})")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    m = _matrix(args)
+    cluster = load_cluster(args.cluster)
+    cases = select(expand(m, args.suite).cases, ids=[args.case])
+    try:
+        deployment = plan(m, cases[0], cluster)
+    except PlanError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(deployment.to_json(), indent=2))
+        return 0
+    for launch in deployment.launches:
+        print(f"# {launch.name}: {launch.role} on {launch.node} ({launch.host})")
+        print(launch.shell())
+        print()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        p.add_argument("--matrices", type=Path, default=DEFAULT_MATRICES,
+                       help="matrix directory (default: the shipped matrices/)")
+        return p
+
+    add("lint", cmd_lint, "check the rules against every case before anything runs")
+
+    p = add("expand", cmd_expand, "list the cases of one or all suites with their expectations")
+    p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")
+    p.add_argument("--select", help='condition over case attributes, e.g. \'pp > 1 && "mtp" in features\'')
+    p.add_argument("--count", action="store_true", help="print only the summary line per suite")
+    p.add_argument("--json", action="store_true")
+
+    p = add("partition", cmd_partition, "the per-rank [start, end) layer ranges vLLM builds")
+    p.add_argument("--layers", type=int, required=True, help="hidden layers of the target model")
+    p.add_argument("--pp", type=int, required=True, help="pipeline-parallel size")
+    p.add_argument("--partition", help="a VLLM_PP_LAYER_PARTITION string (default: auto)")
+    p.add_argument("--rules", choices=RULE_SETS, default="upstream",
+                   help="upstream: vLLM's checks; ascend-doc: also every entry positive")
+    p.add_argument("--json", action="store_true")
+
+    p = add("plan", cmd_plan, "print the processes, per node, that one case launches")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--case", required=True, help="case id, as printed by expand")
+    p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
+    p.add_argument("--format", choices=["shell", "json"], default="shell")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except MatrixError as err:
+        for e in err.errors:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Cluster inventories: which hosts a run may use, how to reach them, and what runs there.
+
+The default, ``local``, is this host: its CPU cores are the devices, the vLLM launcher is found
+in this interpreter's environment, and every server binds to the loopback address.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from .schema import Strict
+from .source import MatrixError, SourceError, load_document, plain
+from .matrix import _validation_errors
+
+DEFAULT_CLUSTERS = Path(__file__).resolve().parent.parent / "clusters"
+
+
+class Ssh(Strict):
+    user: str | None = None
+    port: int = 22
+    key: str | None = None
+    options: list[str] = []
+
+
+class Node(Strict):
+    name: str
+    host: str  # how ppconf reaches the node (an SSH target, or "localhost")
+    address: str  # the address other nodes use to reach it (master address, HCCL_IF_IP)
+    nic: str = ""  # interface name for HCCL/GLOO/TP socket variables
+    devices: list[int] = Field(min_length=1)
+    reach: Literal["local", "ssh", "ray"] = "local"
+    ssh: Ssh | None = None
+    # The command that runs vLLM's CLI on this node; "auto" resolves it from the local environment.
+    vllm: list[str] = ["auto"]
+    python: str = "python3"
+    set_env: str | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
+    env: dict[str, str] = {}
+    bind: str | None = None  # --host for API servers on this node
+
+
+class Cluster(Strict):
+    name: str
+    platform: str
+    nodes: list[Node] = Field(min_length=1)
+    # P/D proxy command, run on the first node with --port and the instance addresses appended.
+    pd_proxy: list[str] = ["python3", "load_balance_proxy_server_example.py"]
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+
+def local_cluster() -> Cluster:
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    from .vllm_cpu import detect_launcher
+
+    try:
+        vllm = detect_launcher(sys.executable)
+    except RuntimeError:
+        vllm = ["vllm"]  # plans still print; a run reports the missing installation when it launches
+    return Cluster(
+        name="local",
+        platform="cpu",
+        nodes=[Node(name="local", host="localhost", address="127.0.0.1", nic="lo", devices=cores,
+                    vllm=vllm, python=sys.executable, bind="127.0.0.1")],
+    )
+
+
+def load_cluster(ref: str | Path | None) -> Cluster:
+    """``None`` or "local" for this host; else a path, or a name under the repo's clusters/."""
+    if ref is None or str(ref) == "local":
+        return local_cluster()
+    path = Path(ref)
+    if not path.exists() and (DEFAULT_CLUSTERS / f"{ref}.yaml").exists():
+        path = DEFAULT_CLUSTERS / f"{ref}.yaml"
+    if not path.exists():
+        raise MatrixError([SourceError(None, f"cluster inventory not found: {ref}")])
+    doc = load_document(path)
+    try:
+        cluster = Cluster.model_validate(plain(doc.root))
+    except ValidationError as err:
+        raise MatrixError(_validation_errors(doc, Cluster, (), err)) from err
+    names = [n.name for n in cluster.nodes]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise MatrixError([SourceError(doc.where(("nodes",)), f"duplicate node names: {', '.join(sorted(dupes))}")])
+    return cluster

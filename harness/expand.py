@@ -1,0 +1,235 @@
+"""Expanding a suite into cases, and resolving each case's expectation from the rules.
+
+A suite is a list of groups; each group is a product of dimensions — model variant, topology,
+partition, explicit feature stack, and one on/off dimension per toggled feature — expanded in
+full, or as a pairwise covering array. Combinations that cannot exist (more devices than the
+suite allows, a world size the node count does not divide, a custom partition without PP, a
+feature without the feature it requires, two features that conflict) are left out; combinations
+that can exist but are expected to fail (a wrong partition, a model without SupportsPP) stay in
+and are judged against the rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from . import condition as cond
+from . import pairwise
+from .case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
+from .matrix import Matrix
+from .partition import partition_error
+from .schema import Group, Suite
+from .source import MatrixError, SourceError, suggest
+
+FULL_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class Expansion:
+    suite: str
+    cases: tuple[Case, ...]
+    summary: str
+    pairs_covered: int = 0
+    pairs_possible: int = 0
+    full_product: int = 0
+
+
+@dataclass(frozen=True)
+class _Dims:
+    variants: list[tuple[str, str]]
+    topologies: list[str]
+    partitions: list[str]
+    stacks: list[tuple[str, ...]]
+    toggles: list[str]
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(self.variants), len(self.topologies), len(self.partitions), len(self.stacks)] + [2] * len(self.toggles)
+
+
+def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group) -> _Dims:
+    variants: list[tuple[str, str]] = []
+    for ref in group.families:
+        fams = sorted(m.families) if ref == "*" else [ref.partition("/")[0]]
+        for fam in fams:
+            wanted = ref.partition("/")[2]
+            for vname, v in m.families[fam].variants.items():
+                if wanted not in ("", "*") and vname != wanted:
+                    continue
+                if v.platforms and suite.platform not in v.platforms:
+                    continue
+                if (fam, vname) not in variants:
+                    variants.append((fam, vname))
+    stacks = [tuple(sorted(set() if s == "none" else set(s.split("+")))) for s in group.features]
+    dims = _Dims(variants, list(group.topologies), list(group.partitions), stacks, list(group.toggles))
+    if not variants:
+        raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
+                                       f"suites.{suite_name}.groups[{gi}]: no variant of {group.families} "
+                                       f"runs on platform '{suite.platform}'")])
+    return dims
+
+
+def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int]], bool]:
+    features = m.features
+
+    def allowed(p: Mapping[int, int]) -> bool:
+        if 1 in p:
+            topo = m.topologies[dims.topologies[p[1]]]
+            if suite.max_devices is not None and topo.devices > suite.max_devices:
+                return False
+            if topo.world % topo.nnodes:
+                return False
+            if 2 in p and topo.pp == 1 and dims.partitions[p[2]] != "auto":
+                return False
+        on: set[str] = set()
+        known_off: set[str] = set()
+        if 3 in p:
+            on.update(dims.stacks[p[3]])
+        for i, name in enumerate(dims.toggles):
+            if 4 + i in p:
+                (on if p[4 + i] else known_off).add(name)
+        all_known = 3 in p and all(4 + i in p for i in range(len(dims.toggles)))
+        groups: dict[str, str] = {}
+        for name in on:
+            f = features[name]
+            if any(c in on for c in f.conflicts):
+                return False
+            if f.exclusive:
+                if f.exclusive in groups:
+                    return False
+                groups[f.exclusive] = name
+            for req in f.requires:
+                if req in known_off or (all_known and req not in on):
+                    return False
+        return True
+
+    return allowed
+
+
+def _attrs(m: Matrix, suite: Suite, fam: str, var: str, topo_name: str, partition: str, feats: tuple[str, ...]) -> dict:
+    v = m.variant(fam, var)
+    t = m.topologies[topo_name]
+    part = None if partition == "auto" else partition
+    return {
+        "platform": suite.platform,
+        "family": fam,
+        "variant": var,
+        "arch": v.architecture,
+        "origin": v.origin,
+        "supports_pp": v.supports_pp,
+        "layers": v.hidden_layers or 0,  # 0: read from the model's config at plan time
+        "topology": topo_name,
+        "tp": t.tp,
+        "pp": t.pp,
+        "dp": t.dp,
+        "nnodes": t.nnodes,
+        "backend": t.backend or "default",
+        "devices": t.devices,
+        "pd": t.decode is not None,
+        "decode_tp": t.decode.tp if t.decode else 0,
+        "decode_pp": t.decode.pp if t.decode else 0,
+        "decode_dp": t.decode.dp if t.decode else 0,
+        "pd_tp_multiple": t.decode is None or (t.tp >= t.decode.tp and t.tp % t.decode.tp == 0),
+        "partition": partition,
+        "custom_partition": part is not None,
+        "partition_error": partition_error(v.hidden_layers, t.pp, part, "upstream") if v.hidden_layers else "",
+        "partition_doc_error": partition_error(v.hidden_layers, t.pp, part, "ascend-doc") if v.hidden_layers else "",
+        "features": list(feats),
+        "feature": stack_id(feats),
+    }
+
+
+def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int, ...]) -> Case:
+    fam, var = dims.variants[row[0]]
+    topo = dims.topologies[row[1]]
+    partition = dims.partitions[row[2]]
+    feats = set(dims.stacks[row[3]])
+    feats.update(name for i, name in enumerate(dims.toggles) if row[4 + i])
+    features = tuple(sorted(feats))
+    return Case(
+        id=case_id(fam, var, topo, partition, features),
+        suite=suite_name,
+        platform=suite.platform,
+        family=fam,
+        variant=var,
+        topology=topo,
+        partition=partition,
+        features=features,
+        attrs=_attrs(m, suite, fam, var, topo, partition, features),
+    )
+
+
+def expand(m: Matrix, suite_name: str) -> Expansion:
+    """All cases of a suite, each with its expectation resolved."""
+    suite = m.suite(suite_name)
+    cases: dict[str, Case] = {}
+    covered = possible = product = 0
+    for gi, group in enumerate(suite.groups):
+        dims = _group_dims(m, suite_name, suite, gi, group)
+        allowed = _allowed(m, suite, dims)
+        size = math.prod(dims.sizes)
+        product += size
+        if suite.mode == "pairwise":
+            cov = pairwise.covering_array(dims.sizes, allowed, seed=suite.seed)
+            rows = list(cov.rows)
+            covered += cov.pairs_covered
+            possible += cov.pairs_possible
+        else:
+            if size > FULL_LIMIT:
+                raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
+                                               f"suites.{suite_name}.groups[{gi}]: the full product has {size:,} "
+                                               f"combinations (limit {FULL_LIMIT:,}); use mode: pairwise")])
+            rows = [r for r in itertools.product(*(range(n) for n in dims.sizes))
+                    if allowed(dict(enumerate(r)))]
+        for row in rows:
+            case = _case(m, suite_name, suite, dims, row)
+            cases.setdefault(case.id, case)
+    resolved = tuple(resolve(m, c) for c in cases.values())
+    if suite.mode == "pairwise":
+        summary = (f"{suite_name}: pairwise, {len(resolved)} cases cover {covered}/{possible} possible pairs "
+                   f"(full product: {product:,})")
+    else:
+        summary = f"{suite_name}: full, {len(resolved)} cases (product {product:,}, impossible ones left out)"
+    return Expansion(suite_name, resolved, summary, covered, possible, product)
+
+
+def matching_rule(m: Matrix, case: Case):
+    for entry in m.rules:
+        if entry.condition.evaluate(case.attrs):
+            return entry
+    return None
+
+
+def resolve(m: Matrix, case: Case) -> Case:
+    entry = matching_rule(m, case)
+    if entry is None:
+        return replace(case, expectation=UNSPECIFIED)
+    r = entry.rule
+    error = r.error
+    if error is not None:
+        # the oracle's exact rejection text, escaped, where the rule asks for it
+        error = error.replace("{partition_error}", re.escape(case.attrs["partition_error"]))
+    return replace(case, expectation=Expectation(
+        kind=r.expect, why=r.why, rule=entry.index, where=str(entry.where), link=r.link,
+        experimental=r.experimental, error=error, phase=r.phase, within_s=r.within_s,
+        reason=r.reason, owner=r.owner, until=r.until,
+    ))
+
+
+def select(cases: tuple[Case, ...] | list[Case], ids: list[str] | None = None, expr: str | None = None) -> list[Case]:
+    """Cases by exact id and/or by a condition over case attributes (the rule language)."""
+    chosen = list(cases)
+    if ids:
+        known = {c.id: c for c in chosen}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise MatrixError([SourceError(None, f"unknown case '{i}'{suggest(i, known)}") for i in missing])
+        chosen = [known[i] for i in ids]
+    if expr:
+        condition = cond.parse(expr, dict(ATTRIBUTES))
+        chosen = [c for c in chosen if condition.evaluate(c.attrs)]
+    return chosen

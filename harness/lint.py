@@ -1,0 +1,54 @@
+"""Lint the rule set against every case of every suite before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .case import Case
+from .expand import expand
+from .matrix import Matrix
+
+
+@dataclass
+class LintReport:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    cases: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def lint(m: Matrix) -> LintReport:
+    report = LintReport()
+    cases: dict[str, Case] = {}
+    for suite in m.suites:
+        for case in expand(m, suite).cases:
+            cases.setdefault(case.id, case)
+    report.cases = len(cases)
+    matched = {e.index: 0 for e in m.rules}
+    decided = {e.index: 0 for e in m.rules}
+    for case in cases.values():
+        first = None
+        for entry in m.rules:
+            if entry.condition.evaluate(case.attrs):
+                matched[entry.index] += 1
+                if first is None:
+                    first = entry
+                    decided[entry.index] += 1
+        if first is None:
+            report.warnings.append(f"case {case.id} (suite {case.suite}): no rule covers it; it is 'unspecified'")
+    seen: dict[str, object] = {}
+    for entry in m.rules:
+        where = f"{entry.where}: rule '{entry.rule.when}'"
+        if matched[entry.index] == 0:
+            report.errors.append(f"{where} matches no case of any suite")
+        elif decided[entry.index] == 0:
+            report.errors.append(f"{where} is shadowed: every case it matches ({matched[entry.index]}) "
+                                 f"is decided by an earlier rule")
+        text = " ".join(entry.rule.when.split())
+        if text in seen:
+            report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")
+        seen.setdefault(text, entry.where)
+    return report

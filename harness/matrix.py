@@ -1,0 +1,221 @@
+"""Loading a matrix directory: every *.yaml file under it, validated and cross-checked.
+
+A file holds any of the sections ``platforms``, ``families``, ``features``, ``topologies``,
+``suites`` (mappings of name -> entry) and ``rules`` (an ordered list). Names are global across
+files; rules are taken in file path order, then in order within a file, and the first rule that
+matches a case decides its expectation.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from . import condition as cond
+from .case import ATTRIBUTES
+from .schema import NAME, SECTIONS, Family, Feature, Platform, Rule, Suite, Topology, Variant
+from .source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
+
+DEFAULT_MATRICES = Path(__file__).resolve().parent.parent / "matrices"
+
+
+@dataclass(frozen=True)
+class RuleEntry:
+    index: int
+    rule: Rule
+    condition: cond.Condition
+    where: Where
+
+
+@dataclass
+class Matrix:
+    root: Path
+    platforms: dict[str, Platform] = field(default_factory=dict)
+    families: dict[str, Family] = field(default_factory=dict)
+    features: dict[str, Feature] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    suites: dict[str, Suite] = field(default_factory=dict)
+    rules: list[RuleEntry] = field(default_factory=list)
+    where: dict[tuple[str, str], Where] = field(default_factory=dict)
+
+    def variant(self, family: str, variant: str) -> Variant:
+        return self.families[family].variants[variant]
+
+    def suite(self, name: str) -> Suite:
+        if name not in self.suites:
+            raise MatrixError([SourceError(None, f"unknown suite '{name}'{suggest(name, self.suites)}; "
+                                                 f"suites: {', '.join(sorted(self.suites))}")])
+        return self.suites[name]
+
+    def domains(self) -> dict[str, set[str]]:
+        return {
+            "platform": set(self.platforms),
+            "family": set(self.families),
+            "variant": {v for f in self.families.values() for v in f.variants},
+            "arch": {v.architecture for f in self.families.values() for v in f.variants.values()},
+            "topology": set(self.topologies),
+            "features": set(self.features),
+            "backend": {"mp", "ray", "default"},
+            "origin": {"upstream", "ascend", "upstream+ascend-adapter"},
+        }
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid keys of the (nested) model that ``loc`` points into, for typo suggestions."""
+    current: Any = model
+    for step in loc:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if step not in current.model_fields:
+                return []
+            current = current.model_fields[step].annotation
+        # unwrap Optional[...], list[...], dict[str, ...] down to a model class
+        while typing.get_origin(current) in (typing.Union, types.UnionType, list, dict):
+            args = [a for a in typing.get_args(current) if a is not type(None)]
+            current = args[-1] if args else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError) -> list[SourceError]:
+    out = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        full = base + loc
+        dotted = ".".join(str(p) for p in full)
+        if e["type"] == "extra_forbidden":
+            key = loc[-1]
+            out.append(SourceError(doc.where(full), f"{dotted}: unknown key '{key}'"
+                                   f"{suggest(str(key), _field_names(model, loc[:-1]))}"))
+            continue
+        msg = e["msg"]
+        hint = ""
+        if e["type"] == "literal_error":
+            choices = re.findall(r"'([^']*)'", str(e.get("ctx", {}).get("expected", "")))
+            hint = suggest(str(e.get("input")), choices)
+        if e["type"] != "missing" and not isinstance(e.get("input"), (dict, list)):
+            msg += f", got {e.get('input')!r}"
+        out.append(SourceError(doc.value_where(full) if loc else doc.where(full), f"{dotted}: {msg}{hint}"))
+    return out
+
+
+def load_matrix(root: Path | str | None = None) -> Matrix:
+    root = Path(root) if root is not None else DEFAULT_MATRICES
+    if not root.is_dir():
+        raise MatrixError([SourceError(None, f"matrix directory not found: {root}")])
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not files:
+        raise MatrixError([SourceError(None, f"no *.yaml files in matrix directory {root}")])
+    matrix = Matrix(root=root)
+    errors: list[SourceError] = []
+    raw_rules: list[tuple[Document, int, Any]] = []
+    for path in files:
+        display = str(path.relative_to(root.parent)) if root.parent in path.parents else str(path)
+        try:
+            doc = load_document(path, display)
+        except MatrixError as err:
+            errors.extend(err.errors)
+            continue
+        if doc.root is None:
+            continue
+        data = plain(doc.root)
+        if not isinstance(data, dict):
+            errors.append(SourceError(doc.where(), "a matrix file must be a mapping of sections"))
+            continue
+        for section, body in data.items():
+            if section == "rules":
+                if not isinstance(body, list):
+                    errors.append(SourceError(doc.where(("rules",)), "rules must be a list"))
+                    continue
+                raw_rules.extend((doc, i, entry) for i, entry in enumerate(body))
+                continue
+            model = SECTIONS.get(section)
+            if model is None:
+                errors.append(SourceError(doc.where((section,)), f"unknown section '{section}'"
+                                          f"{suggest(section, [*SECTIONS, 'rules'])}"))
+                continue
+            if not isinstance(body, dict):
+                errors.append(SourceError(doc.where((section,)), f"{section} must be a mapping of name -> entry"))
+                continue
+            target: dict[str, Any] = getattr(matrix, section)
+            for name, entry in body.items():
+                name = str(name)
+                here = doc.where((section, name))
+                if not re.match(NAME, name):
+                    errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
+                    continue
+                if name in target:
+                    errors.append(SourceError(here, f"{section}: '{name}' is already defined at "
+                                                    f"{matrix.where[(section, name)]}"))
+                    continue
+                try:
+                    target[name] = model.model_validate(entry)
+                    matrix.where[(section, name)] = here
+                except ValidationError as err:
+                    errors.extend(_validation_errors(doc, model, (section, name), err))
+    errors.extend(_check_references(matrix))
+    attrs = dict(ATTRIBUTES)
+    domains = matrix.domains()
+    for index, (doc, i, entry) in enumerate(raw_rules):
+        here = doc.where(("rules", i))
+        try:
+            rule = Rule.model_validate(entry)
+        except ValidationError as err:
+            errors.extend(_validation_errors(doc, Rule, ("rules", i), err))
+            continue
+        try:
+            condition = cond.parse(rule.when, attrs, domains)
+        except cond.ConditionError as err:
+            errors.append(SourceError(doc.value_where(("rules", i, "when")), f"rules[{i}].when: {err}"))
+            continue
+        matrix.rules.append(RuleEntry(index=index, rule=rule, condition=condition, where=here))
+    if errors:
+        raise MatrixError(errors)
+    return matrix
+
+
+def _check_references(m: Matrix) -> list[SourceError]:
+    errors: list[SourceError] = []
+
+    def unknown(section: str, name: str, what: str, value: str, pool: Any) -> None:
+        errors.append(SourceError(m.where.get((section, name)),
+                                  f"{section}.{name}: unknown {what} '{value}'{suggest(value, pool)}"))
+
+    for fname, family in m.families.items():
+        for vname, variant in family.variants.items():
+            for p in variant.platforms:
+                if p not in m.platforms:
+                    unknown("families", fname, f"platform in variant {vname}", p, m.platforms)
+    for name, feature in m.features.items():
+        for other in [*feature.requires, *feature.conflicts]:
+            if other not in m.features:
+                unknown("features", name, "feature", other, m.features)
+    for name, suite in m.suites.items():
+        if suite.platform not in m.platforms:
+            unknown("suites", name, "platform", suite.platform, m.platforms)
+        for group in suite.groups:
+            for ref in group.families:
+                if ref == "*":
+                    continue
+                fam, _, var = ref.partition("/")
+                if fam not in m.families:
+                    unknown("suites", name, "family", fam, m.families)
+                elif var and var != "*" and var not in m.families[fam].variants:
+                    unknown("suites", name, f"variant of {fam}", var, m.families[fam].variants)
+            for topo in group.topologies:
+                if topo not in m.topologies:
+                    unknown("suites", name, "topology", topo, m.topologies)
+            for stack in group.features:
+                for feat in stack.split("+"):
+                    if feat != "none" and feat not in m.features:
+                        unknown("suites", name, "feature", feat, m.features)
+            for feat in group.toggles:
+                if feat not in m.features:
+                    unknown("suites", name, "feature", feat, m.features)
+    return errors

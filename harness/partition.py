@@ -1,0 +1,104 @@
+"""The partition oracle: which [start, end) of the target model's hidden layers each PP rank builds.
+
+Two rule sets, because implementation and documentation disagree:
+  * ``upstream``   — exactly vLLM's ``get_pp_indices`` (vllm/distributed/utils.py): the
+    ``VLLM_PP_LAYER_PARTITION`` string is parsed with Python's ``int()`` per comma-separated
+    entry, its count must equal the PP size and its sum the number of hidden layers. Zero and
+    negative entries are accepted. Auto split gives ``L // P`` layers per stage and hands the
+    remainder to stages P-2, P-3, … so the last stage (norm, LM head, sampler) never gets more.
+  * ``ascend-doc`` — the vllm-ascend PP guide additionally requires every entry to be a positive
+    integer.
+
+Error texts are vLLM's own, so an expected-rejection rule can match the server's log line with
+the same words the oracle produces.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Rules = Literal["upstream", "ascend-doc"]
+RULE_SETS: tuple[str, ...] = ("upstream", "ascend-doc")
+
+
+class PartitionError(ValueError):
+    """A partition the chosen rule set rejects; the message is the text vLLM (or the guide) uses."""
+
+
+def auto_partition(num_layers: int, pp_size: int) -> list[int]:
+    if pp_size < 1:
+        raise PartitionError(f"pp_size must be at least 1, got {pp_size}.")
+    if num_layers < 0:
+        raise PartitionError(f"num_hidden_layers must not be negative, got {num_layers}.")
+    parts = [num_layers // pp_size] * pp_size
+    for i in range(2, num_layers % pp_size + 2):
+        parts[-i] += 1
+    return parts
+
+
+def parse_partition(text: str, num_layers: int, pp_size: int, rules: Rules = "upstream") -> list[int]:
+    """Layer counts per stage for a custom partition string, validated as ``rules`` says."""
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown partition rule set {rules!r}; expected one of {', '.join(RULE_SETS)}")
+    try:
+        # int() per entry, as vLLM does: " 3" and "+3" pass, "3.0", "" and a trailing comma fail.
+        parts = [int(entry) for entry in text.split(",")]
+    except ValueError as err:
+        raise PartitionError(f"Invalid partition string: {text}") from err
+    if len(parts) != pp_size:
+        raise PartitionError(f"len(partitions)={len(parts)} does not match pp_size={pp_size}.")
+    if sum(parts) != num_layers:
+        raise PartitionError(f"sum(partitions)={sum(parts)} does not match num_hidden_layers={num_layers}.")
+    if rules == "ascend-doc":
+        bad = [p for p in parts if p <= 0]
+        if bad:
+            raise PartitionError(
+                f"every partition entry must be a positive integer, got {bad[0]} in {text!r}."
+            )
+    return parts
+
+
+def layer_counts(num_layers: int, pp_size: int, partition: str | None = None, rules: Rules = "upstream") -> list[int]:
+    if partition is None or partition == "auto":
+        return auto_partition(num_layers, pp_size)
+    return parse_partition(partition, num_layers, pp_size, rules)
+
+
+def stage_ranges(
+    num_layers: int, pp_size: int, partition: str | None = None, rules: Rules = "upstream"
+) -> list[tuple[int, int]]:
+    """Per-rank ``[start, end)``; ``partition`` is None/"auto" or a VLLM_PP_LAYER_PARTITION string."""
+    ranges = []
+    start = 0
+    for count in layer_counts(num_layers, pp_size, partition, rules):
+        ranges.append((start, start + count))
+        start += count
+    return ranges
+
+
+def partition_error(num_layers: int, pp_size: int, partition: str | None, rules: Rules = "upstream") -> str:
+    """The rejection text for this partition under ``rules``, or "" when it is accepted."""
+    try:
+        stage_ranges(num_layers, pp_size, partition, rules)
+    except PartitionError as err:
+        return str(err)
+    return ""
+
+
+def propose_rebalance(counts: list[int], stage_cost: list[float]) -> list[int] | None:
+    """The guide's tuning step: move one layer from the slowest stage toward a cheaper neighbour.
+
+    ``stage_cost`` is a per-stage measure (peak memory or step latency). Returns the next layer
+    counts to try, or None when the slowest stage cannot give a layer away.
+    """
+    if len(counts) != len(stage_cost) or len(counts) < 2:
+        raise ValueError("need one cost per stage and at least two stages")
+    slowest = max(range(len(counts)), key=lambda i: (stage_cost[i], i))
+    if counts[slowest] <= 1:
+        return None
+    neighbours = [i for i in (slowest - 1, slowest + 1) if 0 <= i < len(counts)]
+    target = min(neighbours, key=lambda i: (stage_cost[i], -i))
+    proposal = list(counts)
+    proposal[slowest] -= 1
+    proposal[target] += 1
+    return proposal

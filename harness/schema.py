@@ -1,0 +1,205 @@
+"""The matrix's data model: what each YAML section may contain, validated with pydantic.
+
+Every model forbids unknown keys, so a typo in a key is an error at load time (with the closest
+valid key suggested by the loader), never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# JSON-valued vLLM flags that features may contribute fragments to; fragments from stacked
+# features are deep-merged into one value per flag.
+JSON_FLAGS = (
+    "additional-config",
+    "compilation-config",
+    "kv-transfer-config",
+    "speculative-config",
+    "kv-events-config",
+)
+
+NAME = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Platform(Strict):
+    title: str
+    # The variable that selects this platform's devices for a process, and how a device set is
+    # written into it: a comma list of NPU/GPU ids, or CPU cores with one "|"-separated range per rank.
+    device_env: str
+    device_format: Literal["comma-list", "cpu-bind"]
+    env: dict[str, str] = {}
+    # Set on every node before Ray starts when the executor backend is Ray.
+    ray_env: dict[str, str] = {}
+    # Per-node communication variables filled from the cluster inventory (value = inventory field).
+    node_env: dict[str, Literal["address", "nic"]] = {}
+    serve_args: list[str] = []
+
+
+class Variant(Strict):
+    architecture: str
+    # None: not known in advance; read from the model's config.json when the case is planned.
+    hidden_layers: int | None = Field(None, ge=1)
+    supports_pp: bool
+    # "zoo:NAME" for a tiny model ppconf builds offline, else a path or id the nodes can load.
+    model: str
+    origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
+    drafters: dict[str, str] = {}
+    serve_args: list[str] = []
+    env: dict[str, str] = {}
+    platforms: list[str] = []
+    title: str = ""
+
+
+class Family(Strict):
+    title: str
+    variants: dict[str, Variant]
+
+    @field_validator("variants")
+    @classmethod
+    def _names(cls, v: dict[str, Variant]) -> dict[str, Variant]:
+        for name in v:
+            if not re.match(NAME, name):
+                raise ValueError(f"variant name {name!r} must match {NAME}")
+        if not v:
+            raise ValueError("a family needs at least one variant")
+        return v
+
+
+class Feature(Strict):
+    title: str
+    args: list[str] = []
+    env: dict[str, str] = {}
+    configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
+    requires: list[str] = []
+    conflicts: list[str] = []
+    # Features in the same exclusive group cannot be stacked (e.g. two speculative methods).
+    exclusive: str | None = None
+    # WARNING lines with which a server says it turned this feature off: a silent disable.
+    silent_disable: list[str] = []
+    # Feature-specific checks run on a live deployment (see harness.checks).
+    checks: list[str] = []
+    link: str | None = None
+
+    @field_validator("silent_disable")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            re.compile(pattern)
+        return v
+
+
+class Instance(Strict):
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int = Field(1, ge=1)
+    nnodes: int = Field(1, ge=1)
+
+
+class Topology(Strict):
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int = Field(1, ge=1)
+    nnodes: int = Field(1, ge=1)
+    # None: let vLLM choose (and print no flag), as the single-node examples of the guide do.
+    backend: Literal["mp", "ray"] | None = None
+    # Present for P/D disaggregation: this topology's tp/pp/dp describe the prefill instance.
+    decode: Instance | None = None
+    connector: str | None = None
+    title: str = ""
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def devices(self) -> int:
+        return self.world + (self.decode.tp * self.decode.pp * self.decode.dp if self.decode else 0)
+
+
+class Accuracy(Strict):
+    prompts: list[str] = ["Hello, my name is", "The quick brown fox", "pipeline parallel"]
+    max_tokens: int = Field(12, ge=1)
+    # Prompts also requested with stream=true, to check streamed output equals the baseline too.
+    streamed: int = Field(1, ge=0)
+    logprob_tolerance: float = Field(0.0, ge=0.0)
+
+
+class Group(Strict):
+    families: list[str]
+    topologies: list[str]
+    partitions: list[str] = ["auto"]
+    # Explicit feature stacks ("a+b", or "none"); one dimension of the expansion.
+    features: list[str] = ["none"]
+    # Each listed feature becomes its own on/off dimension (for pairwise coverage of stacks).
+    toggles: list[str] = []
+
+
+class Suite(Strict):
+    title: str
+    platform: str
+    mode: Literal["full", "pairwise"] = "full"
+    seed: int = 0
+    # Upper bound on the devices one case may use; larger cases are impossible in this suite.
+    max_devices: int | None = Field(None, ge=1)
+    partition_rules: Literal["upstream", "ascend-doc"] = "upstream"
+    startup_timeout_s: float = Field(300.0, gt=0)
+    request_timeout_s: float = Field(60.0, gt=0)
+    accuracy: Accuracy = Accuracy()
+    groups: list[Group] = Field(min_length=1)
+
+
+Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
+
+
+class Rule(Strict):
+    when: str
+    expect: Expect
+    why: str
+    link: str | None = None
+    experimental: bool = False
+    error: str | None = None
+    phase: Literal["config", "startup", "first-request"] | None = None
+    within_s: float | None = Field(None, gt=0)
+    reason: str | None = None
+    owner: str | None = None
+    until: datetime.date | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_outcome(self) -> Rule:
+        needs = {
+            "rejected": ("error", "phase"),
+            "unsupported-on-platform": ("reason",),
+            "known-issue": ("link", "owner", "until"),
+            "flaky": ("link",),
+        }.get(self.expect, ())
+        missing = [f for f in needs if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}")
+        only_rejected = ("error", "phase", "within_s")
+        if self.expect != "rejected":
+            stray = [f for f in only_rejected if getattr(self, f) is not None]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} only apply to expect: rejected")
+        if self.error is not None:
+            try:
+                re.compile(self.error)
+            except re.error as err:
+                raise ValueError(f"error is not a valid regular expression: {err}") from err
+        return self
+
+
+SECTIONS: dict[str, type[Strict]] = {
+    "platforms": Platform,
+    "families": Family,
+    "features": Feature,
+    "topologies": Topology,
+    "suites": Suite,
+}
