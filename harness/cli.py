@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from .cluster import load_cluster
@@ -93,6 +94,58 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .run import RunConfig, Runner, write_meta
+
+    m = _matrix(args)
+    run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.resume and not (run_dir / "run.json").exists():
+        print(f"error: {run_dir} is not a run directory (no run.json)", file=sys.stderr)
+        return 2
+    suite = args.suite
+    if args.resume and not suite:
+        suite = json.loads((run_dir / "run.json").read_text())["suite"]
+    if not suite:
+        print("error: --suite is required (or --resume DIR)", file=sys.stderr)
+        return 2
+    cfg = RunConfig(matrix=m, suite=suite, cluster=load_cluster(args.cluster), run_dir=run_dir,
+                    case_ids=args.case, select=args.select, resume=bool(args.resume))
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                  transient=False) as bar:
+        task = bar.add_task(suite, total=None)
+
+        def progress(event: str, case, text: str) -> None:
+            if event == "start":
+                bar.update(task, total=int(text.split(" of ")[0]))
+            if event == "result":
+                bar.advance(task)
+                bar.console.print(f"{text.split(':', 1)[0]:18s} {case.id}  {text.split(':', 1)[1].strip()}",
+                                  markup=False, highlight=False)
+            elif event in ("launch", "baseline", "model"):
+                bar.update(task, description=f"{suite}: {event} {case.id if case else text}")
+
+        runner = Runner(cfg, progress)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not args.resume:
+            write_meta(run_dir, cfg, {"argv": sys.argv})
+        try:
+            summary = runner.run()
+        except KeyboardInterrupt:
+            console.print(f"interrupted; every launched process was stopped. Resume with: "
+                          f"ppconf run --resume {run_dir}")
+            return 130
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.outcomes.items()))
+    print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches: "
+          f"{counts or 'nothing run'}")
+    print(f"results: {run_dir / 'results.jsonl'}")
+    return 1 if summary.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument("--format", choices=["shell", "json"], default="shell")
+
+    p = add("run", cmd_run, "run a suite for real and append one result per case to DIR/results.jsonl")
+    p.add_argument("--suite", help="suite to run")
+    p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
+    p.add_argument("--case", action="append", help="run only this case id (repeatable)")
+    p.add_argument("--select", help="run only the cases matching this condition")
+    p.add_argument("--out", type=Path, help="run directory (default: runs/SUITE-TIMESTAMP)")
+    p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
     return parser
 
 

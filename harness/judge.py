@@ -1,0 +1,139 @@
+"""Judging an observation against its expectation.
+
+The outcomes are a closed set; each carries one bit — does it fail the run — and only that bit
+decides a run's exit status.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .case import Expectation
+
+
+class Outcome(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    XFAIL = "XFAIL"  # the expected rejection happened, with the expected error, in time
+    UNEXPECTED_ACCEPT = "UNEXPECTED_ACCEPT"  # claimed rejected, but it launched and worked
+    BAD_REJECT = "BAD_REJECT"  # expected a rejection; got another error, a hang, or a late one
+    KNOWN_ISSUE = "KNOWN_ISSUE"
+    FLAKY = "FLAKY"
+    SKIP = "SKIP"
+    ERROR = "ERROR"  # the harness or infrastructure failed, not the system under test
+
+    @property
+    def fails_run(self) -> bool:
+        return self in (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
+
+
+@dataclass
+class Observation:
+    """What the real processes of one case did. Filled by the run step, read by the judge."""
+
+    ready: bool = False
+    ready_s: float | None = None
+    # where it failed: "startup" (exited or never became ready) or "first-request"
+    failed_phase: str | None = None
+    failed_after_s: float | None = None
+    hung: bool = False  # neither ready nor exited by the deadline
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    root_cause: dict | None = None
+    expected_error_line: dict | None = None  # the log line matching the expectation's pattern
+    expected_error_after_s: float | None = None
+    partition: list[list[int]] | None = None
+    partition_source: str | None = None
+    partition_expected: list[list[int]] | None = None
+    accuracy: dict | None = None  # {"equal": bool, "max_logprob_diff": float, "diffs": [...]}
+    silent_disable: list[dict] = field(default_factory=list)
+    feature_checks: dict[str, dict] = field(default_factory=dict)
+    request_error: str | None = None
+    infra_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, [], {}, False)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    reason: str
+
+
+def _problems(obs: Observation) -> list[str]:
+    """Why a deployment claimed to work did not, or [] when every check passed."""
+    out = []
+    if not obs.ready:
+        if obs.hung:
+            out.append("did not become ready before the startup deadline")
+        else:
+            cause = obs.root_cause["text"] if obs.root_cause else "no error line found in the logs"
+            out.append(f"failed at {obs.failed_phase or 'startup'}: {cause}")
+        return out
+    if obs.request_error:
+        cause = f" (root cause: {obs.root_cause['text']})" if obs.root_cause else ""
+        out.append(f"request failed: {obs.request_error}{cause}")
+    if obs.partition is not None and obs.partition_expected is not None and obs.partition != obs.partition_expected:
+        out.append(f"partition {obs.partition} differs from the oracle's {obs.partition_expected}")
+    if obs.accuracy is not None and not obs.accuracy.get("equal", False):
+        out.append(f"outputs differ from the PP=1 baseline: {obs.accuracy.get('summary', '')}".rstrip(": "))
+    for line in obs.silent_disable:
+        out.append(f"feature silently disabled: {line['text']}")
+    for name, check in obs.feature_checks.items():
+        if not check.get("ok", False):
+            out.append(f"{name} check failed: {check.get('detail', '')}")
+    return out
+
+
+def judge(exp: Expectation, obs: Observation) -> Verdict:
+    if obs.infra_error:
+        return Verdict(Outcome.ERROR, obs.infra_error)
+    if exp.kind == "unsupported-on-platform":
+        return Verdict(Outcome.SKIP, f"unsupported on this platform: {exp.reason}")
+    if exp.kind == "unspecified":
+        return Verdict(Outcome.SKIP, "no rule of the matrix makes a claim about this case")
+    if exp.kind == "rejected":
+        return _judge_rejection(exp, obs)
+    problems = _problems(obs)
+    if not problems:
+        return Verdict(Outcome.PASS, "ready; every check passed")
+    reason = "; ".join(problems)
+    if exp.kind == "known-issue":
+        return Verdict(Outcome.KNOWN_ISSUE, f"{reason} (known issue {exp.link}, owner {exp.owner})")
+    if exp.kind == "flaky":
+        return Verdict(Outcome.FLAKY, f"{reason} (flaky: {exp.link})")
+    return Verdict(Outcome.FAIL, reason)
+
+
+def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
+    line = obs.expected_error_line
+    problems = _problems(obs)
+    if line is None:
+        if obs.ready and not problems:
+            return Verdict(Outcome.UNEXPECTED_ACCEPT,
+                           f"expected a {exp.phase} rejection matching /{exp.error}/, but it became ready "
+                           f"and every check passed")
+        if obs.hung:
+            return Verdict(Outcome.BAD_REJECT, f"expected a {exp.phase} rejection matching /{exp.error}/; "
+                                               f"it hung instead")
+        got = "; ".join(problems) or "no error"
+        return Verdict(Outcome.BAD_REJECT, f"expected /{exp.error}/ at {exp.phase}; got: {got}")
+    where = f"{line['log']}:{line['line']}"
+    if exp.phase in ("config", "startup") and obs.ready:
+        return Verdict(Outcome.BAD_REJECT, f"the expected error appeared ({where}) but the server became ready anyway")
+    if exp.phase == "first-request" and not obs.ready:
+        return Verdict(Outcome.BAD_REJECT, f"expected the first request to fail, but startup already failed: {line['text']}")
+    after = obs.expected_error_after_s
+    if exp.within_s is not None and after is not None and after > exp.within_s:
+        return Verdict(Outcome.BAD_REJECT, f"rejected as expected ({where}), but after {after:.0f} s, "
+                                           f"not within {exp.within_s:.0f} s")
+    timing = f" after {after:.1f} s" if after is not None else ""
+    return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line['text']} ({where})")
+
+
+def expected_line_matches(exp: Expectation, text: str) -> bool:
+    return exp.error is not None and re.search(exp.error, text) is not None

@@ -1,0 +1,59 @@
+"""The results store: one JSON line per finished case, appended as each case finishes.
+
+A killed run loses nothing already written; a torn last line (the process died mid-write) is
+detected and dropped, so ``--resume`` re-runs exactly the cases without a complete record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RESULTS = "results.jsonl"
+
+
+def append(run_dir: Path, record: dict[str, Any]) -> None:
+    path = run_dir / RESULTS
+    line = json.dumps(record, sort_keys=True, default=str) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read(run_dir: Path) -> list[dict[str, Any]]:
+    """Every complete record; when a case appears twice the later record wins."""
+    path = run_dir / RESULTS
+    if not path.exists():
+        return []
+    records: dict[str, dict[str, Any]] = {}
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
+        if not raw.endswith("\n"):
+            break  # torn final write
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "case" in rec:
+            records[rec["case"]] = rec
+    return list(records.values())
+
+
+def repair(run_dir: Path) -> bool:
+    """Cut a torn last line off the file so later appends start on a fresh line."""
+    path = run_dir / RESULTS
+    if not path.exists():
+        return False
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    cut = data.rfind(b"\n") + 1
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    return True
+
+
+def finished(run_dir: Path) -> set[str]:
+    return {r["case"] for r in read(run_dir)}

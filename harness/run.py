@@ -1,0 +1,413 @@
+"""Running a suite: plan, launch each deployment once, check it, judge every case, append results.
+
+One deployment is live at a time on a host (a vLLM server wants all its cores). Cases whose
+launches are identical share one deployment and every check runs on it. The PP=1 baseline of a
+model is launched once per run and its outputs kept in the run directory for reuse and resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import logs, results
+from .case import Case
+from .client import Client, Completion, compare
+from .cluster import Cluster
+from .expand import expand, select
+from .judge import Observation, Outcome, judge
+from .matrix import Matrix
+from .partition import stage_ranges
+from .plan import Deployment, Ports, group_deployments, plan
+from .zoo import default_cache_root, ensure_model
+from runners.local import LocalRunner
+
+PROBE_CLASS = "harness.worker_probe.StageProbe"
+PROBE_METHOD = "ppconf_stage_info"
+BASELINE_TOPOLOGY = "pp1-tp1"
+SERVE_ROLES = ("api", "headless", "prefill", "decode")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunConfig:
+    matrix: Matrix
+    suite: str
+    cluster: Cluster
+    run_dir: Path
+    case_ids: list[str] | None = None
+    select: str | None = None
+    resume: bool = False
+
+
+@dataclass
+class RunSummary:
+    cases: int = 0
+    launches: int = 0
+    skipped_finished: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(Outcome(o).fails_run for o, n in self.outcomes.items() if n)
+
+
+class Interrupted(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A SIGTERM to ppconf tears the live deployment down like Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class Live:
+    """A launched deployment: its handles, logs and API client; ``stop`` tears it all down."""
+
+    def __init__(self, deployment: Deployment, log_dir: Path, extra_env: dict[str, str], timeout_s: float):
+        self.deployment = deployment
+        self.log_dir = log_dir
+        self.runner = LocalRunner()
+        self.handles = []
+        self.extra_env = extra_env
+        self.t0 = time.monotonic()
+        api = deployment.launch(deployment.api)
+        host = api.env_dict().get("VLLM_HOST_IP", "127.0.0.1")
+        self.client = Client(f"http://{host}:{api.port}", timeout_s)
+        self.model_name: str | None = None
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        return {h.spec.name: h.log_path for h in self.handles}
+
+    def start(self) -> None:
+        for spec in self.deployment.launches:
+            self.handles.append(self.runner.start(spec, self.log_dir / f"{spec.name}.log", self.extra_env))
+
+    def exited(self) -> dict[str, int]:
+        return {h.spec.name: rc for h in self.handles if (rc := h.returncode()) is not None}
+
+    def wait_ready(self, deadline_s: float, poll_s: float = 0.25) -> tuple[str, float]:
+        """("ready" | "exited" | "timeout", seconds since launch). An exit is seen within ``poll_s``."""
+        while True:
+            elapsed = time.monotonic() - self.t0
+            if self.exited():
+                return "exited", elapsed
+            name = self.client.ready()
+            if name is not None:
+                self.model_name = name
+                return "ready", elapsed
+            if elapsed > deadline_s:
+                return "timeout", elapsed
+            time.sleep(poll_s)
+
+    def stop(self) -> None:
+        for h in reversed(self.handles):
+            h.stop()
+        self.client.close()
+
+
+def _watch(live: Live, fn: Callable[[], Any], deadline_s: float, error: str | None) -> tuple[Any, str | None, Any]:
+    """Run a request in a thread while watching the deployment: returns (result, problem, matched_line).
+
+    The verdict comes as soon as the request finishes, a process exits, or the expected error
+    pattern appears in a log — not at some RPC timeout deep inside vLLM.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except Exception as err:  # noqa: BLE001 — any failure of the request is evidence
+            box["error"] = f"{type(err).__name__}: {err}"
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    end = time.monotonic() + deadline_s
+    while t.is_alive() and time.monotonic() < end:
+        t.join(0.25)
+        if error and (line := logs.search(live.log_paths, error)):
+            return None, "expected error appeared", line
+        if (gone := live.exited()):
+            t.join(1.0)
+            return None, f"process exited during the request: {gone}", None
+    if t.is_alive():
+        return None, f"no answer within {deadline_s:.0f} s", None
+    if "error" in box:
+        return None, box["error"], None
+    return box["result"], None, None
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, progress: Callable[[str, Case | None, str], None] | None = None):
+        self.cfg = cfg
+        self.m = cfg.matrix
+        self.suite = self.m.suite(cfg.suite)
+        self.run_dir = cfg.run_dir
+        self.progress = progress or (lambda event, case, text: None)
+        self.summary = RunSummary()
+        self.baselines: dict[str, list[Completion]] = {}
+
+    # ---- planning -------------------------------------------------------------------------
+    def cases(self) -> list[Case]:
+        cases = select(expand(self.m, self.cfg.suite).cases, ids=self.cfg.case_ids, expr=self.cfg.select)
+        return cases
+
+    def instrument(self, d: Deployment) -> Deployment:
+        """Local launches also load the stage probe, so the partition is read from the workers."""
+        launches = []
+        for l in d.launches:
+            if l.role in SERVE_ROLES and self.cfg.cluster.node(l.node).reach == "local":
+                env = dict(l.env) | {"VLLM_SERVER_DEV_MODE": "1"}
+                l = replace(l, argv=(*l.argv, "--worker-extension-cls", PROBE_CLASS), env=tuple(sorted(env.items())))
+            launches.append(l)
+        return replace(d, launches=tuple(launches))
+
+    def ports(self) -> Ports:
+        return Ports(api=free_port(), master=free_port(), ray=free_port(), kv=free_port(),
+                     prefill=free_port(), decode=free_port())
+
+    def extra_env(self) -> dict[str, str]:
+        cache = self.run_dir / "vllm-cache"
+        return {"VLLM_CACHE_ROOT": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+    # ---- one deployment ---------------------------------------------------------------------
+    def launch(self, d: Deployment, log_dir: Path) -> Live:
+        live = Live(d, log_dir, self.extra_env(), self.suite.request_timeout_s)
+        self.summary.launches += 1
+        live.start()
+        return live
+
+    def baseline(self, case: Case) -> list[Completion]:
+        key = case.model_key
+        if key in self.baselines:
+            return self.baselines[key]
+        path = self.run_dir / "baselines" / f"{key.replace('/', '__')}.json"
+        if path.exists():
+            self.baselines[key] = [Completion.from_json(c) for c in json.loads(path.read_text())["completions"]]
+            return self.baselines[key]
+        base_case = replace(case, topology=BASELINE_TOPOLOGY, partition="auto", features=(), id=f"{key}/baseline")
+        d = self.instrument(plan(self.m, base_case, self.cfg.cluster, ports=self.ports()))
+        self.progress("baseline", case, f"PP=1 baseline of {key}")
+        live = self.launch(d, self.run_dir / "logs" / "baselines" / key.replace("/", "__"))
+        try:
+            state, elapsed = live.wait_ready(self.suite.startup_timeout_s)
+            if state != "ready":
+                cause = logs.root_cause(live.log_paths)
+                raise RuntimeError(f"PP=1 baseline of {key} did not start ({state} after {elapsed:.0f} s): "
+                                   f"{cause.text if cause else 'no error line in its log'}")
+            outputs = self.generate(live, streamed=0)
+        finally:
+            live.stop()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv),
+                                    "completions": [c.to_json() for c in outputs]}, indent=1))
+        self.baselines[key] = outputs
+        return outputs
+
+    def generate(self, live: Live, streamed: int) -> list[Completion]:
+        acc = self.suite.accuracy
+        out = [live.client.complete(live.model_name, p, acc.max_tokens) for p in acc.prompts]
+        out += [live.client.complete_streamed(live.model_name, p, acc.max_tokens) for p in acc.prompts[:streamed]]
+        return out
+
+    def observe(self, d: Deployment, cases: list[Case], log_dir: Path) -> dict[str, Observation]:
+        obs = Observation()
+        rejects = [c.expectation.error for c in cases if c.expectation.kind == "rejected" and c.expectation.error]
+        pattern = "|".join(f"(?:{r})" for r in rejects) or None
+        needs_baseline = [c for c in cases if c.expectation.kind in ("supported", "known-issue", "flaky")
+                          and "pooling" not in c.features]
+        if needs_baseline:
+            try:
+                self.baseline(needs_baseline[0])
+            except Exception as err:  # noqa: BLE001
+                obs.infra_error = f"{type(err).__name__}: {err}"
+                return {c.id: obs for c in cases}
+        live = self.launch(d, log_dir)
+        try:
+            state, elapsed = live.wait_ready(self.suite.startup_timeout_s)
+            obs.exit_codes = {h.spec.name: h.returncode() for h in live.handles}
+            if state == "ready":
+                obs.ready, obs.ready_s = True, round(elapsed, 1)
+                self.check_live(live, cases, obs, pattern)
+            else:
+                obs.failed_phase = "startup"
+                obs.failed_after_s = round(elapsed, 1)
+                obs.hung = state == "timeout"
+            obs.exit_codes = {h.spec.name: h.returncode() for h in live.handles}
+        finally:
+            live.stop()
+        paths = live.log_paths
+        cause = logs.root_cause(paths)
+        obs.root_cause = cause.to_json() if cause else None
+        return {c.id: self._per_case(c, obs, paths) for c in cases}
+
+    def check_live(self, live: Live, cases: list[Case], obs: Observation, pattern: str | None) -> None:
+        case = cases[0]
+        first_request = any(c.expectation.phase == "first-request" for c in cases)
+        t_req = time.monotonic()
+        if "pooling" in case.features:
+            result, problem, line = _watch(live, lambda: live.client.embed(live.model_name, "pipeline parallel"),
+                                           self.suite.request_timeout_s, pattern)
+            outputs = None
+            if result is not None:
+                obs.feature_checks["embeddings"] = {"ok": len(result) > 0, "detail": f"dimension {len(result)}"}
+        else:
+            outputs, problem, line = _watch(live, lambda: self.generate(live, self.suite.accuracy.streamed),
+                                            self.suite.request_timeout_s, pattern)
+        if problem:
+            obs.request_error = problem
+            obs.failed_phase = "first-request"
+            obs.failed_after_s = round(time.monotonic() - t_req, 1)
+            if line is not None:
+                obs.expected_error_line = line.to_json()
+                obs.expected_error_after_s = obs.failed_after_s
+            return
+        if first_request:
+            return
+        try:
+            stages = live.client.collective_rpc(PROBE_METHOD)
+            obs.partition = [[s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"])
+                             if s["tp_rank"] == 0]
+            obs.partition_source = "workers (collective_rpc)"
+        except Exception as err:  # noqa: BLE001
+            obs.notes.append(f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs")
+            line = logs.search(live.log_paths, r"Hidden layers were unevenly partitioned: \[")
+            if line:
+                counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]
+                starts = [sum(counts[:i]) for i in range(len(counts))]
+                obs.partition = [[s, s + n] for s, n in zip(starts, counts)]
+                obs.partition_source = f"log ({line.log}:{line.number})"
+        if outputs is not None:
+            baseline = self.baselines.get(case.model_key)
+            if baseline is not None:
+                n = len(self.suite.accuracy.prompts)
+                # streamed outputs are compared with the same prompts' non-streamed baseline
+                expected = baseline[:n] + baseline[:len(outputs) - n]
+                obs.accuracy = compare(expected, outputs, self.suite.accuracy.logprob_tolerance)
+
+    def _per_case(self, case: Case, shared: Observation, paths: dict[str, Path]) -> Observation:
+        obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks))
+        exp = case.expectation
+        variant = self.m.variant(case.family, case.variant)
+        topo = self.m.topologies[case.topology]
+        if variant.hidden_layers and topo.pp > 1 and not case.attrs["partition_error"]:
+            rng = stage_ranges(variant.hidden_layers, topo.pp, None if case.partition == "auto" else case.partition)
+            obs.partition_expected = [list(r) for r in rng]
+        if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
+            line = logs.search(paths, exp.error)
+            if line:
+                obs.expected_error_line = line.to_json()
+                obs.expected_error_after_s = shared.failed_after_s
+        for f in case.features:
+            obs.silent_disable += [l.to_json() for l in logs.warnings_matching(paths, self.m.features[f].silent_disable)]
+        doc = case.attrs.get("partition_doc_error")
+        if doc and not case.attrs.get("partition_error"):
+            obs.notes.append(f"documentation disagrees: the Ascend guide's rule rejects this partition "
+                             f"({doc}); upstream vLLM's rule accepts it")
+        return obs
+
+    # ---- the whole run ------------------------------------------------------------------
+    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float) -> Outcome:
+        verdict = judge(case.expectation, obs)
+        rec = {
+            "case": case.id,
+            "suite": case.suite,
+            "family": case.family,
+            "variant": case.variant,
+            "topology": case.topology,
+            "partition": case.partition,
+            "features": list(case.features),
+            "platform": case.platform,
+            "expectation": case.expectation.to_json(),
+            "outcome": verdict.outcome.value,
+            "reason": verdict.reason,
+            "fails_run": verdict.outcome.fails_run,
+            "observation": obs.to_json(),
+            "deployment": d.to_json() if d else None,
+            "started": started,
+            "duration_s": round(duration, 1),
+        }
+        results.append(self.run_dir, rec)
+        self.summary.outcomes[verdict.outcome.value] = self.summary.outcomes.get(verdict.outcome.value, 0) + 1
+        self.progress("result", case, f"{verdict.outcome.value}: {verdict.reason}")
+        return verdict.outcome
+
+    def run(self) -> RunSummary:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        results.repair(self.run_dir)
+        cases = self.cases()
+        done = results.finished(self.run_dir) if self.cfg.resume else set()
+        todo = [c for c in cases if c.id not in done]
+        self.summary.cases = len(cases)
+        self.summary.skipped_finished = len(cases) - len(todo)
+        self.progress("start", None, f"{len(todo)} of {len(cases)} cases to run")
+        by_id = {c.id: c for c in todo}
+        runnable = []
+        for c in todo:
+            if c.expectation.kind in ("unsupported-on-platform", "unspecified"):
+                self.record(c, None, Observation(), _now(), 0.0)
+            else:
+                runnable.append(c)
+        deployments = group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+        self._ensure_models(runnable)
+        with _sigterm_as_interrupt():
+            for d in deployments:
+                group = [by_id[i] for i in d.case_ids]
+                started, t0 = _now(), time.monotonic()
+                real = self.instrument(plan(self.m, group[0], self.cfg.cluster, ports=self.ports()))
+                real = replace(real, case_ids=d.case_ids)
+                self.progress("launch", group[0], f"{len(group)} case(s) on one deployment")
+                try:
+                    observed = self.observe(real, group, self.run_dir / "logs" / d.key)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
+                    observed = {c.id: Observation(infra_error=f"{type(err).__name__}: {err}") for c in group}
+                for c in group:
+                    self.record(c, real, observed[c.id], started, time.monotonic() - t0)
+        return self.summary
+
+    def _ensure_models(self, cases: list[Case]) -> None:
+        names = {v.model[4:] for c in cases for v in [self.m.variant(c.family, c.variant)]
+                 if v.model.startswith("zoo:")}
+        for name in sorted(names):
+            self.progress("model", None, f"tiny model {name}")
+            ensure_model(name, default_cache_root())
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_meta(run_dir: Path, cfg: RunConfig, extra: dict[str, Any]) -> None:
+    meta = {"suite": cfg.suite, "cluster": cfg.cluster.name, "matrices": str(cfg.matrix.root),
+            "started": _now(), "pid": os.getpid(), **extra}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))

@@ -1,0 +1,90 @@
+"""The local runner: each launch is its own process group on this host, with its own log file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.plan import LaunchSpec
+
+
+@dataclass
+class LocalHandle:
+    spec: LaunchSpec
+    log_path: Path
+    proc: subprocess.Popen
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the group, wait up to ``grace_s`` for every member to go, then SIGKILL it.
+
+        The group id is the launched process's pid (start_new_session), so only processes this
+        launch started are signalled — even after the leader itself has exited, since vLLM's
+        workers stay in the group.
+        """
+        pgid = self.proc.pid
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reap the leader so it does not linger as a zombie
+            if not self._group_alive():
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        # members re-parented to init are reaped by it; wait until the group is really gone
+        end = time.monotonic() + 5
+        while self._group_alive() and time.monotonic() < end:
+            time.sleep(0.05)
+
+
+class LocalRunner:
+    def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> LocalHandle:
+        env = dict(os.environ)
+        env.update(spec.env_dict())
+        env.update(extra_env or {})
+        argv = list(spec.argv)
+        if spec.set_env:
+            # the script path and argv travel as positional arguments, never inside the -c text
+            argv = ["bash", "-c", 'source "$1" && shift && exec "$@"', "ppconf-launch", spec.set_env, *argv]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() kills exactly this launch
+            )
+        return LocalHandle(spec=spec, log_path=log_path, proc=proc)

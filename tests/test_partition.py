@@ -1,0 +1,112 @@
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.partition import PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges
+
+
+def test_guide_goldens():
+    assert stage_ranges(61, 2) == [(0, 31), (31, 61)]
+    assert stage_ranges(61, 4) == [(0, 15), (15, 30), (30, 46), (46, 61)]
+    assert stage_ranges(61, 2, "32,29") == [(0, 32), (32, 61)]
+
+
+@pytest.mark.parametrize("layers,pp,expected", [
+    (2, 2, [1, 1]), (3, 2, [2, 1]), (3, 3, [1, 1, 1]), (4, 3, [1, 2, 1]), (5, 3, [2, 2, 1]),
+    (1, 2, [1, 0]), (5, 2, [3, 2]), (22, 4, [5, 6, 6, 5]),
+])
+def test_auto_remainder_goes_to_stages_before_the_last(layers, pp, expected):
+    assert auto_partition(layers, pp) == expected
+
+
+@pytest.mark.parametrize("text,layers,pp,message", [
+    ("5,5,5,a", 20, 4, "Invalid partition string: 5,5,5,a"),
+    ("5,5,5,5,", 20, 4, "Invalid partition string: 5,5,5,5,"),
+    ("", 20, 4, "Invalid partition string: "),
+    ("3.0,2", 5, 2, "Invalid partition string: 3.0,2"),
+    ("5,5,5", 20, 4, "len(partitions)=3 does not match pp_size=4."),
+    ("5,5,5,5", 21, 4, "sum(partitions)=20 does not match num_hidden_layers=21."),
+    ("1,2", 5, 2, "sum(partitions)=3 does not match num_hidden_layers=5."),
+])
+def test_rejections_use_vllm_text(text, layers, pp, message):
+    with pytest.raises(PartitionError) as err:
+        stage_ranges(layers, pp, text)
+    assert str(err.value) == message
+    assert isinstance(err.value, ValueError)
+
+
+def test_zero_and_negative_entries_upstream_accepts_doc_rejects():
+    assert stage_ranges(61, 2, "0,61") == [(0, 0), (0, 61)]
+    assert stage_ranges(4, 2, "-1,5") == [(0, -1), (-1, 4)]
+    assert partition_error(61, 2, "0,61", "upstream") == ""
+    assert "positive integer" in partition_error(61, 2, "0,61", "ascend-doc")
+    assert partition_error(4, 2, "-1,5", "ascend-doc")
+
+
+def test_int_parsing_matches_python_int():
+    # vLLM uses int() per entry: whitespace and a plus sign pass
+    assert stage_ranges(5, 2, " 3,+2") == [(0, 3), (3, 5)]
+
+
+@given(layers=st.integers(0, 200), pp=st.integers(1, 16))
+def test_auto_properties(layers, pp):
+    counts = auto_partition(layers, pp)
+    assert sum(counts) == layers and len(counts) == pp
+    assert max(counts) - min(counts) <= 1
+    # the last stage never holds more layers than any other stage
+    assert counts[-1] == min(counts)
+    ranges = stage_ranges(layers, pp)
+    assert ranges[0][0] == 0 and ranges[-1][1] == layers
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+@given(parts=st.lists(st.integers(-3, 40), min_size=1, max_size=8))
+def test_custom_properties(parts):
+    text = ",".join(map(str, parts))
+    layers = sum(parts)
+    assert [e - s for s, e in stage_ranges(layers, len(parts), text)] == parts
+    doc_ok = all(p > 0 for p in parts)
+    assert (partition_error(layers, len(parts), text, "ascend-doc") == "") == doc_ok
+    assert partition_error(layers, len(parts) + 1, text).startswith("len(partitions)=")
+    assert partition_error(layers + 1, len(parts), text).startswith("sum(partitions)=")
+
+
+@pytest.fixture(scope="module")
+def vllm_get_pp_indices():
+    pytest.importorskip("torch")
+    from harness import vllm_cpu
+
+    vllm_cpu.install_alias()
+    utils = pytest.importorskip("vllm.distributed.utils")
+    return utils.get_pp_indices
+
+
+@settings(max_examples=150, deadline=None)
+@given(layers=st.integers(1, 80), pp=st.integers(1, 8),
+       custom=st.one_of(st.none(), st.lists(st.integers(-2, 30), min_size=1, max_size=8).map(lambda p: ",".join(map(str, p)))))
+def test_oracle_equals_vllm_get_pp_indices(vllm_get_pp_indices, layers, pp, custom):
+    """The oracle is checked against the installed vLLM's own function, not a copy of it."""
+    old = os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
+    try:
+        if custom is not None:
+            os.environ["VLLM_PP_LAYER_PARTITION"] = custom
+        try:
+            theirs = [vllm_get_pp_indices(layers, r, pp) for r in range(pp)]
+        except ValueError as err:
+            with pytest.raises(PartitionError) as ours:
+                stage_ranges(layers, pp, custom)
+            assert str(ours.value) == str(err)
+        else:
+            assert stage_ranges(layers, pp, custom) == theirs
+    finally:
+        os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
+        if old is not None:
+            os.environ["VLLM_PP_LAYER_PARTITION"] = old
+
+
+def test_rebalance_moves_one_layer_off_the_slowest_stage():
+    assert propose_rebalance([31, 30], [1.0, 1.3]) == [32, 29]
+    assert propose_rebalance([15, 15, 16, 15], [1.0, 1.0, 1.5, 1.1]) == [15, 16, 15, 15]
+    assert propose_rebalance([1, 5], [2.0, 1.0]) is None
