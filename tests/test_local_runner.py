@@ -1,0 +1,96 @@
+"""Teardown of whole process groups, with real process trees (no vLLM needed for this part)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from harness.plan import LaunchSpec
+from runners.local import LocalRunner
+
+# A launch that forks a child and a grandchild which ignore SIGTERM, as stubborn workers do.
+TREE = textwrap.dedent("""\
+    import os, signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    kid = subprocess.Popen([sys.executable, "-c",
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"])
+    print("ready", os.getpid(), kid.pid, flush=True)
+    time.sleep(int(sys.argv[1]))
+    """)
+
+
+def spec(seconds: int, env=()) -> LaunchSpec:
+    return LaunchSpec("n0", "api", "local", "localhost", (sys.executable, "-c", TREE, str(seconds)), tuple(env))
+
+
+def group_members(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout
+    return [int(p) for p, g in (l.split() for l in out.splitlines()) if int(g) == pgid]
+
+
+def wait_for_tree(handle, n=3, timeout=20):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if len(group_members(handle.pid)) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"tree never grew: {group_members(handle.pid)}")
+
+
+def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(tmp_path):
+    h = LocalRunner().start(spec(600), tmp_path / "n0.log")
+    wait_for_tree(h)
+    h.stop(grace_s=1.0)
+    assert group_members(h.pid) == []
+
+
+def test_leader_exit_leaves_workers_that_stop_still_kills(tmp_path):
+    h = LocalRunner().start(spec(1), tmp_path / "n0.log")
+    wait_for_tree(h)
+    end = time.monotonic() + 20
+    while h.returncode() is None and time.monotonic() < end:
+        time.sleep(0.1)
+    assert h.returncode() == 0
+    assert group_members(h.pid), "the orphaned children are still in the group"
+    h.stop(grace_s=0.5)
+    assert group_members(h.pid) == []
+
+
+def test_env_and_log(tmp_path):
+    s = LaunchSpec("n0", "api", "local", "localhost",
+                   (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'])"), (("PPCONF_X", "a b;$(x)"),))
+    h = LocalRunner().start(s, tmp_path / "n0.log")
+    h.proc.wait(20)
+    h.stop()
+    assert (tmp_path / "n0.log").read_text().strip() == "a b;$(x)"
+
+
+def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
+    """A driver that holds a live launch and gets SIGINT leaves no process behind."""
+    driver = textwrap.dedent(f"""\
+        import sys, time
+        sys.path.insert(0, {str(os.getcwd())!r})
+        from tests.test_local_runner import spec
+        from runners.local import LocalRunner
+        from pathlib import Path
+        h = LocalRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
+        print(h.pid, flush=True)
+        try:
+            time.sleep(600)
+        finally:
+            h.stop(grace_s=1.0)
+        """)
+    p = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    pgid = int(p.stdout.readline())
+    end = time.monotonic() + 20
+    while len(group_members(pgid)) < 3 and time.monotonic() < end:
+        time.sleep(0.1)
+    assert len(group_members(pgid)) >= 3
+    p.send_signal(signal.SIGINT)
+    p.wait(30)
+    assert group_members(pgid) == []
