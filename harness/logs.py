@@ -17,11 +17,21 @@ WRAPPERS = re.compile(
     r"|WorkerProc hit an exception|Worker proc .* died unexpectedly|EngineDeadError|"
     r"Exception in worker|Traceback \(most recent call last\)|RuntimeError: Engine process failed to start"
 )
-EXCEPTION = re.compile(r"\b((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)|AssertionError|NotImplementedError)\b:?(.*)$")
+# "ValueError: ...", "torch.OutOfMemoryError: ...", a bare "AssertionError" — at the start of a message.
+EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b(?::|$)")
 ASSERT_SOURCE = re.compile(r"^\s*assert\s")
 WARNING = re.compile(r"\bWARNING\b")
-# One log line carries a process prefix like "(Worker_PP1 pid=123) "; strip it when quoting.
+# vLLM prefixes lines with the process, e.g. "(Worker_PP1 pid=123) ", and logger lines with
+# "LEVEL MM-DD HH:MM:SS [file.py:123] ".
 PREFIX = re.compile(r"^(\(\w[\w ]*pid=\d+\)\s*)")
+HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
+
+
+def message(line: str) -> tuple[str | None, str]:
+    """(log level or None for raw stderr, the message text) of one log line."""
+    rest = PREFIX.sub("", line)
+    m = HEADER.match(rest)
+    return (m.group("level"), rest[m.end():]) if m else (None, rest)
 
 
 @dataclass(frozen=True)
@@ -56,27 +66,23 @@ def search(logs: dict[str, Path], pattern: str) -> LogLine | None:
 
 
 def root_cause(logs: dict[str, Path]) -> LogLine | None:
-    """The first exception line in any log that is not a wrapper; for a bare assertion, the
-    ``assert`` source line printed just above it says more, so it is returned instead."""
-    best: LogLine | None = None
+    """The first exception line (an ERROR record or raw stderr, never a warning) that is not a
+    wrapper. For a bare ``AssertionError`` the ``assert`` source line printed above it is added."""
     for name, path in logs.items():
         lines = read_lines(path)
         for i, line in enumerate(lines, 1):
-            if WRAPPERS.search(line) or not EXCEPTION.search(line):
+            level, text = message(line)
+            if level not in (None, "ERROR", "CRITICAL") or WRAPPERS.search(text) or not EXCEPTION.match(text):
                 continue
-            if "Error" not in line and "Exception" not in line:
-                continue
-            text = line.strip()
-            if re.search(r"AssertionError\s*$", text):
+            text = text.strip()
+            if text == "AssertionError":
                 for back in range(i - 2, max(i - 6, -1), -1):
-                    if ASSERT_SOURCE.search(PREFIX.sub("", lines[back])):
-                        text = f"{text} ({PREFIX.sub('', lines[back]).strip()})"
+                    source = message(lines[back])[1]
+                    if ASSERT_SOURCE.search(source):
+                        text = f"AssertionError ({source.strip()})"
                         break
-            best = LogLine(name, i, text)
-            break
-        if best:
-            return best
-    return best
+            return LogLine(name, i, text)
+    return None
 
 
 def warnings_matching(logs: dict[str, Path], patterns: list[str]) -> list[LogLine]:
