@@ -103,7 +103,9 @@ def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int
                     return False
                 groups[f.exclusive] = name
             for req in f.requires:
-                if req in known_off or (all_known and req not in on):
+                # decidable early when no toggle could still switch the requirement on
+                can_come = req in dims.toggles and req not in known_off
+                if req not in on and (not can_come and (3 in p or req in known_off) or all_known):
                     return False
         return True
 

@@ -335,7 +335,7 @@ class Runner:
         return obs
 
     # ---- the whole run ------------------------------------------------------------------
-    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float) -> Outcome:
+    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float) -> dict[str, Any]:
         verdict = judge(case.expectation, obs)
         rec = {
             "case": case.id,
@@ -358,9 +358,11 @@ class Runner:
         results.append(self.run_dir, rec)
         self.summary.outcomes[verdict.outcome.value] = self.summary.outcomes.get(verdict.outcome.value, 0) + 1
         self.progress("result", case, f"{verdict.outcome.value}: {verdict.reason}")
-        return verdict.outcome
+        return rec
 
-    def run(self) -> RunSummary:
+    def prepare(self) -> list[Deployment]:
+        """Plan the cases still to run and group them into deployments; records the cases that
+        need no launch (unsupported here, or no claim) straight away."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         results.repair(self.run_dir)
         cases = self.cases()
@@ -369,30 +371,35 @@ class Runner:
         self.summary.cases = len(cases)
         self.summary.skipped_finished = len(cases) - len(todo)
         self.progress("start", None, f"{len(todo)} of {len(cases)} cases to run")
-        by_id = {c.id: c for c in todo}
+        self.by_id = {c.id: c for c in todo}
         runnable = []
         for c in todo:
             if c.expectation.kind in ("unsupported-on-platform", "unspecified"):
                 self.record(c, None, Observation(), _now(), 0.0)
             else:
                 runnable.append(c)
-        deployments = group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
         self._ensure_models(runnable)
+        return group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+
+    def execute(self, d: Deployment) -> list[dict[str, Any]]:
+        """Launch one deployment, check it, judge and record each of its cases."""
+        group = [self.by_id[i] for i in d.case_ids]
+        started, t0 = _now(), time.monotonic()
+        real = self.instrument(plan(self.m, group[0], self.cfg.cluster, ports=self.ports()))
+        real = replace(real, case_ids=d.case_ids)
+        self.progress("launch", group[0], f"{len(group)} case(s) on one deployment")
+        try:
+            observed = self.observe(real, group, self.run_dir / "logs" / d.key)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
+            observed = {c.id: Observation(infra_error=f"{type(err).__name__}: {err}") for c in group}
+        return [self.record(c, real, observed[c.id], started, time.monotonic() - t0) for c in group]
+
+    def run(self) -> RunSummary:
         with _sigterm_as_interrupt():
-            for d in deployments:
-                group = [by_id[i] for i in d.case_ids]
-                started, t0 = _now(), time.monotonic()
-                real = self.instrument(plan(self.m, group[0], self.cfg.cluster, ports=self.ports()))
-                real = replace(real, case_ids=d.case_ids)
-                self.progress("launch", group[0], f"{len(group)} case(s) on one deployment")
-                try:
-                    observed = self.observe(real, group, self.run_dir / "logs" / d.key)
-                except KeyboardInterrupt:
-                    raise
-                except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
-                    observed = {c.id: Observation(infra_error=f"{type(err).__name__}: {err}") for c in group}
-                for c in group:
-                    self.record(c, real, observed[c.id], started, time.monotonic() - t0)
+            for d in self.prepare():
+                self.execute(d)
         return self.summary
 
     def _ensure_models(self, cases: list[Case]) -> None:
