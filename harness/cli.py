@@ -132,7 +132,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner = Runner(cfg, progress)
         run_dir.mkdir(parents=True, exist_ok=True)
         if not args.resume:
-            write_meta(run_dir, cfg, {"argv": sys.argv})
+            from .versions import probe_local
+
+            versions = {n.name: probe_local(n) for n in cfg.cluster.nodes if n.reach == "local"}
+            write_meta(run_dir, cfg, {"argv": sys.argv, "versions": versions})
         try:
             summary = runner.run()
         except KeyboardInterrupt:

@@ -92,3 +92,10 @@ def test_known_issue_and_flaky_and_infra():
     assert judge(Expectation(kind="flaky", link="https://x/2"), broken).outcome is Outcome.FLAKY
     assert judge(SUPPORTED, Observation(infra_error="port in use")).outcome is Outcome.ERROR
     assert judge(Expectation(kind="unspecified"), Observation()).outcome is Outcome.SKIP
+
+
+def test_unverified_partition_is_not_a_pass():
+    obs = ready()
+    obs.partition = None
+    v = judge(SUPPORTED, obs)
+    assert v.outcome is Outcome.FAIL and "could not be read" in v.reason

@@ -1,0 +1,103 @@
+"""Ask each vLLM worker which pipeline stage it is and which layers it built.
+
+Serve with `--worker-extension-cls harness.worker_probe.StageProbe` and
+`VLLM_SERVER_DEV_MODE=1`, then
+
+    POST /collective_rpc  {"method": "ppconf_stage_info"}
+
+answers `{"results": [info_rank0, info_rank1, ...]}`, one dict per global rank,
+from every node (the leader collects the headless nodes' replies too).
+
+The layer range is read from the model object the worker really loaded, not
+recomputed from the partition rule, so it can check that rule.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import torch
+
+# vLLM mixes the extension class into its worker class and refuses any
+# attribute name the worker already has, so the class carries a single
+# uniquely prefixed method and the helpers live at module level.
+
+
+class StageProbe:
+    def ppconf_stage_info(self) -> dict[str, Any]:
+        """This worker's ranks and the layers it built.
+
+        `start_layer`/`end_layer` are the model's own record (None for models
+        without pipeline support, which keep none); `built_layers` lists the
+        blocks that are real modules rather than pipeline placeholders.
+        """
+        from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+
+        pp, tp = get_pp_group(), get_tp_group()
+        config = self.vllm_config
+        num_layers = config.model_config.hf_text_config.num_hidden_layers
+        stack_path, stack, blocks = _decoder_stack(_loaded_model(self.model_runner), num_layers)
+        return {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "node_rank": config.parallel_config.node_rank,
+            "pp_rank": pp.rank_in_group,
+            "pp_size": pp.world_size,
+            "tp_rank": tp.rank_in_group,
+            "tp_size": tp.world_size,
+            "num_hidden_layers": num_layers,
+            "stack": stack_path,
+            "start_layer": _layer_attr(stack, "start_layer"),
+            "end_layer": _layer_attr(stack, "end_layer"),
+            "built_layers": _built_layers(blocks),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+
+
+def _loaded_model(model_runner):
+    # get_model() strips graph wrappers on runners that add them.
+    get = getattr(model_runner, "get_model", None)
+    return get() if callable(get) else model_runner.model
+
+
+# Names vLLM models give their list of decoder (or encoder) blocks.
+_LAYER_LISTS = ("layers", "layer", "h", "blocks")
+
+
+def _decoder_stack(model, num_layers: int):
+    """The submodule holding the model's blocks: (dotted path, module, blocks).
+
+    Models built with vLLM's make_layers keep `start_layer`/`end_layer` next to
+    a `layers` list; draft or vision stacks may have their own lists, so prefer
+    one as long as the model's hidden-layer count, and among those one that
+    records its pipeline range.
+    """
+    found = []
+    for path, module in model.named_modules():
+        for attr in _LAYER_LISTS:
+            blocks = getattr(module, attr, None)
+            if isinstance(blocks, torch.nn.ModuleList):
+                found.append((len(blocks) != num_layers, not hasattr(module, "start_layer"),
+                              path, module, blocks))
+                break
+    if not found:
+        return "", None, None
+    _, _, path, module, blocks = min(found, key=lambda f: f[:2])
+    return path, module, blocks
+
+
+def _layer_attr(stack, attr: str):
+    value = getattr(stack, attr, None)
+    return int(value) if value is not None else None
+
+
+def _built_layers(blocks) -> list[int] | None:
+    """Indices of blocks that are real on this worker (others are placeholders)."""
+    if blocks is None:
+        return None
+    from vllm.model_executor.models.utils import PPMissingLayer
+
+    return [i for i, block in enumerate(blocks) if not isinstance(block, PPMissingLayer)]
