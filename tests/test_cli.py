@@ -1,0 +1,66 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.cli import main
+
+
+def run(*argv):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_partition_ok_and_rejected(capsys):
+    assert main(["partition", "--layers", "61", "--pp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "[15,15,16,15]" and "PP rank 3: [46, 61)" in out
+    assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "32,30"]) == 1
+    assert capsys.readouterr().err.strip() == "sum(partitions)=62 does not match num_hidden_layers=61."
+    assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "0,61", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranges"] == [[0, 0], [0, 61]]
+    assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "0,61", "--rules", "ascend-doc"]) == 1
+
+
+def test_lint_and_expand_on_shipped_matrix(capsys):
+    assert main(["lint"]) == 0
+    assert main(["expand", "--suite", "nightly-ascend", "--count"]) == 0
+    out = capsys.readouterr().out
+    assert "pairwise" in out and "possible pairs" in out and "full product" in out
+
+
+def test_guide_single_node_example(capsys, matrix_dir):
+    matrix_dir("ascend/single.yaml", """\
+        suites:
+          single:
+            title: the guide's minimal PP syntax on two NPUs
+            platform: ascend
+            groups:
+              - families: [guide-61-layer]
+                topologies: [pp2-tp1]
+        """)
+    assert main(["plan", "--matrices", str(matrix_dir.root), "--suite", "single",
+                 "--case", "guide-61-layer/pp2-tp1/auto/none", "--cluster", "a3-16npu"]) == 0
+    out = capsys.readouterr().out
+    assert "export ASCEND_RT_VISIBLE_DEVICES=0,1\n" in out
+    assert ("vllm serve /path/to/model \\\n    --tensor-parallel-size 1 \\\n    --pipeline-parallel-size 2 \\\n"
+            "    --trust-remote-code") in out
+
+
+def test_bad_matrix_exits_2_with_positions(matrix_dir):
+    matrix_dir("extra.yaml", "features:\n  x:\n    title: t\n    exclusiv: g\n")
+    p = run("lint", "--matrices", str(matrix_dir.root))
+    assert p.returncode == 2
+    assert "extra.yaml:4:5" in p.stderr and "did you mean 'exclusive'" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_unknown_case_suggests(capsys):
+    assert main(["plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-mp/auto/nne"]) == 2
+    assert "did you mean 'qwen3-tiny/pp2-tp1-mp/auto/none'" in capsys.readouterr().err
+
+
+def test_plan_json(capsys):
+    assert main(["plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [l["role"] for l in d["launches"]] == ["api", "headless"]
