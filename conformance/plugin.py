@@ -18,6 +18,7 @@ import pytest
 from harness.cluster import load_cluster
 from harness.expand import expand
 from harness.matrix import DEFAULT_MATRICES, load_matrix
+from harness import results
 from harness.run import RunConfig, Runner
 
 FIXED_MARKERS = {
@@ -110,9 +111,8 @@ class Session:
             runner = Runner(RunConfig(self.m, suite, self.cluster, self.run_dir, resume=self.resume))
             self.runners[suite] = runner
             self.deployments[suite] = runner.prepare()
-            from harness import results
-
-            self.records.update({r["case"]: r for r in results.read(self.run_dir)})
+            # finished records that prepare() kept (same claim, same plan); the rest run again
+            self.records.update({r["case"]: r for r in results.read(self.run_dir) if r["case"] not in runner.by_id})
             if case_id in self.records:
                 return self.records[case_id]
         runner = self.runners[suite]

@@ -149,6 +149,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.render import report_claims, report_run
+
+    m = _matrix(args)
+    titles = {name: f.title for name, f in m.families.items()}
+    if args.claims_only:
+        suites = args.suite or sorted(m.suites)
+        cases = {c.id: c for s in suites for c in expand(m, s).cases}
+        out = args.out or Path("reports-out") / "claims"
+        report_claims(list(cases.values()), out, titles, f"claims of {', '.join(suites)} in {m.root}")
+    else:
+        if args.run_dir is None:
+            print("error: give a run directory, or --claims-only", file=sys.stderr)
+            return 2
+        out = args.out or args.run_dir / "report"
+        report_run(args.run_dir, out, titles)
+    for name in ("support.md", "support.html", "summary.json", "junit.xml"):
+        print(out / name)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -189,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", help="run only the cases matching this condition")
     p.add_argument("--out", type=Path, help="run directory (default: runs/SUITE-TIMESTAMP)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
+
+    p = add("report", cmd_report, "render support tables, an evidence page, summary.json and junit.xml from a run")
+    p.add_argument("run_dir", type=Path, nargs="?", help="a run directory (holds results.jsonl)")
+    p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report)")
+    p.add_argument("--claims-only", action="store_true", help="render the matrix's claims, no run needed")
+    p.add_argument("--suite", action="append", help="with --claims-only: suites to include (default: all)")
     return parser
 
 

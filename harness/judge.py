@@ -43,6 +43,7 @@ class Observation:
     root_cause: dict | None = None
     expected_error_line: dict | None = None  # the log line matching the expectation's pattern
     expected_error_after_s: float | None = None
+    engine_started: bool = False  # an engine or worker process logged anything (so not a config-time failure)
     partition: list[list[int]] | None = None
     partition_source: str | None = None
     partition_expected: list[list[int]] | None = None
@@ -52,6 +53,7 @@ class Observation:
     request_error: str | None = None
     infra_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    logs: dict[str, str] = field(default_factory=dict)  # launch name -> log file
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, [], {}, False)}
@@ -125,6 +127,9 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
         got = "; ".join(problems) or "no error"
         return Verdict(Outcome.BAD_REJECT, f"expected /{exp.error}/ at {exp.phase}; got: {got}")
     where = f"{line['log']}:{line['line']}"
+    if exp.phase == "config" and obs.engine_started:
+        return Verdict(Outcome.BAD_REJECT, f"rejected with the expected error ({where}), but only after the engine "
+                                           f"processes had started, not while the configuration was built")
     if exp.phase in ("config", "startup") and obs.ready:
         return Verdict(Outcome.BAD_REJECT, f"the expected error appeared ({where}) but the server became ready anyway")
     if exp.phase == "first-request" and not obs.ready:

@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from . import redact
 from .case import Case
 from .cluster import Cluster, Node
 from .matrix import Matrix
@@ -67,8 +68,9 @@ class LaunchSpec:
         return "\n".join(lines)
 
     def to_json(self) -> dict:
+        """For results and reports: secret-looking variables are masked."""
         return {"name": self.name, "role": self.role, "node": self.node, "host": self.host,
-                "argv": list(self.argv), "env": dict(self.env), "port": self.port, "set_env": self.set_env}
+                "argv": list(self.argv), "env": redact.env(dict(self.env)), "port": self.port, "set_env": self.set_env}
 
 
 def _shell_words(argv: tuple[str, ...]) -> list[str]:

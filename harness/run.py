@@ -36,6 +36,8 @@ PROBE_CLASS = "harness.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
 BASELINE_TOPOLOGY = "pp1-tp1"
 SERVE_ROLES = ("api", "headless", "prefill", "decode")
+# A log line from one of these processes means the configuration was accepted and the engine began.
+ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
 
 
 def free_port() -> int:
@@ -265,6 +267,8 @@ class Runner:
         finally:
             live.stop()
         paths = live.log_paths
+        obs.logs = {name: str(path) for name, path in paths.items()}
+        obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
         cause = logs.root_cause(paths)
         obs.root_cause = cause.to_json() if cause else None
         return {c.id: self._per_case(c, obs, paths) for c in cases}
@@ -314,7 +318,8 @@ class Runner:
                 obs.accuracy = compare(expected, outputs, self.suite.accuracy.logprob_tolerance)
 
     def _per_case(self, case: Case, shared: Observation, paths: dict[str, Path]) -> Observation:
-        obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks))
+        obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks),
+                      logs=dict(shared.logs))
         exp = case.expectation
         variant = self.m.variant(case.family, case.variant)
         topo = self.m.topologies[case.topology]
@@ -335,7 +340,8 @@ class Runner:
         return obs
 
     # ---- the whole run ------------------------------------------------------------------
-    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float) -> dict[str, Any]:
+    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float,
+               plan_key: str | None = None) -> dict[str, Any]:
         verdict = judge(case.expectation, obs)
         rec = {
             "case": case.id,
@@ -352,6 +358,7 @@ class Runner:
             "fails_run": verdict.outcome.fails_run,
             "observation": obs.to_json(),
             "deployment": d.to_json() if d else None,
+            "plan_key": plan_key,
             "started": started,
             "duration_s": round(duration, 1),
         }
@@ -366,7 +373,15 @@ class Runner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         results.repair(self.run_dir)
         cases = self.cases()
-        done = results.finished(self.run_dir) if self.cfg.resume else set()
+        planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases
+                   if c.expectation.kind not in ("unsupported-on-platform", "unspecified")}
+        done = set()
+        if self.cfg.resume:
+            # a finished case is kept only if its claim and its launch plan are still the same
+            current = {c.id: c.expectation.to_json() for c in cases}
+            done = {r["case"] for r in results.read(self.run_dir)
+                    if r["case"] in current and r.get("expectation") == current[r["case"]]
+                    and r.get("plan_key") == planned.get(r["case"])}
         todo = [c for c in cases if c.id not in done]
         self.summary.cases = len(cases)
         self.summary.skipped_finished = len(cases) - len(todo)
@@ -394,7 +409,7 @@ class Runner:
             raise
         except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
             observed = {c.id: Observation(infra_error=f"{type(err).__name__}: {err}") for c in group}
-        return [self.record(c, real, observed[c.id], started, time.monotonic() - t0) for c in group]
+        return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key) for c in group]
 
     def run(self) -> RunSummary:
         with _sigterm_as_interrupt():

@@ -99,3 +99,11 @@ def test_unverified_partition_is_not_a_pass():
     obs.partition = None
     v = judge(SUPPORTED, obs)
     assert v.outcome is Outcome.FAIL and "could not be read" in v.reason
+
+
+def test_config_phase_rejection_after_engine_start_is_bad_reject():
+    exp = Expectation(kind="rejected", error="SupportsPP", phase="config", within_s=60)
+    line = {"log": "node0-api", "line": 5, "text": "NotImplementedError: ... SupportsPP"}
+    assert judge(exp, Observation(failed_phase="startup", expected_error_line=line)).outcome is Outcome.XFAIL
+    late = Observation(failed_phase="startup", expected_error_line=line, engine_started=True)
+    assert judge(exp, late).outcome is Outcome.BAD_REJECT

@@ -1,0 +1,153 @@
+"""From results (or from the matrix's claims alone) to support tables: one per model family,
+feature stacks as rows, variant · topology · platform as columns, one symbol per cell.
+
+Legend (as in the vllm-ascend docs): ✅ supported (a case passed) · 🔵 experimental ·
+❌ not supported (the rejection was verified) · 🟡 not tested or no claim. Never a blank cell.
+A cell whose observation contradicts its claim is marked and footnoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
+LEGEND = (f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
+          f"{UNTESTED} not tested or unspecified")
+
+# How bad an outcome is, to pick the one that speaks for a cell holding several cases.
+SEVERITY = {"ERROR": 8, "UNEXPECTED_ACCEPT": 7, "BAD_REJECT": 6, "FAIL": 5, "FLAKY": 4, "KNOWN_ISSUE": 3,
+            "SKIP": 2, "XFAIL": 1, "PASS": 0, None: -1}
+
+
+def claim_symbol(exp: dict[str, Any]) -> str:
+    kind = exp.get("kind")
+    if kind in ("supported", "known-issue", "flaky"):
+        return EXPERIMENTAL if exp.get("experimental") else SUPPORTED
+    if kind in ("rejected", "unsupported-on-platform"):
+        return REJECTED
+    return UNTESTED
+
+
+def observed_symbol(exp: dict[str, Any], outcome: str | None) -> str:
+    """What the evidence shows, in the legend's terms."""
+    claimed = claim_symbol(exp)
+    if outcome in ("PASS", "UNEXPECTED_ACCEPT"):
+        return EXPERIMENTAL if exp.get("experimental") else SUPPORTED
+    if outcome == "XFAIL":
+        return REJECTED
+    if outcome in ("FAIL", "BAD_REJECT", "KNOWN_ISSUE", "FLAKY"):
+        return REJECTED if claimed != REJECTED else UNTESTED
+    if outcome == "SKIP" and exp.get("kind") == "unsupported-on-platform":
+        return REJECTED
+    return UNTESTED  # not run, skipped without a claim, or the harness failed
+
+
+@dataclass
+class Entry:
+    """One case as the report sees it: its coordinates, claim and (when run) its result."""
+
+    case: str
+    family: str
+    variant: str
+    topology: str
+    platform: str
+    partition: str
+    features: list[str]
+    expectation: dict[str, Any]
+    outcome: str | None = None
+    reason: str = ""
+    record: dict[str, Any] | None = None
+
+    @property
+    def row(self) -> str:
+        stack = " + ".join(self.features) if self.features else "PP"
+        return stack if self.partition == "auto" else f"{stack}, partition {self.partition}"
+
+    @property
+    def column(self) -> str:
+        model = "" if self.variant == "default" else f"{self.variant} · "
+        return f"{model}{self.topology} · {self.platform}"
+
+
+@dataclass
+class Cell:
+    entries: list[Entry]
+    symbol: str
+    claimed: str
+    outcome: str | None
+    note: str = ""  # footnote text when the cell contradicts its claim or carries a waiver
+    footnote: int | None = None
+
+    @property
+    def mismatch(self) -> bool:
+        return self.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
+
+
+@dataclass
+class Table:
+    family: str
+    title: str
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Cell]
+    notes: list[str] = field(default_factory=list)
+
+    def cell(self, row: str, column: str) -> Cell | None:
+        return self.cells.get((row, column))
+
+
+def _cell(entries: list[Entry]) -> Cell:
+    worst = max(entries, key=lambda e: SEVERITY.get(e.outcome, 0))
+    claimed = claim_symbol(worst.expectation)
+    # claims-only entries carry no outcome: the cell shows the claim itself
+    symbol = claimed if all(e.outcome is None for e in entries) else observed_symbol(worst.expectation, worst.outcome)
+    note = ""
+    if worst.outcome == "UNEXPECTED_ACCEPT":
+        note = f"claimed {claimed}, observed working: {worst.reason}"
+    elif worst.outcome in ("FAIL", "BAD_REJECT"):
+        note = f"claimed {claimed}, observed {worst.outcome}: {worst.reason}"
+    elif worst.outcome == "ERROR":
+        note = f"not verified, the harness failed: {worst.reason}"
+    elif worst.outcome in ("KNOWN_ISSUE", "FLAKY"):
+        note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
+    elif worst.outcome is None and worst.expectation.get("kind") in ("known-issue", "flaky"):
+        exp = worst.expectation
+        note = f"{exp['kind']}: {exp.get('link', '')}" + (f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else "")
+    return Cell(entries, symbol, claimed, worst.outcome, note)
+
+
+def build_tables(entries: list[Entry], titles: dict[str, str] | None = None) -> list[Table]:
+    titles = titles or {}
+    tables = []
+    for family in sorted({e.family for e in entries}):
+        mine = [e for e in entries if e.family == family]
+        rows = sorted({e.row for e in mine}, key=lambda r: (r != "PP", r))
+        columns = sorted({e.column for e in mine})
+        cells = {}
+        footnotes = []
+        for row in rows:
+            for col in columns:
+                group = [e for e in mine if e.row == row and e.column == col]
+                if not group:
+                    continue
+                c = _cell(group)
+                if c.note:
+                    footnotes.append(c.note)
+                    c.footnote = len(footnotes)
+                cells[(row, col)] = c
+        tables.append(Table(family, titles.get(family, family), rows, columns, cells, footnotes))
+    return tables
+
+
+def entries_from_results(records: list[dict[str, Any]]) -> list[Entry]:
+    return [Entry(case=r["case"], family=r["family"], variant=r["variant"], topology=r["topology"],
+                  platform=r["platform"], partition=r["partition"], features=list(r["features"]),
+                  expectation=r["expectation"], outcome=r["outcome"], reason=r["reason"], record=r)
+            for r in records]
+
+
+def entries_from_claims(cases) -> list[Entry]:
+    return [Entry(case=c.id, family=c.family, variant=c.variant, topology=c.topology, platform=c.platform,
+                  partition=c.partition, features=list(c.features), expectation=c.expectation.to_json())
+            for c in cases]

@@ -1,0 +1,174 @@
+"""Rendering a run directory (or the matrix's claims) into support.md, support.html,
+summary.json and junit.xml. Reads only what the run wrote; never launches anything."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from harness import logs, redact, results
+from harness.plan import LaunchSpec
+
+from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _md(value: Any) -> str:
+    """Text safe inside a GitHub-flavoured Markdown table cell."""
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _env(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=autoescape,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["md"] = _md
+    return env
+
+
+def load_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "run.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    parts = []
+    if meta.get("suite"):
+        parts.append(f"suite {meta['suite']}")
+    if meta.get("cluster"):
+        parts.append(f"cluster {meta['cluster']}")
+    if meta.get("started"):
+        parts.append(f"started {meta['started']}")
+    for node, versions in (meta.get("versions") or {}).items():
+        stack = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "python")
+        parts.append(f"{node}: {stack}")
+    if records:
+        counts: dict[str, int] = {}
+        for r in records:
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        parts.append(", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
+    return " · ".join(parts)
+
+
+def _excerpt(record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
+    line = record.get("observation", {}).get(key)
+    path = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
+    if not line or not path:
+        return None
+    text = "\n".join(logs.excerpt(Path(path), line["line"], before=8, after=3))
+    secrets = [v for l in (record.get("deployment") or {}).get("launches", []) for k, v in l["env"].items()
+               if redact.SECRET_NAME.search(k)]
+    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text, secrets)}
+
+
+def _evidence(e: Entry) -> dict[str, Any]:
+    r = e.record or {}
+    obs = r.get("observation", {})
+    launches = []
+    for l in (r.get("deployment") or {}).get("launches", []):
+        spec = LaunchSpec(l["name"], l["role"], l["node"], l["host"], tuple(l["argv"]),
+                          tuple(sorted(l["env"].items())), l.get("port"), l.get("set_env"))
+        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": spec.shell()})
+    exp = e.expectation
+    claim = exp.get("kind", "unspecified")
+    if exp.get("error"):
+        claim += f" /{exp['error']}/ at {exp.get('phase')}"
+    if exp.get("why"):
+        claim += f" — {exp['why']}"
+    if exp.get("where"):
+        claim += f" ({exp['where']})"
+    excerpts = [x for x in (_excerpt(r, "expected_error_line", "expected error"),
+                            _excerpt(r, "root_cause", "root cause")) if x]
+    return {"case": e.case, "outcome": e.outcome, "reason": e.reason, "claim": claim,
+            "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
+            "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
+            "partition_source": obs.get("partition_source"), "accuracy": obs.get("accuracy"),
+            "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts}
+
+
+def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    spans = []
+    for r in records:
+        if not r.get("started"):
+            continue
+        start = datetime.datetime.fromisoformat(r["started"]).timestamp()
+        spans.append((start, r.get("duration_s") or 0.0, r))
+    if not spans:
+        return []
+    t0 = min(s for s, _, _ in spans)
+    total = max(s + d for s, d, _ in spans) - t0 or 1.0
+    return [{"case": r["case"], "outcome": r["outcome"], "duration": d,
+             "left": round(100 * (s - t0) / total, 2), "width": max(0.3, round(100 * d / total, 2))}
+            for s, d, r in sorted(spans, key=lambda x: x[0])]
+
+
+def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles: dict[str, str],
+           records: list[dict[str, Any]]) -> list[Table]:
+    out.mkdir(parents=True, exist_ok=True)
+    tables = build_tables(entries, titles)
+    ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only}
+    (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
+    row_features = {(t.family, row): " ".join(sorted({f for c in t.cells.values() if c.entries[0].row == row
+                                                      for e in c.entries for f in e.features})) or "none"
+                    for t in tables for row in t.rows}
+    html = _env(True).get_template("support.html.j2").render(
+        **ctx, row_features=row_features,
+        features=sorted({f for e in entries for f in e.features}),
+        outcomes=sorted({e.outcome for e in entries if e.outcome}),
+        evidence=[_evidence(e) for e in entries], timeline=_timeline(records))
+    (out / "support.html").write_text(html)
+    (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, default=str))
+    write_junit(entries, out / "junit.xml")
+    return tables
+
+
+def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, Any]:
+    return {
+        "header": head,
+        "cases": [{"case": e.case, "family": e.family, "variant": e.variant, "topology": e.topology,
+                   "platform": e.platform, "partition": e.partition, "features": e.features,
+                   "claim": e.expectation, "outcome": e.outcome, "reason": e.reason} for e in entries],
+        "cells": [{"family": t.family, "row": row, "column": col, "symbol": c.symbol, "claimed": c.claimed,
+                   "outcome": c.outcome, "note": c.note, "cases": [e.case for e in c.entries]}
+                  for t in tables for (row, col), c in t.cells.items()],
+    }
+
+
+def write_junit(entries: list[Entry], path: Path) -> None:
+    suite = ET.Element("testsuite", name="ppconf", tests=str(len(entries)))
+    failures = skipped = 0
+    for e in entries:
+        r = e.record or {}
+        tc = ET.SubElement(suite, "testcase", classname=f"ppconf.{e.family}", name=e.case,
+                           time=str(r.get("duration_s") or 0))
+        props = ET.SubElement(tc, "properties")
+        obs = r.get("observation", {})
+        for key, value in (("outcome", e.outcome), ("claim", json.dumps(e.expectation, sort_keys=True)),
+                           ("partition", json.dumps(obs.get("partition"))),
+                           ("root_cause", (obs.get("root_cause") or {}).get("text"))):
+            if value is not None:
+                ET.SubElement(props, "property", name=key, value=str(value))
+        if e.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR"):
+            failures += 1
+            ET.SubElement(tc, "failure", message=f"{e.outcome}: {e.reason}"[:2000], type=e.outcome).text = e.reason
+        elif e.outcome in (None, "SKIP", "XFAIL", "KNOWN_ISSUE", "FLAKY"):
+            skipped += 1
+            ET.SubElement(tc, "skipped", message=f"{e.outcome or 'not run'}: {e.reason}"[:2000])
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:
+    records = results.read(run_dir)
+    return render(entries_from_results(records), out, header(load_meta(run_dir), records), False,
+                  titles or {}, records)
+
+
+def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "") -> list[Table]:
+    return render(entries_from_claims(cases), out, head, True, titles or {}, [])
