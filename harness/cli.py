@@ -170,6 +170,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from reports.signoff import diff_runs
+
+    d = diff_runs(args.run_dir, args.baseline_dir)
+    lines = d.lines()
+    print("\n".join(lines) if lines else "no differences")
+    return 1 if d.regressed else 0
+
+
+def cmd_signoff(args: argparse.Namespace) -> int:
+    from reports.signoff import current_claims, signoff
+
+    verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, _matrix(args)))
+    (args.run_dir / "signoff.md").write_text(verdict.page)
+    print(verdict.page, end="")
+    return 0 if verdict.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -216,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report)")
     p.add_argument("--claims-only", action="store_true", help="render the matrix's claims, no run needed")
     p.add_argument("--suite", action="append", help="with --claims-only: suites to include (default: all)")
+
+    p = add("diff", cmd_diff, "cells that regressed, recovered, appeared or vanished since a baseline run")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("baseline_dir", type=Path)
+
+    p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
     return parser
 
 

@@ -23,12 +23,12 @@ def append(run_dir: Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read(run_dir: Path) -> list[dict[str, Any]]:
-    """Every complete record; when a case appears twice the later record wins."""
+def read_all(run_dir: Path) -> list[dict[str, Any]]:
+    """Every complete record in file order, repeats included."""
     path = run_dir / RESULTS
     if not path.exists():
         return []
-    records: dict[str, dict[str, Any]] = {}
+    records = []
     for raw in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
         if not raw.endswith("\n"):
             break  # torn final write
@@ -37,8 +37,21 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
         if isinstance(rec, dict) and "case" in rec:
-            records[rec["case"]] = rec
-    return list(records.values())
+            records.append(rec)
+    return records
+
+
+def read(run_dir: Path) -> list[dict[str, Any]]:
+    """One record per case; when a case was run again the later record wins."""
+    return list({r["case"]: r for r in read_all(run_dir)}.values())
+
+
+def history(run_dir: Path) -> dict[str, list[str]]:
+    """The outcomes each case had, in order, over every repeat in the run."""
+    out: dict[str, list[str]] = {}
+    for r in read_all(run_dir):
+        out.setdefault(r["case"], []).append(r["outcome"])
+    return out
 
 
 def repair(run_dir: Path) -> bool:

@@ -1,0 +1,116 @@
+"""Comparing runs and signing a release off: reads results only."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+from harness import results
+from harness.judge import Outcome
+
+from .cells import Entry, entries_from_results
+from .render import header, load_meta
+
+
+def _label(e: Entry) -> str:
+    return f"{e.family} / {e.row} / {e.column}"
+
+
+@dataclass
+class Diff:
+    regressed: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    appeared: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = []
+        for name in ("regressed", "recovered", "changed", "appeared", "vanished", "flaky"):
+            for item in getattr(self, name):
+                out.append(f"{name:9s} {item}")
+        return out
+
+
+def _fails(outcome: str | None) -> bool:
+    return outcome is not None and Outcome(outcome).fails_run
+
+
+def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
+    now = {e.case: e for e in entries_from_results(results.read(run_dir))}
+    before = {e.case: e for e in entries_from_results(results.read(baseline_dir))}
+    d = Diff()
+    for case, e in sorted(now.items()):
+        b = before.get(case)
+        if b is None:
+            d.appeared.append(f"{_label(e)}: {e.outcome} ({case})")
+        elif _fails(e.outcome) and not _fails(b.outcome):
+            d.regressed.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case}): {e.reason}")
+        elif _fails(b.outcome) and not _fails(e.outcome):
+            d.recovered.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case})")
+        elif b.outcome != e.outcome:
+            d.changed.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case})")
+    d.vanished = [f"{_label(b)}: was {b.outcome} ({case})" for case, b in sorted(before.items()) if case not in now]
+    for case, outcomes in sorted(results.history(run_dir).items()):
+        if len(set(outcomes)) > 1:
+            d.flaky.append(f"{case}: {' / '.join(outcomes)} across repeats")
+    return d
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reasons: list[str]
+    page: str
+
+
+def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, dict] | None = None,
+            today: datetime.date | None = None) -> Verdict:
+    """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged."""
+    today = today or datetime.date.today()
+    records = results.read(run_dir)
+    entries = entries_from_results(records)
+    reasons: list[str] = []
+    if not records:
+        reasons.append("the run holds no results")
+    for e in entries:
+        kind = e.expectation.get("kind")
+        if e.outcome in ("UNEXPECTED_ACCEPT", "BAD_REJECT", "FAIL", "ERROR"):
+            reasons.append(f"{e.outcome}: {e.case} — {e.reason}")
+        until = e.expectation.get("until")
+        if kind == "known-issue" and until and datetime.date.fromisoformat(until) < today:
+            reasons.append(f"known-issue waiver expired on {until}: {e.case} ({e.expectation.get('link')}, "
+                           f"owner {e.expectation.get('owner')})")
+        if kind in ("supported", "rejected", "known-issue", "flaky") and e.outcome == "SKIP":
+            reasons.append(f"claimed {kind} but not tested: {e.case} — {e.reason}")
+    if claims is not None:
+        have = {e.case: e for e in entries}
+        for case, claim in claims.items():
+            if case not in have:
+                reasons.append(f"claimed but not tested (no result): {case}")
+            elif have[case].expectation != claim:
+                reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
+    if baseline_dir is not None:
+        reasons += [f"regressed since the baseline: {r}" for r in diff_runs(run_dir, baseline_dir).regressed]
+    ok = not reasons
+    meta = load_meta(run_dir)
+    page = [f"# Sign-off: {'YES' if ok else 'NO'}", "", f"Run: {run_dir}", "", header(meta, records), ""]
+    if baseline_dir is not None:
+        page += [f"Baseline: {baseline_dir}", ""]
+    if ok:
+        page.append(f"All {len(entries)} cases match their claims; no waiver has expired"
+                    + ("; nothing regressed since the baseline." if baseline_dir else "."))
+    else:
+        page += ["Reasons:", ""] + [f"- {r}" for r in reasons]
+    return Verdict(ok, reasons, "\n".join(page) + "\n")
+
+
+def current_claims(run_dir: Path, matrix) -> dict[str, dict] | None:
+    """What the run's suite claims today, case by case."""
+    from harness.expand import expand
+
+    suite = load_meta(run_dir).get("suite")
+    if not suite or suite not in matrix.suites:
+        return None
+    return {c.id: c.expectation.to_json() for c in expand(matrix, suite).cases}

@@ -1,0 +1,124 @@
+"""Rendering and sign-off from a results store (synthetic records: pure logic, no run)."""
+
+import datetime
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from harness import results
+from harness.expand import expand
+from reports.render import report_claims, report_run
+from reports.signoff import diff_runs, signoff
+
+
+def rec(case, outcome, kind="supported", family="qwen3-tiny", topology="pp2-tp1-mp", partition="auto",
+        features=(), reason="because", **exp):
+    return {"case": case, "suite": "s", "family": family, "variant": "default", "topology": topology,
+            "partition": partition, "features": list(features), "platform": "cpu",
+            "expectation": {"kind": kind, **exp}, "outcome": outcome, "reason": reason,
+            "observation": {}, "deployment": None, "started": "2026-11-30T20:00:00+00:00", "duration_s": 10.0}
+
+
+def make_run(path, records):
+    path.mkdir(parents=True, exist_ok=True)
+    for r in records:
+        results.append(path, r)
+    return path
+
+
+GOOD = [
+    rec("qwen3-tiny/pp2-tp1-mp/auto/none", "PASS"),
+    rec("qwen3-tiny/pp2-tp1-mp/1,2/none", "XFAIL", kind="rejected", partition="1,2", error="sum", phase="startup"),
+    rec("qwen3-tiny/pp2-tp1-2node-mp/auto/none", "PASS", topology="pp2-tp1-2node-mp"),
+]
+
+
+def md_tables(text):
+    return [block for block in re.split(r"\n\s*\n", text) if block.startswith("| ")]
+
+
+def test_markdown_is_valid_gfm_with_no_blank_cells(tmp_path):
+    run = make_run(tmp_path / "run", GOOD + [rec("bert-tiny/pp2-tp1-mp/auto/none", "UNEXPECTED_ACCEPT", kind="rejected",
+                                                  family="bert-tiny", error="x", phase="config", reason="it | worked")])
+    report_run(run, tmp_path / "out")
+    text = (tmp_path / "out/support.md").read_text()
+    tables = md_tables(text)
+    assert len(tables) == 2
+    for table in tables:
+        rows = [l for l in table.splitlines() if l.startswith("|")]
+        widths = {len(re.findall(r"(?<!\\)\|", l)) for l in rows}
+        assert len(widths) == 1, table  # every row has the header's column count
+        for line in rows[2:]:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            assert all(cells), line
+    # the cell that contradicts its claim is marked and footnoted; pipes in text are escaped
+    assert "| ✅ [1] |" in text and "1. claimed ❌, observed working: it \\| worked" in text
+    assert "| 🟡 |" in text  # 1,2 partition on the 2-node column was not tested
+
+
+def test_html_escapes_everything_and_carries_evidence(tmp_path):
+    evil = rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL", reason="<script>alert(1)</script>")
+    evil["observation"] = {"notes": ["<img src=x onerror=alert(2)>"]}
+    run = make_run(tmp_path / "run", [evil])
+    report_run(run, tmp_path / "out")
+    html = (tmp_path / "out/support.html").read_text()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=x" not in html
+    assert "http://" not in html and "https://" not in html  # self-contained: nothing fetched
+
+
+def test_junit_maps_outcomes(tmp_path):
+    run = make_run(tmp_path / "run", GOOD + [rec("x/pp2-tp1-mp/auto/none", "FAIL", family="x")])
+    report_run(run, tmp_path / "out")
+    suite = ET.parse(tmp_path / "out/junit.xml").getroot()
+    assert suite.get("tests") == "4" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    props = {p.get("name"): p.get("value") for p in suite.find("testcase").iter("property")}
+    assert props["outcome"] in ("PASS", "XFAIL", "FAIL")
+
+
+def test_summary_json_has_cases_and_cells(tmp_path):
+    report_run(make_run(tmp_path / "run", GOOD), tmp_path / "out")
+    s = json.loads((tmp_path / "out/summary.json").read_text())
+    assert {c["case"] for c in s["cases"]} == {r["case"] for r in GOOD}
+    assert all(c["symbol"] in "✅❌🔵🟡" for c in s["cells"])
+
+
+def test_claims_only_from_the_matrix(shipped, tmp_path):
+    report_claims(list(expand(shipped, "smoke-cpu").cases), tmp_path, {"qwen3-tiny": "Qwen3 dense"})
+    text = (tmp_path / "support.md").read_text()
+    assert "## Qwen3 dense" in text and "| PP, partition 1,2 | 🟡 | ❌ | 🟡 |" in text
+
+
+def test_signoff_passes_then_fails_on_a_planted_regression(tmp_path):
+    base = make_run(tmp_path / "base", GOOD)
+    good = make_run(tmp_path / "good", GOOD)
+    claims = {r["case"]: r["expectation"] for r in GOOD}
+    assert signoff(good, base, claims).ok
+    planted = [dict(r) for r in GOOD]
+    planted[0] = rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL", reason="outputs differ")
+    bad = make_run(tmp_path / "bad", planted)
+    v = signoff(bad, base, claims)
+    assert not v.ok
+    assert any("regressed since the baseline" in r and "PASS -> FAIL" in r for r in v.reasons)
+    assert diff_runs(bad, base).regressed and not diff_runs(good, base).regressed
+
+
+def test_signoff_reasons(tmp_path):
+    waived = rec("a/pp2-tp1-mp/auto/none", "KNOWN_ISSUE", family="a", kind="known-issue", link="https://x/1",
+                 owner="o", until="2026-01-01")
+    run = make_run(tmp_path / "run", [waived, rec("b/pp2-tp1-mp/auto/none", "SKIP", family="b"),
+                                      rec("c/pp2-tp1-mp/auto/none", "BAD_REJECT", family="c", kind="rejected")])
+    claims = {r["case"]: r["expectation"] for r in GOOD}
+    v = signoff(run, None, claims, today=datetime.date(2026, 12, 1))
+    text = "\n".join(v.reasons)
+    assert "waiver expired on 2026-01-01" in text
+    assert "claimed supported but not tested" in text
+    assert "BAD_REJECT" in text
+    assert "claimed but not tested (no result): qwen3-tiny/pp2-tp1-mp/auto/none" in text
+
+
+def test_flaky_cells_between_repeats(tmp_path):
+    run = make_run(tmp_path / "run", GOOD + [rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL")])
+    base = make_run(tmp_path / "base", GOOD)
+    d = diff_runs(run, base)
+    assert any("PASS / FAIL" in f for f in d.flaky)
