@@ -188,6 +188,22 @@ def cmd_signoff(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
+def cmd_docs_drift(args: argparse.Namespace) -> int:
+    from harness import results
+    from reports.drift import docs_drift
+
+    m = _matrix(args)
+    suites = args.suite or sorted(n for n, s in m.suites.items() if s.platform == args.platform)
+    cases = list({c.id: c for s in suites for c in expand(m, s).cases}.values())
+    records = results.read(args.run) if args.run else None
+    drifts = docs_drift(args.doc, m, cases, records)
+    for d in drifts:
+        print(f"{args.doc}:{d}")
+    print(f"{len(drifts)} disagreement(s) between {args.doc} and the claims of {', '.join(suites)}"
+          + (f" / the run {args.run}" if args.run else ""))
+    return 1 if drifts else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
+
+    p = add("docs-drift", cmd_docs_drift, "list the cells of a published support table that disagree with the matrix")
+    p.add_argument("doc", type=Path, help="a Markdown page (or its plain-text export) with a support table")
+    p.add_argument("--platform", default="ascend", help="compare with the suites of this platform (default: ascend)")
+    p.add_argument("--suite", action="append", help="compare with these suites instead")
+    p.add_argument("--run", type=Path, help="also compare with what this run observed")
     return parser
 
 

@@ -61,6 +61,7 @@ class Variant(Strict):
 class Family(Strict):
     title: str
     variants: dict[str, Variant]
+    aliases: list[str] = []  # names the published docs use for it
 
     @field_validator("variants")
     @classmethod
@@ -87,6 +88,7 @@ class Feature(Strict):
     # Feature-specific checks run on a live deployment (see harness.checks).
     checks: list[str] = []
     link: str | None = None
+    aliases: list[str] = []  # names the published docs use for it
 
     @field_validator("silent_disable")
     @classmethod

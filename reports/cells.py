@@ -97,6 +97,10 @@ class Table:
         return self.cells.get((row, column))
 
 
+def _notes(e: Entry) -> list[str]:
+    return ((e.record or {}).get("observation") or {}).get("notes", [])
+
+
 def _cell(entries: list[Entry]) -> Cell:
     worst = max(entries, key=lambda e: SEVERITY.get(e.outcome, 0))
     claimed = claim_symbol(worst.expectation)
@@ -111,6 +115,8 @@ def _cell(entries: list[Entry]) -> Cell:
         note = f"not verified, the harness failed: {worst.reason}"
     elif worst.outcome in ("KNOWN_ISSUE", "FLAKY"):
         note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
+    elif any(n.startswith("documentation disagrees") for n in _notes(worst)):
+        note = next(n for n in _notes(worst) if n.startswith("documentation disagrees"))
     elif worst.outcome is None and worst.expectation.get("kind") in ("known-issue", "flaky"):
         exp = worst.expectation
         note = f"{exp['kind']}: {exp.get('link', '')}" + (f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else "")

@@ -1,0 +1,50 @@
+"""The evidence page as a person sees it, in a real headless Chromium."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reports.render import report_run
+from tests.test_reports import GOOD, make_run, rec
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no Chromium on this machine")
+
+
+def test_grid_click_opens_failed_cell_evidence_without_script_errors(tmp_path):
+    assert CHROMIUM, "CI installs Debian's chromium; without it this check cannot run"
+    sync_api = pytest.importorskip("playwright.sync_api")
+    failed = rec("qwen3-moe-tiny/pp2-tp1-mp/auto/none", "FAIL", family="qwen3-moe-tiny",
+                 reason="outputs differ from the PP=1 baseline")
+    failed["observation"] = {"accuracy": {"equal": False, "summary": "1 of 3 prompts differ",
+                                          "diffs": [{"prompt": "Hello", "baseline_ids": [1, 2], "observed_ids": [1, 3],
+                                                     "first_token_mismatch": 1, "max_logprob_diff": 0.4}]}}
+    run = make_run(tmp_path / "run", GOOD + [failed])
+    out = tmp_path / "run" / "report"
+    report_run(run, out)
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((out / "support.html").as_uri())
+        assert page.locator("table.grid").count() == 2
+        assert page.locator("td.cell").count() == 4
+        failed_cell = page.locator("td.o-FAIL")
+        assert failed_cell.count() == 1 and "❌" in failed_cell.inner_text()
+        failed_cell.click()
+        panel = page.locator("#evidence")
+        assert "qwen3-moe-tiny/pp2-tp1-mp/auto/none" in panel.inner_text()
+        assert "outputs differ from the PP=1 baseline" in panel.inner_text()
+        assert "observed [1, 3]" in panel.inner_text()
+        page.select_option("#f-outcome", "FAIL")
+        assert page.locator("section.family:not(.hidden) tr.grid-row:not(.hidden)").count() == 1
+        page.screenshot(path=str(out / "support.png"), full_page=True)
+        browser.close()
+    assert problems == []
+    assert (out / "support.png").stat().st_size > 1000
