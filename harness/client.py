@@ -50,16 +50,16 @@ class Client:
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
             return None
 
-    def _body(self, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    def _body(self, model: str, prompt: str | list[int], max_tokens: int) -> dict[str, Any]:
         return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
                 "logprobs": 1, "return_tokens_as_token_ids": True, "ignore_eos": True}
 
-    def complete(self, model: str, prompt: str, max_tokens: int) -> Completion:
+    def complete(self, model: str, prompt: str | list[int], max_tokens: int) -> Completion:
         r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompt, max_tokens))
         r.raise_for_status()
         choice = r.json()["choices"][0]
         lp = choice["logprobs"]
-        return Completion(prompt, tuple(_token_id(t) for t in lp["tokens"]),
+        return Completion(str(prompt), tuple(_token_id(t) for t in lp["tokens"]),
                           tuple(float(x) for x in lp["token_logprobs"]), choice["text"])
 
     def complete_streamed(self, model: str, prompt: str, max_tokens: int) -> Completion:
@@ -88,6 +88,14 @@ class Client:
         r = self.http.get(f"{self.base}/metrics")
         r.raise_for_status()
         return r.text
+
+    def metric(self, name: str) -> float:
+        """Sum of a Prometheus counter over its label sets."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
 
     def embed(self, model: str, text: str) -> list[float]:
         r = self.http.post(f"{self.base}/v1/embeddings", json={"model": model, "input": text})

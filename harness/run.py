@@ -167,6 +167,24 @@ def _watch(live: Live, fn: Callable[[], Any], deadline_s: float, error: str | No
     return box["result"], None, None
 
 
+def prefix_cache_check(live: Live) -> dict[str, Any]:
+    """A prompt longer than one KV block, sent twice: the repeat must be served from the cache."""
+    block = 128  # the CPU platform's KV block size; a shorter prompt can never hit the cache
+    prompt = [(7 * i) % 500 + 1 for i in range(block + 72)]
+    metric = "vllm:prefix_cache_hits_total"
+    try:
+        before = live.client.metric(metric)
+        first = live.client.complete(live.model_name, prompt, 4)
+        second = live.client.complete(live.model_name, prompt, 4)
+        hits = live.client.metric(metric) - before
+    except Exception as err:  # noqa: BLE001 — a failed check is evidence, not a crash
+        return {"ok": False, "detail": f"{type(err).__name__}: {err}"}
+    same = first.token_ids == second.token_ids
+    return {"ok": hits >= block and same,
+            "detail": f"{hits:.0f} prompt tokens served from the cache on the repeat of a {len(prompt)}-token "
+                      f"prompt; outputs {'equal' if same else 'differ'}"}
+
+
 class Runner:
     def __init__(self, cfg: RunConfig, progress: Callable[[str, Case | None, str], None] | None = None):
         self.cfg = cfg
@@ -309,6 +327,9 @@ class Runner:
                 starts = [sum(counts[:i]) for i in range(len(counts))]
                 obs.partition = [[s, s + n] for s, n in zip(starts, counts)]
                 obs.partition_source = f"log ({line.log}:{line.number})"
+        checks = {name for f in case.features for name in self.m.features[f].checks}
+        if "prefix-cache-hit" in checks:
+            obs.feature_checks["prefix-cache-hit"] = prefix_cache_check(live)
         if outputs is not None:
             baseline = self.baselines.get(case.model_key)
             if baseline is not None:

@@ -85,8 +85,8 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
-    # Feature-specific checks run on a live deployment (see harness.checks).
-    checks: list[str] = []
+    # Feature-specific checks run on a live deployment (harness.run.FEATURE_CHECKS).
+    checks: list[Literal["prefix-cache-hit", "embeddings"]] = []
     link: str | None = None
     aliases: list[str] = []  # names the published docs use for it
 

@@ -1,0 +1,39 @@
+"""Ctrl-C of a real `ppconf run` while vLLM is starting: every process it started is gone."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+pytest.importorskip("vllm")
+
+
+def test_sigint_during_a_real_launch_leaves_nothing_and_loses_nothing(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", "smoke-cpu",
+                          "--case", "bert-tiny/pp2-tp1-mp/auto/none", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    me = psutil.Process(p.pid)
+    started: set[int] = set()
+    end = time.monotonic() + 120
+    # wait until vLLM itself is running (its process tree under ppconf)
+    while time.monotonic() < end and p.poll() is None:
+        kids = me.children(recursive=True)
+        started |= {k.pid for k in kids}
+        if any("harness.vllm_cpu" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+            break
+        time.sleep(0.2)
+    assert started, "vLLM never started"
+    time.sleep(3)
+    started |= {k.pid for k in me.children(recursive=True)}
+    p.send_signal(signal.SIGINT)
+    output, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, output
+    assert "Resume with: ppconf run --resume" in output.replace("\n", " ")
+    alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"left running: {alive}"
+    assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""
