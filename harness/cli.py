@@ -146,6 +146,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches: "
           f"{counts or 'nothing run'}")
     print(f"results: {run_dir / 'results.jsonl'}")
+    from reports.render import report_run
+
+    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
+    print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
     return 1 if summary.failed else 0
 
 
