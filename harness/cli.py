@@ -139,9 +139,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             summary = runner.run()
         except KeyboardInterrupt:
-            console.print(f"interrupted; every launched process was stopped. Resume with: "
-                          f"ppconf run --resume {run_dir}")
-            return 130
+            summary = None
+    if summary is None:
+        print(f"interrupted; every launched process was stopped. Resume with: ppconf run --resume {run_dir}",
+              file=sys.stderr)
+        return 130
     counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.outcomes.items()))
     print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches: "
           f"{counts or 'nothing run'}")

@@ -33,7 +33,7 @@ def test_sigint_during_a_real_launch_leaves_nothing_and_loses_nothing(tmp_path):
     p.send_signal(signal.SIGINT)
     output, _ = p.communicate(timeout=60)
     assert p.returncode == 130, output
-    assert "Resume with: ppconf run --resume" in output.replace("\n", " ")
+    assert f"Resume with: ppconf run --resume {out}" in output
     alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"left running: {alive}"
     assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""
