@@ -28,6 +28,7 @@ from .expand import expand, select
 from .judge import Observation, Outcome, judge
 from .matrix import Matrix
 from .partition import stage_ranges
+from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
 from .zoo import default_cache_root, ensure_model
 from runners.local import LocalRunner
@@ -357,7 +358,8 @@ class Runner:
         doc = case.attrs.get("partition_doc_error")
         if doc and not case.attrs.get("partition_error"):
             obs.notes.append(f"documentation disagrees: the Ascend guide's rule rejects this partition "
-                             f"({doc}); upstream vLLM's rule accepts it")
+                             f"({doc}); vLLM's own partition check accepts it (the outcome says what the "
+                             f"server then did)")
         return obs
 
     # ---- the whole run ------------------------------------------------------------------
@@ -383,6 +385,8 @@ class Runner:
             "started": started,
             "duration_s": round(duration, 1),
         }
+        if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
+            rec["repro"] = write_bundle(self.run_dir, rec, d, self.m.root, case.attrs)
         results.append(self.run_dir, rec)
         self.summary.outcomes[verdict.outcome.value] = self.summary.outcomes.get(verdict.outcome.value, 0) + 1
         self.progress("result", case, f"{verdict.outcome.value}: {verdict.reason}")
@@ -418,7 +422,15 @@ class Runner:
         return group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
 
     def execute(self, d: Deployment) -> list[dict[str, Any]]:
-        """Launch one deployment, check it, judge and record each of its cases."""
+        """Launch one deployment, check it, judge and record each of its cases. An infrastructure
+        error (ERROR) is retried once; product failures are never retried into a pass."""
+        records = self._execute_once(d)
+        if any(r["outcome"] == Outcome.ERROR.value for r in records):
+            self.progress("retry", self.by_id[d.case_ids[0]], "infrastructure error; retrying once")
+            records = self._execute_once(d, retry_of=[r["reason"] for r in records if r["outcome"] == "ERROR"])
+        return records
+
+    def _execute_once(self, d: Deployment, retry_of: list[str] | None = None) -> list[dict[str, Any]]:
         group = [self.by_id[i] for i in d.case_ids]
         started, t0 = _now(), time.monotonic()
         real = self.instrument(plan(self.m, group[0], self.cfg.cluster, ports=self.ports()))
@@ -430,6 +442,8 @@ class Runner:
             raise
         except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
             observed = {c.id: Observation(infra_error=f"{type(err).__name__}: {err}") for c in group}
+        for obs in observed.values():
+            obs.notes += [f"retried after an infrastructure error: {why}" for why in retry_of or []]
         return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key) for c in group]
 
     def run(self) -> RunSummary:

@@ -1,0 +1,50 @@
+"""Repro bundles: what a reader of a red cell needs to reproduce it by hand or re-run it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from . import logs
+from .plan import Deployment
+
+
+def bundle_dir(run_dir: Path, case_id: str) -> Path:
+    return run_dir / "repro" / re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)
+
+
+def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, matrices: Path,
+                 attrs: dict[str, Any]) -> dict[str, str]:
+    """Per-node commands with env, the case and the rule that applied, versions, the log excerpt
+    around the root cause, and the one command that re-runs just this case."""
+    out = bundle_dir(run_dir, record["case"])
+    out.mkdir(parents=True, exist_ok=True)
+    rerun = " ".join(shlex.quote(w) for w in ["ppconf", "run", "--matrices", str(matrices), "--suite",
+                                               record["suite"], "--case", record["case"]])
+    lines = ["#!/usr/bin/env bash", f"# Reproduce {record['case']} ({record['outcome']}): {record['reason']}",
+             f"# Re-run just this case through ppconf: {rerun}", ""]
+    for launch in (d.to_json()["launches"] if d else []):
+        lines.append(f"# --- {launch['name']}: {launch['role']} on {launch['node']} ({launch['host']})")
+        if launch.get("set_env"):
+            lines.append(f"source {shlex.quote(launch['set_env'])}")
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(launch["env"].items())]
+        lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
+    (out / "commands.sh").write_text("\n".join(lines))
+    meta_path = run_dir / "run.json"
+    versions = json.loads(meta_path.read_text()).get("versions") if meta_path.exists() else None
+    obs = record.get("observation", {})
+    excerpts = {}
+    for key in ("root_cause", "expected_error_line"):
+        line = obs.get(key)
+        path = obs.get("logs", {}).get(line["log"]) if line else None
+        if line and path:
+            excerpts[key] = logs.excerpt(Path(path), line["line"], before=15, after=5)
+    (out / "case.json").write_text(json.dumps({
+        "case": record["case"], "outcome": record["outcome"], "reason": record["reason"],
+        "attributes": attrs, "expectation": record["expectation"], "versions": versions,
+        "log_excerpts": excerpts, "logs": obs.get("logs", {}), "rerun": rerun,
+    }, indent=2, default=str))
+    return {"dir": str(out), "rerun": rerun}
