@@ -106,8 +106,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {run_dir} is not a run directory (no run.json)", file=sys.stderr)
         return 2
     suite = args.suite
-    if args.resume and not suite:
-        suite = json.loads((run_dir / "run.json").read_text())["suite"]
+    if args.resume:
+        # a resumed run keeps the suite and the selection it was started with
+        meta = json.loads((run_dir / "run.json").read_text())
+        suite = suite or meta["suite"]
+        args.case = args.case or meta.get("cases")
+        args.select = args.select or meta.get("select")
     if not suite:
         print("error: --suite is required (or --resume DIR)", file=sys.stderr)
         return 2
@@ -135,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             from .versions import probe_local
 
             versions = {n.name: probe_local(n) for n in cfg.cluster.nodes if n.reach == "local"}
-            write_meta(run_dir, cfg, {"argv": sys.argv, "versions": versions})
+            write_meta(run_dir, cfg, {"argv": sys.argv, "versions": versions, "cases": args.case,
+                                      "select": args.select})
         try:
             summary = runner.run()
         except KeyboardInterrupt:

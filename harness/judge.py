@@ -6,6 +6,7 @@ decides a run's exit status.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -93,9 +94,21 @@ def _problems(obs: Observation) -> list[str]:
     return out
 
 
+# Root causes that mean the infrastructure failed (a port taken, a model missing, a host down),
+# not the system under test: such cases end as ERROR and are retried, never judged as product failures.
+INFRA = re.compile(
+    r"Address already in use|EADDRINUSE|Could not resolve hostname|Connection refused|No route to host"
+    r"|Permission denied \(publickey|does not appear to have a file named config\.json"
+    r"|Repo id must be|HFValidationError|Incorrect path_or_model_id|No such file or directory: .*config\.json"
+)
+
+
 def judge(exp: Expectation, obs: Observation) -> Verdict:
     if obs.infra_error:
         return Verdict(Outcome.ERROR, obs.infra_error)
+    cause = (obs.root_cause or {}).get("text", "")
+    if not obs.ready and INFRA.search(cause):
+        return Verdict(Outcome.ERROR, f"infrastructure: {cause}")
     if exp.kind == "unsupported-on-platform":
         return Verdict(Outcome.SKIP, f"unsupported on this platform: {exp.reason}")
     if exp.kind == "unspecified":

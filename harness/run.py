@@ -31,8 +31,9 @@ from .partition import stage_ranges
 from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
 from .zoo import default_cache_root, ensure_model
-from runners.local import LocalRunner
+from runners.local import MARKER, LocalRunner, reap
 
+LIVE = "live.json"  # process groups of the deployment being checked
 PROBE_CLASS = "harness.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
 BASELINE_TOPOLOGY = "pp1-tp1"
@@ -217,14 +218,23 @@ class Runner:
 
     def extra_env(self) -> dict[str, str]:
         cache = self.run_dir / "vllm-cache"
-        return {"VLLM_CACHE_ROOT": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        return {"VLLM_CACHE_ROOT": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                MARKER: str(self.run_dir)}
 
     # ---- one deployment ---------------------------------------------------------------------
     def launch(self, d: Deployment, log_dir: Path) -> Live:
         live = Live(d, log_dir, self.extra_env(), self.suite.request_timeout_s)
         self.summary.launches += 1
-        live.start()
+        try:
+            live.start()
+        finally:
+            # the groups live now, so a resume after ppconf itself was killed can stop them
+            (self.run_dir / LIVE).write_text(json.dumps([h.pid for h in live.handles]))
         return live
+
+    def stop(self, live: Live) -> None:
+        live.stop()
+        (self.run_dir / LIVE).unlink(missing_ok=True)
 
     def baseline(self, case: Case) -> list[Completion]:
         key = case.model_key
@@ -246,7 +256,7 @@ class Runner:
                                    f"{cause.text if cause else 'no error line in its log'}")
             outputs = self.generate(live, streamed=0)
         finally:
-            live.stop()
+            self.stop(live)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv),
                                     "completions": [c.to_json() for c in outputs]}, indent=1))
@@ -284,7 +294,7 @@ class Runner:
                 obs.hung = state == "timeout"
             obs.exit_codes = {h.spec.name: h.returncode() for h in live.handles}
         finally:
-            live.stop()
+            self.stop(live)
         paths = live.log_paths
         obs.logs = {name: str(path) for name, path in paths.items()}
         obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
@@ -397,6 +407,12 @@ class Runner:
         need no launch (unsupported here, or no claim) straight away."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         results.repair(self.run_dir)
+        live_file = self.run_dir / LIVE
+        if live_file.exists():
+            left = reap(self.run_dir, json.loads(live_file.read_text() or "[]"))
+            if left:
+                self.progress("reaped", None, f"stopped {len(left)} process group(s) an earlier ppconf left behind")
+            live_file.unlink()
         cases = self.cases()
         planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases
                    if c.expectation.kind not in ("unsupported-on-platform", "unspecified")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,50 @@ class LocalHandle:
             time.sleep(0.05)
 
 
+MARKER = "PPCONF_RUN_DIR"
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == pgid:
+                    members.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                continue
+    return members
+
+
+def _started_by(pid: int, run_dir: str) -> bool:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{MARKER}={run_dir}".encode() in env
+
+
+def reap(run_dir: Path, pgids: list[int]) -> list[int]:
+    """Stop process groups a killed ppconf left behind: only groups whose members carry this
+    run's marker in their environment, so nothing ppconf did not start is ever signalled."""
+    reaped = []
+    for pgid in pgids:
+        members = _group_members(pgid)
+        if members and all(_started_by(pid, str(run_dir)) for pid in members):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    break
+                end = time.monotonic() + 10
+                while _group_members(pgid) and time.monotonic() < end:
+                    time.sleep(0.1)
+                if not _group_members(pgid):
+                    break
+            reaped.append(pgid)
+    return reaped
+
+
 class LocalRunner:
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> LocalHandle:
         env = dict(os.environ)
@@ -77,6 +122,8 @@ class LocalRunner:
         if spec.set_env:
             # the script path and argv travel as positional arguments, never inside the -c text
             argv = ["bash", "-c", 'source "$1" && shift && exec "$@"', "ppconf-launch", spec.set_env, *argv]
+        # the guard leads the group and takes it down if ppconf itself dies, even by SIGKILL
+        argv = [sys.executable, "-m", "runners.guard", "--", *argv]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(

