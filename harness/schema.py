@@ -116,6 +116,7 @@ class Topology(Strict):
     decode: Instance | None = None
     connector: str | None = None
     title: str = ""
+    aliases: list[str] = []  # names the published docs use for it (e.g. "P/D disaggregation")
 
     @property
     def world(self) -> int:

@@ -93,14 +93,15 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
 
 
-def _lookup(matrix, name: str) -> tuple[str, str] | None:
-    """("feature" | "family", key) for a published row name."""
+def _lookup(matrix, name: str) -> tuple[str, set[str]] | None:
+    """("feature" | "family" | "topology", matching keys) for a published row name. Several
+    topologies may share a name (every P/D layout is "P/D disaggregation")."""
     n = _norm(name)
-    for kind, table in (("feature", matrix.features), ("family", matrix.families)):
-        for key, item in table.items():
-            names = {key, item.title, *getattr(item, "aliases", [])}
-            if n in {_norm(x) for x in names}:
-                return kind, key
+    for kind, table in (("feature", matrix.features), ("family", matrix.families), ("topology", matrix.topologies)):
+        keys = {key for key, item in table.items()
+                if n in {_norm(x) for x in (key, item.title, *getattr(item, "aliases", []))}}
+        if keys:
+            return kind, keys
     return None
 
 
@@ -118,8 +119,10 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
             out.append(Drift(row.line, row.name, published, "", None,
                              f"published {published}, but no feature or family of the matrix is named so"))
             continue
-        kind, key = found
-        mine = [c for c in cases if (key in c.features if kind == "feature" else c.family == key)]
+        kind, keys = found
+        key = ", ".join(sorted(keys))
+        attr = {"feature": lambda c: set(c.features), "family": lambda c: {c.family}, "topology": lambda c: {c.topology}}[kind]
+        mine = [c for c in cases if attr(c) & keys]
         if not mine:
             out.append(Drift(row.line, row.name, published, UNTESTED, None,
                              f"published {published}, but no case of the matrix exercises {kind} '{key}'"))
