@@ -223,6 +223,10 @@ class Runner:
 
     # ---- one deployment ---------------------------------------------------------------------
     def launch(self, d: Deployment, log_dir: Path) -> Live:
+        remote = sorted({l.node for l in d.launches if self.cfg.cluster.node(l.node).reach != "local"})
+        if remote:
+            raise RuntimeError(f"node(s) {', '.join(remote)} are not reached locally; this build of ppconf runs "
+                               f"launches on this host only")
         live = Live(d, log_dir, self.extra_env(), self.suite.request_timeout_s)
         self.summary.launches += 1
         try:
