@@ -109,3 +109,10 @@ def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
     assert any("zz-rules.yaml:2:5" in e and "matches no case" in e for e in report.errors), report.errors
     assert any("zz-rules.yaml:5:5" in e and "shadowed" in e for e in report.errors), report.errors
     assert any("qwen3-tiny/pp1-tp1/auto/none" in w and "unspecified" in w for w in report.warnings), report.warnings
+
+
+def test_families_vllm_cpu_cannot_run_are_recorded_with_their_error(shipped):
+    cases = {c.id: c.expectation for c in expand(shipped, "families-cpu").cases}
+    assert len(cases) == 7 and all(e.kind == "unsupported-on-platform" for e in cases.values())
+    assert "Sparse Attention is not supported on CPU." in cases["glm-5.2/text/pp2-tp1-mp/auto/none"].reason
+    assert "convert_weight_packed" in cases["deepseek-v4/text/pp2-tp1-mp/auto/none"].reason
