@@ -1,7 +1,8 @@
 """Loading a matrix directory: every *.yaml file under it, validated and cross-checked.
 
 A file holds any of the sections ``platforms``, ``families``, ``features``, ``topologies``,
-``suites`` (mappings of name -> entry) and ``rules`` (an ordered list). Names are global across
+``suites`` (mappings of name -> entry), ``rules`` (an ordered list) and ``diagnosis`` (known
+symptoms with the log patterns that identify them and advice). Names are global across
 files; rules are taken in file path order, then in order within a file, and the first rule that
 matches a case decides its expectation.
 """
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import condition as cond
 from .case import ATTRIBUTES
-from .schema import NAME, SECTIONS, Family, Feature, Platform, Rule, Suite, Topology, Variant
+from .schema import NAME, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite, Topology, Variant
 from .source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parent.parent / "matrices"
@@ -42,6 +43,7 @@ class Matrix:
     topologies: dict[str, Topology] = field(default_factory=dict)
     suites: dict[str, Suite] = field(default_factory=dict)
     rules: list[RuleEntry] = field(default_factory=list)
+    diagnosis: list[Diagnosis] = field(default_factory=list)
     where: dict[tuple[str, str], Where] = field(default_factory=dict)
 
     def variant(self, family: str, variant: str) -> Variant:
@@ -135,10 +137,20 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
                     continue
                 raw_rules.extend((doc, i, entry) for i, entry in enumerate(body))
                 continue
+            if section == "diagnosis":
+                if not isinstance(body, list):
+                    errors.append(SourceError(doc.where(("diagnosis",)), "diagnosis must be a list"))
+                    continue
+                for i, entry in enumerate(body):
+                    try:
+                        matrix.diagnosis.append(Diagnosis.model_validate(entry))
+                    except ValidationError as err:
+                        errors.extend(_validation_errors(doc, Diagnosis, ("diagnosis", i), err))
+                continue
             model = SECTIONS.get(section)
             if model is None:
                 errors.append(SourceError(doc.where((section,)), f"unknown section '{section}'"
-                                          f"{suggest(section, [*SECTIONS, 'rules'])}"))
+                                          f"{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}"))
                 continue
             if not isinstance(body, dict):
                 errors.append(SourceError(doc.where((section,)), f"{section} must be a mapping of name -> entry"))

@@ -44,6 +44,7 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
             excerpts[key] = logs.excerpt(Path(path), line["line"], before=15, after=5)
     (out / "case.json").write_text(json.dumps({
         "case": record["case"], "outcome": record["outcome"], "reason": record["reason"],
+        "diagnosis": record.get("diagnosis"),
         "attributes": attrs, "expectation": record["expectation"], "versions": versions,
         "log_excerpts": excerpts, "logs": obs.get("logs", {}), "rerun": rerun,
     }, indent=2, default=str))

@@ -27,6 +27,7 @@ from .cluster import Cluster
 from .expand import expand, select
 from .judge import Observation, Outcome, judge
 from .matrix import Matrix
+from .diagnose import diagnose
 from .partition import stage_ranges
 from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
@@ -400,6 +401,8 @@ class Runner:
             "duration_s": round(duration, 1),
         }
         if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
+            texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
+            rec["diagnosis"] = diagnose(self.m.diagnosis, texts, {k: Path(v) for k, v in obs.logs.items()})
             rec["repro"] = write_bundle(self.run_dir, rec, d, self.m.root, case.attrs)
         results.append(self.run_dir, rec)
         self.summary.outcomes[verdict.outcome.value] = self.summary.outcomes.get(verdict.outcome.value, 0) + 1

@@ -199,6 +199,22 @@ class Rule(Strict):
         return self
 
 
+class Diagnosis(Strict):
+    """One known symptom: log patterns that identify it, and what to do about it."""
+
+    symptom: str
+    patterns: list[str] = Field(min_length=1)
+    advice: str
+    link: str | None = None
+
+    @field_validator("patterns")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            re.compile(pattern)
+        return v
+
+
 SECTIONS: dict[str, type[Strict]] = {
     "platforms": Platform,
     "families": Family,

@@ -88,7 +88,8 @@ def _evidence(e: Entry) -> dict[str, Any]:
             "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
             "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
             "partition_source": obs.get("partition_source"), "accuracy": obs.get("accuracy"),
-            "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts}
+            "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts,
+            "diagnosis": r.get("diagnosis"), "repro": (r.get("repro") or {}).get("rerun")}
 
 
 def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
