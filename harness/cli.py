@@ -169,7 +169,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         suites = args.suite or sorted(m.suites)
         cases = {c.id: c for s in suites for c in expand(m, s).cases}
         out = args.out or Path("reports-out") / "claims"
-        report_claims(list(cases.values()), out, titles, f"claims of {', '.join(suites)} in {m.root}")
+        report_claims(list(cases.values()), out, titles, f"claims of {', '.join(suites)} in {m.root}", m)
     else:
         if args.run_dir is None:
             print("error: give a run directory, or --claims-only", file=sys.stderr)

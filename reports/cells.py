@@ -157,3 +157,45 @@ def entries_from_claims(cases) -> list[Entry]:
     return [Entry(case=c.id, family=c.family, variant=c.variant, topology=c.topology, platform=c.platform,
                   partition=c.partition, features=list(c.features), expectation=c.expectation.to_json())
             for c in cases]
+
+
+@dataclass
+class FeatureClaim:
+    platform: str
+    name: str  # as the published docs name it (first alias), else the title
+    symbol: str
+    text: str
+
+
+def feature_claims(matrix, cases) -> list[FeatureClaim]:
+    """One row per feature (and per aliased topology family, e.g. P/D) that the cases exercise,
+    per platform: the rules written about it, as a symbol and their reasons — the shape of the
+    docs' "Feature stacked with PP | Support" table."""
+    rows = []
+    for platform in sorted({c.platform for c in cases}):
+        mine = [c for c in cases if c.platform == platform]
+        subjects = [(f"\"{name}\" in features", f, lambda c, n=name: n in c.features)
+                    for name, f in matrix.features.items()]
+        aliased = {}
+        for name, t in matrix.topologies.items():
+            for alias in t.aliases:
+                aliased.setdefault(alias, []).append(name)
+        for alias, names in aliased.items():
+            probe = "pd" if all(matrix.topologies[n].decode for n in names) else None
+            subjects.append((probe, None, lambda c, ns=names: c.topology in ns))
+            subjects[-1] = (probe, alias, subjects[-1][2])
+        for token, subject, uses in subjects:
+            covered = [c for c in mine if uses(c)]
+            if not covered or token is None:
+                continue
+            rules = [e for e in matrix.rules if token in e.rule.when and
+                     any(e.condition.evaluate(c.attrs) for c in covered)]
+            if not rules:
+                continue
+            kinds = [e.rule for e in rules]
+            symbol = (EXPERIMENTAL if any(r.experimental for r in kinds if r.expect == "supported") else SUPPORTED) \
+                if any(r.expect in ("supported", "known-issue", "flaky") for r in kinds) else REJECTED
+            text = " ".join(dict.fromkeys(r.why for r in kinds))
+            name = subject if isinstance(subject, str) else (subject.aliases[0] if subject.aliases else subject.title)
+            rows.append(FeatureClaim(platform, name, symbol, text))
+    return rows

@@ -14,7 +14,7 @@ import jinja2
 from harness import logs, redact, results
 from harness.plan import LaunchSpec
 
-from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results
+from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -109,10 +109,11 @@ def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles: dict[str, str],
-           records: list[dict[str, Any]]) -> list[Table]:
+           records: list[dict[str, Any]], features: list | None = None) -> list[Table]:
     out.mkdir(parents=True, exist_ok=True)
     tables = build_tables(entries, titles)
-    ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only}
+    ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only,
+           "feature_rows": features or []}
     (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
     row_features = {(t.family, row): " ".join(sorted({f for c in t.cells.values() if c.entries[0].row == row
                                                       for e in c.entries for f in e.features})) or "none"
@@ -171,5 +172,6 @@ def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -
                   titles or {}, records)
 
 
-def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "") -> list[Table]:
-    return render(entries_from_claims(cases), out, head, True, titles or {}, [])
+def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None) -> list[Table]:
+    return render(entries_from_claims(cases), out, head, True, titles or {}, [],
+                  feature_claims(matrix, cases) if matrix is not None else [])

@@ -122,3 +122,16 @@ def test_flaky_cells_between_repeats(tmp_path):
     base = make_run(tmp_path / "base", GOOD)
     d = diff_runs(run, base)
     assert any("PASS / FAIL" in f for f in d.flaky)
+
+
+def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):
+    cases = [c for s in ("nightly-ascend", "release-ascend") for c in expand(shipped, s).cases]
+    report_claims(cases, tmp_path, {}, "", shipped)
+    text = (tmp_path / "support.md").read_text()
+    rows = dict(re.findall(r"^\| (.+?) \| (✅|❌|🔵|🟡) ", text.split("## Features stacked with PP (ascend)")[1]
+                           .split("\n## ")[0], re.M))
+    expected = {"Graph mode (ACL graph)": "✅", "MTP": "✅", "EAGLE3": "✅", "DFlash": "❌", "DSpark": "✅",
+                "PCP (Prefill Context Parallel)": "❌", "DCP (Decode Context Parallel)": "✅", "LayerSplit (KVPP)": "✅",
+                "KV offloading (Sparse KV Cache Offload)": "✅", "Prefix caching": "✅", "Pooling": "✅",
+                "P/D disaggregation": "✅", "Async scheduling": "✅", "Sequence parallelism": "✅"}
+    assert {k: rows.get(k) for k in expected} == expected
