@@ -215,6 +215,16 @@ def cmd_docs_drift(args: argparse.Namespace) -> int:
     return 1 if drifts else 0
 
 
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from .schedule import load_durations, schedule_suite
+
+    m = _matrix(args)
+    durations = load_durations(args.durations) if args.durations else None
+    sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
+    print(sched.render())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -269,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
+
+    p = add("schedule", cmd_schedule, "place a suite's deployments on a cluster and print the plan and its makespan")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
+    p.add_argument("--simulate", action="store_true", required=True,
+                   help="print the schedule without launching anything (the only mode today)")
+    p.add_argument("--durations", type=Path, help="a JSON file of seconds per deployment or case, or a run directory")
 
     p = add("docs-drift", cmd_docs_drift, "list the cells of a published support table that disagree with the matrix")
     p.add_argument("doc", type=Path, help="a Markdown page (or its plain-text export) with a support table")

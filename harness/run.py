@@ -26,6 +26,7 @@ from .client import Client, Completion, compare
 from .cluster import Cluster
 from .expand import expand, select
 from .judge import Observation, Outcome, judge
+from .lease import Leases
 from .matrix import Matrix
 from .diagnose import diagnose
 from .partition import stage_ranges
@@ -35,6 +36,7 @@ from .zoo import default_cache_root, ensure_model
 from runners.local import MARKER, LocalRunner, reap
 
 LIVE = "live.json"  # process groups of the deployment being checked
+LEASE_WAIT_S = 6 * 3600.0  # how long a case waits for devices that other ppconf processes hold
 PROBE_CLASS = "harness.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
 BASELINE_TOPOLOGY = "pp1-tp1"
@@ -197,6 +199,7 @@ class Runner:
         self.progress = progress or (lambda event, case, text: None)
         self.summary = RunSummary()
         self.baselines: dict[str, list[Completion]] = {}
+        self.leases = Leases()
 
     # ---- planning -------------------------------------------------------------------------
     def cases(self) -> list[Case]:
@@ -250,8 +253,19 @@ class Runner:
             self.baselines[key] = [Completion.from_json(c) for c in json.loads(path.read_text())["completions"]]
             return self.baselines[key]
         base_case = replace(case, topology=BASELINE_TOPOLOGY, partition="auto", features=(), id=f"{key}/baseline")
-        d = self.instrument(plan(self.m, base_case, self.cfg.cluster, ports=self.ports()))
-        self.progress("baseline", case, f"PP=1 baseline of {key}")
+        planned = plan(self.m, base_case, self.cfg.cluster)
+        candidates = {n.name: n.devices for n in self.cfg.cluster.nodes}
+        with self.leases.acquire_placement(planned.placement, LEASE_WAIT_S, note=base_case.id, candidates=candidates) as gang:
+            d = self.instrument(plan(self.m, base_case, self.cfg.cluster, placement=gang.placement(), ports=self.ports()))
+            self.progress("baseline", case, f"PP=1 baseline of {key}")
+            outputs = self._baseline_outputs(d, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv),
+                                    "completions": [c.to_json() for c in outputs]}, indent=1))
+        self.baselines[key] = outputs
+        return outputs
+
+    def _baseline_outputs(self, d: Deployment, key: str) -> list[Completion]:
         live = self.launch(d, self.run_dir / "logs" / "baselines" / key.replace("/", "__"))
         try:
             state, elapsed = live.wait_ready(self.suite.startup_timeout_s)
@@ -259,14 +273,9 @@ class Runner:
                 cause = logs.root_cause(live.log_paths)
                 raise RuntimeError(f"PP=1 baseline of {key} did not start ({state} after {elapsed:.0f} s): "
                                    f"{cause.text if cause else 'no error line in its log'}")
-            outputs = self.generate(live, streamed=0)
+            return self.generate(live, streamed=0)
         finally:
             self.stop(live)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv),
-                                    "completions": [c.to_json() for c in outputs]}, indent=1))
-        self.baselines[key] = outputs
-        return outputs
 
     def generate(self, live: Live, streamed: int) -> list[Completion]:
         acc = self.suite.accuracy
@@ -278,14 +287,6 @@ class Runner:
         obs = Observation()
         rejects = [c.expectation.error for c in cases if c.expectation.kind == "rejected" and c.expectation.error]
         pattern = "|".join(f"(?:{r})" for r in rejects) or None
-        needs_baseline = [c for c in cases if c.expectation.kind in ("supported", "known-issue", "flaky")
-                          and "pooling" not in c.features]
-        if needs_baseline:
-            try:
-                self.baseline(needs_baseline[0])
-            except Exception as err:  # noqa: BLE001
-                obs.infra_error = f"{type(err).__name__}: {err}"
-                return {c.id: obs for c in cases}
         live = self.launch(d, log_dir)
         try:
             state, elapsed = live.wait_ready(self.suite.startup_timeout_s)
@@ -456,11 +457,20 @@ class Runner:
     def _execute_once(self, d: Deployment, retry_of: list[str] | None = None) -> list[dict[str, Any]]:
         group = [self.by_id[i] for i in d.case_ids]
         started, t0 = _now(), time.monotonic()
-        real = self.instrument(plan(self.m, group[0], self.cfg.cluster, ports=self.ports()))
-        real = replace(real, case_ids=d.case_ids)
-        self.progress("launch", group[0], f"{len(group)} case(s) on one deployment")
+        real = d
         try:
-            observed = self.observe(real, group, self.run_dir / "logs" / d.key)
+            needs_baseline = [c for c in group if c.expectation.kind in ("supported", "known-issue", "flaky")
+                              and "pooling" not in c.features]
+            if needs_baseline:
+                # before this deployment's own lease: the baseline needs devices of its own
+                self.baseline(needs_baseline[0])
+            candidates = {n.name: n.devices for n in self.cfg.cluster.nodes}
+            with self.leases.acquire_placement(d.placement, LEASE_WAIT_S, note=group[0].id, candidates=candidates) as gang:
+                real = self.instrument(plan(self.m, group[0], self.cfg.cluster, placement=gang.placement(),
+                                            ports=self.ports()))
+                real = replace(real, case_ids=d.case_ids)
+                self.progress("launch", group[0], f"{len(group)} case(s) on one deployment")
+                observed = self.observe(real, group, self.run_dir / "logs" / d.key)
         except KeyboardInterrupt:
             raise
         except Exception as err:  # noqa: BLE001 — a harness failure is ERROR, never a product verdict
