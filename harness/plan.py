@@ -278,8 +278,12 @@ def _plan_pd(m, case, cluster, topo, placement, ports, model, tail, node_env, js
     d_devices = decode.tp * decode.pp * decode.dp
     if placement is None:
         if len(cluster.nodes) >= 2:
+            second = cluster.nodes[1]
+            if len(second.devices) < d_devices:
+                raise PlanError(f"cluster '{cluster.name}' cannot hold the decode instance: node {second.name} "
+                                f"has {len(second.devices)} device(s), {d_devices} needed")
             placement = Placement((default_placement(cluster, p_devices, 1).nodes[0],
-                                   (cluster.nodes[1].name, tuple(cluster.nodes[1].devices[:d_devices]))))
+                                   (second.name, tuple(second.devices[:d_devices]))))
         else:
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
