@@ -86,7 +86,7 @@ def test_guide_families_with_registered_architectures(shipped, family, variants,
     fam = shipped.families[family]
     assert {name: v.architecture for name, v in fam.variants.items()} == variants
     for v in fam.variants.values():
-        assert v.supports_pp and v.origin == origin and v.platforms == ["ascend"]
+        assert v.supports_pp and v.origin == origin and "ascend" in v.platforms
 
 
 def test_every_family_row_of_the_guide_names_a_family(shipped):
