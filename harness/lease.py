@@ -48,7 +48,7 @@ def _safe(name: str) -> str:
     return "%" + safe if safe.strip(".") == "" else safe  # never "", "." or ".."
 
 
-def _ranges(devices: Sequence[int]) -> str:
+def device_ranges(devices: Sequence[int]) -> str:
     """0,1,2,5 -> "0-2,5": how a person reads device sets in an error."""
     out: list[str] = []
     ds = sorted(devices)
@@ -124,7 +124,7 @@ class Lease:
         self.release()
 
     def __repr__(self) -> str:
-        return f"Lease({self.node!r}, {_ranges(self.devices) if self._held else 'released'})"
+        return f"Lease({self.node!r}, {device_ranges(self.devices) if self._held else 'released'})"
 
 
 class Gang:
@@ -247,7 +247,7 @@ class Leases:
                 raise ValueError(f"node '{node}': a lease needs at least one device, not {wanted}")
             if wanted > len(set(candidates)):
                 raise ValueError(f"node '{node}' has {len(set(candidates))} candidate device(s) "
-                                 f"({_ranges(list(candidates))}); {wanted} can never be leased there")
+                                 f"({device_ranges(list(candidates))}); {wanted} can never be leased there")
         order = sorted(range(len(requests)), key=lambda i: (requests[i][0], i))
         deadline = time.monotonic() + timeout_s
         pause = POLL_START_S
@@ -274,7 +274,7 @@ class Leases:
                 gang = f" (gang of {len(requests)} node leases: all or none)" if len(requests) > 1 else ""
                 raise TimeoutError(
                     f"no device lease on node '{node}' within {timeout_s:g} s: wanted {wanted} device(s) of "
-                    f"{_ranges(list(candidates))}, {len(free)} free ({_ranges(free)}){gang}"
+                    f"{device_ranges(list(candidates))}, {len(free)} free ({device_ranges(free)}){gang}"
                     + (f"; held by {held}" if held else ""))
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1.0))
             pause = min(pause * 2, POLL_MAX_S)

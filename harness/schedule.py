@@ -35,7 +35,7 @@ from pathlib import Path
 from . import results
 from .cluster import Cluster
 from .expand import expand
-from .lease import pick_devices
+from .lease import device_ranges, pick_devices
 from .matrix import Matrix
 from .plan import Deployment, Placement, PlanError, group_deployments, plan
 from .schema import Topology
@@ -223,7 +223,7 @@ class Schedule:
         ]
         if self.entries:
             rows = [(_hms(e.start), _hms(e.end), f"{'' if e.known else '~'}{e.duration:.0f}s",
-                     " ".join(f"{node}:{_ranges(devs)}" for node, devs in e.placement.nodes),
+                     " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
                      str(len(e.need.cases)), e.need.name) for e in self.entries]
             head = ("start", "end", "time", "placement", "cases", "deployment")
             widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -240,17 +240,6 @@ class Schedule:
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def _ranges(devices: Sequence[int]) -> str:
-    out, ds, i = [], sorted(devices), 0
-    while i < len(ds):
-        j = i
-        while j + 1 < len(ds) and ds[j + 1] == ds[j] + 1:
-            j += 1
-        out.append(str(ds[i]) if i == j else f"{ds[i]}-{ds[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 # ---- placing ----------------------------------------------------------------------------------

@@ -25,6 +25,16 @@ JSON_FLAGS = (
 NAME = r"^[a-z0-9][a-z0-9._-]*$"
 
 
+def _compiled(patterns: list[str]) -> list[str]:
+    """The patterns, once each is known to compile (re.error becomes a validation error)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
+    return patterns
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -85,17 +95,12 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
-    # Feature-specific checks run on a live deployment (harness.run.FEATURE_CHECKS).
+    # Feature-specific checks run on a live deployment (harness.run.Runner.check_live).
     checks: list[Literal["prefix-cache-hit", "embeddings"]] = []
     link: str | None = None
     aliases: list[str] = []  # names the published docs use for it
 
-    @field_validator("silent_disable")
-    @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        for pattern in v:
-            re.compile(pattern)
-        return v
+    _regexes = field_validator("silent_disable")(classmethod(lambda cls, v: _compiled(v)))
 
 
 class Instance(Strict):
@@ -207,12 +212,7 @@ class Diagnosis(Strict):
     advice: str
     link: str | None = None
 
-    @field_validator("patterns")
-    @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        for pattern in v:
-            re.compile(pattern)
-        return v
+    _regexes = field_validator("patterns")(classmethod(lambda cls, v: _compiled(v)))
 
 
 SECTIONS: dict[str, type[Strict]] = {

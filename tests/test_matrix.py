@@ -136,3 +136,14 @@ def test_all_errors_reported_at_once(matrix_dir):
         """)
     errs = errors_of(matrix_dir.root)
     assert len([e for e in errs if "extra.yaml" in e]) >= 2, errs
+
+
+def test_bad_regex_in_a_feature_is_a_positioned_error(matrix_dir):
+    matrix_dir("extra.yaml", """\
+        features:
+          x:
+            title: t
+            silent_disable: ['(unclosed']
+        """)
+    errs = errors_of(matrix_dir.root)
+    assert any("extra.yaml:4:" in e and "not a valid regular expression" in e for e in errs), errs
