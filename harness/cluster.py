@@ -41,6 +41,9 @@ class Node(Strict):
     set_env: str | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
     env: dict[str, str] = {}
     bind: str | None = None  # --host for API servers on this node
+    # ppconf is importable by the node's vLLM, so workers can load its stage probe and report
+    # the layer ranges they built (always true for the local host).
+    ppconf: bool = False
 
 
 class Cluster(Strict):

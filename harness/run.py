@@ -34,6 +34,7 @@ from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
 from .zoo import default_cache_root, ensure_model
 from runners.local import MARKER, LocalRunner, reap
+from runners.ssh import SshRunner
 
 LIVE = "live.json"  # process groups of the deployment being checked
 LEASE_WAIT_S = 6 * 3600.0  # how long a case waits for devices that other ppconf processes hold
@@ -98,17 +99,35 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 class Live:
     """A launched deployment: its handles, logs and API client; ``stop`` tears it all down."""
 
-    def __init__(self, deployment: Deployment, log_dir: Path, extra_env: dict[str, str], timeout_s: float):
+    def __init__(self, deployment: Deployment, log_dir: Path, extra_env: dict[str, str], timeout_s: float,
+                 cluster: Cluster | None = None):
         self.deployment = deployment
         self.log_dir = log_dir
-        self.runner = LocalRunner()
+        self.cluster = cluster
+        self.runners: dict[str, Any] = {}
         self.handles = []
         self.extra_env = extra_env
         self.t0 = time.monotonic()
         api = deployment.launch(deployment.api)
-        host = api.env_dict().get("VLLM_HOST_IP", "127.0.0.1")
+        node = cluster.node(api.node) if cluster else None
+        if node is None:
+            host = "127.0.0.1"
+        else:
+            host = (node.bind or "127.0.0.1") if node.reach == "local" else node.address
         self.client = Client(f"http://{host}:{api.port}", timeout_s)
         self.model_name: str | None = None
+
+    def runner_for(self, node_name: str):
+        """The runner that reaches a node: this host's, or OpenSSH for nodes reached over ssh."""
+        reach = self.cluster.node(node_name).reach if self.cluster else "local"
+        if reach not in self.runners:
+            if reach == "local":
+                self.runners[reach] = LocalRunner()
+            elif reach == "ssh":
+                self.runners[reach] = SshRunner(self.cluster)
+            else:
+                raise RuntimeError(f"node {node_name} is reached by {reach}, which `ppconf run` does not drive yet")
+        return self.runners[reach]
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -116,7 +135,7 @@ class Live:
 
     def start(self) -> None:
         for spec in self.deployment.launches:
-            self.handles.append(self.runner.start(spec, self.log_dir / f"{spec.name}.log", self.extra_env))
+            self.handles.append(self.runner_for(spec.node).start(spec, self.log_dir / f"{spec.name}.log", self.extra_env))
 
     def exited(self) -> dict[str, int]:
         return {h.spec.name: rc for h in self.handles if (rc := h.returncode()) is not None}
@@ -138,6 +157,9 @@ class Live:
     def stop(self) -> None:
         for h in reversed(self.handles):
             h.stop()
+        for runner in self.runners.values():
+            if hasattr(runner, "close"):
+                runner.close()
         self.client.close()
 
 
@@ -210,7 +232,8 @@ class Runner:
         """Local launches also load the stage probe, so the partition is read from the workers."""
         launches = []
         for l in d.launches:
-            if l.role in SERVE_ROLES and self.cfg.cluster.node(l.node).reach == "local":
+            node = self.cfg.cluster.node(l.node)
+            if l.role in SERVE_ROLES and (node.reach == "local" or node.ppconf):
                 env = dict(l.env) | {"VLLM_SERVER_DEV_MODE": "1"}
                 l = replace(l, argv=(*l.argv, "--worker-extension-cls", PROBE_CLASS), env=tuple(sorted(env.items())))
             launches.append(l)
@@ -227,11 +250,7 @@ class Runner:
 
     # ---- one deployment ---------------------------------------------------------------------
     def launch(self, d: Deployment, log_dir: Path) -> Live:
-        remote = sorted({l.node for l in d.launches if self.cfg.cluster.node(l.node).reach != "local"})
-        if remote:
-            raise RuntimeError(f"node(s) {', '.join(remote)} are not reached locally; this build of ppconf runs "
-                               f"launches on this host only")
-        live = Live(d, log_dir, self.extra_env(), self.suite.request_timeout_s)
+        live = Live(d, log_dir, self.extra_env(), self.suite.request_timeout_s, self.cfg.cluster)
         self.summary.launches += 1
         try:
             live.start()

@@ -121,7 +121,9 @@ class LocalRunner:
         argv = list(spec.argv)
         if spec.set_env:
             # the script path and argv travel as positional arguments, never inside the -c text
-            argv = ["bash", "-c", 'source "$1" && shift && exec "$@"', "ppconf-launch", spec.set_env, *argv]
+            # and the launch's own env is applied after it, so the script cannot override it
+            argv = ["bash", "-c", 'source "$1" && shift && exec env -- "$@"', "ppconf-launch", spec.set_env,
+                    *(f"{k}={v}" for k, v in spec.env), *argv]
         # the guard leads the group and takes it down if ppconf itself dies, even by SIGKILL
         argv = [sys.executable, "-m", "runners.guard", "--", *argv]
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,462 @@
+"""The SSH runner: each launch is its own process group on a remote node, reached with OpenSSH.
+
+Same protocol and teardown guarantee as the local runner (``runners.local``): ``start`` runs one
+LaunchSpec on its node and streams its output into a local log file; ``stop`` takes the launch's
+whole remote process group down (SIGTERM, then SIGKILL after the grace period) and ends the
+local ``ssh`` client, so nothing the launch started is left on either side.
+
+How a launch runs (see ``remote_command``): the remote login shell runs
+
+    setsid -w sh -c INNER ppconf-launch TOKEN GRACE [SET_ENV] K=V... ARGV... 3<&0 </dev/null 2>&1;
+    s=$?; echo "TOKEN exit=$s"; exit $s
+
+where INNER, a constant script, prints ``TOKEN pgid=$$`` first (setsid made it the leader of a
+new session and process group, so ``$$`` is the group id ``stop`` signals), starts the watchdog,
+sources the node's set_env script when there is one, and ``exec env -- K=V... ARGV...``. Every
+word taken from the launch (argv elements, env values, the set_env path) travels as a single
+shlex-quoted positional argument: nothing from the matrix is ever parsed by a shell.
+
+Why the markers: the local ``ssh`` exits with the remote status only once every process holding
+the session's output has gone, and vLLM's workers may outlive their leader; ``returncode()``
+reads the leader's status from the ``TOKEN exit=N`` line as soon as the leader exits, as the
+local runner reports its leader's exit.
+
+The watchdog covers what a ``finally`` cannot: the local ssh client's stdin is a pipe that only
+this process holds open. If ppconf dies by any means (even SIGKILL), or the connection drops,
+the remote side reads EOF there and the watchdog — in its own session, outside the group —
+sends SIGTERM to the group, then SIGKILL after the grace period.
+
+Connections are reused through an OpenSSH control master (ControlMaster=auto, ControlPersist);
+``SshRunner.close()`` ends the masters it used. Host keys are accepted on first use and pinned
+in ppconf's own known_hosts file (``state_dir()/ssh/known_hosts``), never in ``~/.ssh``.
+
+Remote requirements: a POSIX ``sh``, ``setsid`` (util-linux), ``env``, ``cat``, ``sleep``, and
+``bash`` when the node has a set_env script (it is sourced with bash, as the local runner does).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+import shlex
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.cluster import Cluster, Node
+from harness.plan import LaunchSpec
+
+# Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
+DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"
+PGID_TIMEOUT_S = 60.0  # how long start() waits for the remote group id after connecting
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class SshError(RuntimeError):
+    """The launch could not be started on its node (the node, not the system under test)."""
+
+
+def state_dir() -> Path:
+    """ppconf's own state directory: $PPCONF_STATE, else $XDG_STATE_HOME/ppconf, else
+    ~/.local/state/ppconf."""
+    if os.environ.get("PPCONF_STATE"):
+        return Path(os.environ["PPCONF_STATE"])
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "ppconf"
+
+
+# --------------------------------------------------------------------------------------------
+# How to reach a node
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and as whom to connect: the node's ``host`` and its inventory ``ssh`` block."""
+
+    host: str
+    user: str | None = None
+    port: int = 22
+    key: str | None = None
+    options: tuple[str, ...] = ()  # ssh_config options, "Name=value", each passed as -o
+
+    @classmethod
+    def from_node(cls, node: Node) -> "SshTarget":
+        s = node.ssh
+        if s is None:
+            return cls(node.host)
+        return cls(node.host, s.user, s.port, s.key, tuple(s.options))
+
+    def __str__(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """Client settings shared by every connection a runner makes."""
+
+    state: Path | None = None  # default: state_dir()
+    control_path: str = DEFAULT_CONTROL_PATH
+    control_persist_s: int = 60
+    connect_timeout_s: float = 10.0
+    server_alive_interval_s: int = 15
+    server_alive_count: int = 3
+
+    @property
+    def known_hosts(self) -> Path:
+        return (self.state or state_dir()) / "ssh" / "known_hosts"
+
+
+def ssh_argv(target: SshTarget, opts: SshOptions = SshOptions(), *, connect_timeout_s: float | None = None) -> list[str]:
+    """``ssh`` and every option for ``target``, ending with ``-- HOST``; append the remote command.
+
+    The inventory's own options come first: OpenSSH keeps the first value it is given, so an
+    inventory may override any default below.
+    """
+    if not target.host or target.host.startswith("-"):
+        raise ValueError(f"not an ssh host name: {target.host!r}")
+    known = opts.known_hosts
+    known.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    timeout = connect_timeout_s if connect_timeout_s is not None else opts.connect_timeout_s
+    argv = ["ssh"]
+    for option in target.options:
+        argv += ["-o", option]
+    argv += [
+        "-o", "BatchMode=yes",  # never prompt: a missing key is an error, not a hang
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", f"UserKnownHostsFile={known}",
+        "-o", "ControlMaster=auto",
+        "-o", f"ControlPath={opts.control_path}",
+        "-o", f"ControlPersist={opts.control_persist_s}",
+        "-o", f"ServerAliveInterval={opts.server_alive_interval_s}",
+        "-o", f"ServerAliveCountMax={opts.server_alive_count}",
+        "-o", f"ConnectTimeout={max(1, math.ceil(timeout))}",
+        "-o", "LogLevel=ERROR",  # no "Permanently added ..." lines in the launch logs
+        "-T",
+        "-p", str(target.port),
+    ]
+    if target.user:
+        argv += ["-l", target.user]
+    if target.key:
+        argv += ["-i", os.path.expanduser(target.key), "-o", "IdentitiesOnly=yes"]
+    return [*argv, "--", target.host]
+
+
+def _run(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """A short ssh call, outside the terminal's process group (a Ctrl-C meant for ppconf must
+    not cut a teardown call in half); None when it did not finish in time."""
+    try:
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout_s, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def reachable(node: Node | SshTarget, timeout_s: float = 10.0, opts: SshOptions = SshOptions()) -> str | None:
+    """None when the node answers over ssh (log-in and a remote ``true``) within ``timeout_s``;
+    else why not, in one line, for an ERROR outcome. Nodes reached locally are always reachable."""
+    if isinstance(node, Node):
+        if node.reach == "local":
+            return None
+        target = SshTarget.from_node(node)
+    else:
+        target = node
+    if target.key and not Path(os.path.expanduser(target.key)).is_file():
+        return f"cannot reach {target} over ssh: key file not found: {target.key}"
+    t0 = time.monotonic()
+    try:
+        argv = ssh_argv(target, opts, connect_timeout_s=timeout_s) + ["true"]
+    except ValueError as err:
+        return f"cannot reach {target} over ssh: {err}"
+    done = _run(argv, timeout_s)
+    if done is None:
+        return f"cannot reach {target} over ssh: no answer within {timeout_s:g} s"
+    if done.returncode == 0:
+        return None
+    lines = [l.strip() for l in done.stderr.splitlines() if l.strip()]
+    why = lines[-1] if lines else f"ssh exited with status {done.returncode}"
+    return f"cannot reach {target} over ssh: {why} (after {time.monotonic() - t0:.1f} s)"
+
+
+# --------------------------------------------------------------------------------------------
+# The remote command
+
+# Stays outside the launch's group (its own session): on EOF of the session's stdin — ppconf
+# or its ssh client went away, or stop() closed it — SIGTERM the group, SIGKILL after $3 s.
+# $1 token (to recognise it in ps), $2 pgid, $3 grace in whole seconds.
+_WATCHDOG = (
+    'cat >/dev/null; '
+    'kill -s TERM -- "-$2" 2>/dev/null || exit 0; '
+    'i=0; while [ "$i" -lt "$(( $3 * 10 ))" ] && kill -s 0 -- "-$2" 2>/dev/null; '
+    'do sleep 0.1; i=$((i + 1)); done; '
+    'kill -s KILL -- "-$2" 2>/dev/null; exit 0'
+)
+
+# Leads the launch's new group. $1 token, $2 watchdog grace; then [set_env], then K=V... ARGV.
+# fd 3 is the session's stdin, handed to the watchdog only; the launch itself reads /dev/null.
+_INNER_HEAD = (
+    'echo "$1 pgid=$$"; '
+    'setsid sh -c ' + shlex.quote(_WATCHDOG) + ' ppconf-watchdog "$1" "$$" "$2" <&3 >/dev/null 2>&1 3<&- & '
+    'exec 3<&-; shift 2; '
+)
+_INNER = _INNER_HEAD + 'exec env -- "$@"'
+# bash, as the local runner: vendors' set_env scripts (CANN's) are written for it. The script's
+# path is $1 while it is sourced, as it is under the local runner.
+_INNER_SET_ENV = _INNER_HEAD + 'source "$1" && shift && exec env -- "$@"'
+
+
+def remote_command(spec: LaunchSpec, token: str, extra_env: Mapping[str, str] | None = None,
+                   watchdog_grace_s: float = 10.0) -> str:
+    """The command string the node's login shell runs for ``spec`` (see the module docstring).
+
+    Only constant text is left unquoted; every argv element, env value and the set_env path is
+    one ``shlex.quote``-d word.
+    """
+    if not spec.argv:
+        raise ValueError(f"launch {spec.name!r} has an empty argv")
+    if "=" in spec.argv[0]:
+        raise ValueError(f"launch {spec.name!r}: the program name {spec.argv[0]!r} contains '='")
+    if not re.fullmatch(r"[A-Za-z0-9-]+", token):
+        raise ValueError(f"bad token {token!r}")
+    env = {**spec.env_dict(), **(extra_env or {})}
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"launch {spec.name!r}: not an environment variable name: {name!r}")
+    words = [*(f"{k}={v}" for k, v in env.items()), *spec.argv]
+    if spec.set_env:
+        shell, inner, words = "bash", _INNER_SET_ENV, [spec.set_env, *words]
+    else:
+        shell, inner = "sh", _INNER
+    grace = str(max(1, math.ceil(watchdog_grace_s)))
+    launch = " ".join(shlex.quote(w) for w in ["setsid", "-w", shell, "-c", inner, "ppconf-launch", token, grace, *words])
+    # Not the last command of the string, so no shell replaces itself with setsid (which would
+    # then lead sshd's process group, fork, and report a signal death as its number).
+    return f'{launch} 3<&0 </dev/null 2>&1; s=$?; echo "{token} exit=$s"; exit "$s"'
+
+
+# --------------------------------------------------------------------------------------------
+# Launches
+
+
+class _Markers:
+    """Reads the token's lines from the log as it grows: the remote group id, the leader's status."""
+
+    def __init__(self, path: Path, offset: int, token: str):
+        self.path, self.offset = path, offset
+        self.pattern = re.compile(re.escape(token.encode()) + rb" (pgid|exit)=(\d+)\n")
+        self.tail = b""
+        self.found: dict[str, int] = {}
+
+    def scan(self) -> dict[str, int]:
+        if "exit" in self.found:
+            return self.found
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return self.found
+        if not data:
+            return self.found
+        self.offset += len(data)
+        buf = self.tail + data
+        cut = buf.rfind(b"\n") + 1
+        for m in self.pattern.finditer(buf, 0, cut):
+            self.found.setdefault(m.group(1).decode(), int(m.group(2)))
+        self.tail = buf[cut:][-4096:]
+        return self.found
+
+
+@dataclass
+class SshHandle:
+    spec: LaunchSpec
+    log_path: Path
+    proc: subprocess.Popen  # the local ssh client; its stdout and stderr are the log file
+    target: SshTarget
+    opts: SshOptions
+    token: str
+    markers: _Markers
+    started_at: float = field(default_factory=time.monotonic)
+    pgid: int | None = None  # the remote process group, once the remote side reported it
+    stop_error: str | None = None  # why stop() could not confirm that the remote group is gone
+
+    @property
+    def pid(self) -> int:
+        """The local ssh client."""
+        return self.proc.pid
+
+    def _scan(self) -> dict[str, int]:
+        found = self.markers.scan()
+        if self.pgid is None and "pgid" in found:
+            self.pgid = found["pgid"]
+        return found
+
+    def returncode(self) -> int | None:
+        """The remote leader's exit status (128+N when signal N ended it) once it exited, else None.
+        When the remote side never started, the ssh client's own status (255: ssh failed)."""
+        found = self._scan()
+        if "exit" in found:
+            return found["exit"]
+        rc = self.proc.poll()
+        if rc is None:
+            return None
+        found = self._scan()  # the marker may have landed just before the client exited
+        return found.get("exit", rc)
+
+    def _wait_pgid(self, timeout_s: float) -> int | None:
+        end = time.monotonic() + timeout_s
+        while self.pgid is None:
+            self._scan()
+            if self.pgid is not None or self.proc.poll() is not None:
+                self._scan()
+                break
+            if time.monotonic() > end:
+                break
+            time.sleep(0.02)
+        return self.pgid
+
+    def _remote(self, command: str, timeout_s: float) -> int | None:
+        """Runs a constant command (built from integers only) on the node; its status, or None
+        when ssh itself failed or did not answer in time."""
+        done = _run(ssh_argv(self.target, self.opts) + [command], timeout_s)
+        if done is None or done.returncode == 255:
+            return None
+        return done.returncode
+
+    def _group_alive(self, pgid: int) -> bool | None:
+        rc = self._remote(f"kill -s 0 -- -{pgid} 2>/dev/null", self.opts.connect_timeout_s + 5)
+        return None if rc is None else rc == 0
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the remote group, wait up to ``grace_s`` for every member to go, then SIGKILL
+        it; then end the local ssh client. Safe to call more than once and after the launch exited."""
+        pgid = self.pgid if self.pgid is not None else self._wait_pgid(5.0 if self.proc.poll() is None else 0.0)
+        problems = []
+        if pgid is not None:
+            call_s = self.opts.connect_timeout_s + 5
+            deadline = time.monotonic() + grace_s
+            if self._remote(f"kill -s TERM -- -{pgid} 2>/dev/null", call_s) is None:
+                # the node does not answer: one SIGKILL attempt, no polling of a dead connection
+                problems.append("SIGTERM could not be sent")
+                alive = None
+                deadline = 0.0
+            else:
+                alive = self._group_alive(pgid)
+            while alive is not False and time.monotonic() < deadline:
+                time.sleep(0.1)
+                alive = self._group_alive(pgid)
+            if alive is not False and self._remote(f"kill -s KILL -- -{pgid} 2>/dev/null", call_s) is not None:
+                end = time.monotonic() + 5
+                alive = self._group_alive(pgid)
+                while alive is not False and time.monotonic() < end:
+                    time.sleep(0.1)
+                    alive = self._group_alive(pgid)
+            if alive is not False:
+                problems.append(f"remote process group {pgid} on {self.target} is "
+                                f"{'still alive' if alive else 'in an unknown state (ssh failed)'}")
+        # EOF on the session's stdin: the remote watchdog exits (or, if the group id never
+        # arrived, takes down whatever started); the client then ends with the session.
+        self._close_stdin()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._scan()
+        if problems:
+            self.stop_error = "; ".join(problems)
+            with open(self.log_path, "a") as log:
+                log.write(f"\nppconf: stop of {self.spec.name}: {self.stop_error}\n")
+
+    def _close_stdin(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+
+class SshRunner:
+    """Starts LaunchSpecs on the nodes of ``nodes`` (a Cluster, Nodes, or a name → Node map),
+    found by ``spec.node``; a launch for a node not listed connects to ``spec.host`` with the
+    client's defaults."""
+
+    def __init__(self, nodes: Cluster | Iterable[Node] | Mapping[str, Node] | None = None,
+                 opts: SshOptions | None = None, *, watchdog_grace_s: float = 10.0,
+                 start_timeout_s: float = PGID_TIMEOUT_S):
+        if isinstance(nodes, Cluster):
+            nodes = nodes.nodes
+        if isinstance(nodes, Mapping):
+            self.nodes = dict(nodes)
+        else:
+            self.nodes = {n.name: n for n in (nodes or [])}
+        self.opts = opts or SshOptions()
+        self.watchdog_grace_s = watchdog_grace_s
+        self.start_timeout_s = start_timeout_s
+        self._targets: set[SshTarget] = set()
+
+    def target(self, spec: LaunchSpec) -> SshTarget:
+        node = self.nodes.get(spec.node)
+        return SshTarget.from_node(node) if node is not None else SshTarget(spec.host)
+
+    def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> SshHandle:
+        """Starts ``spec`` and returns once the remote group exists (its id is in ``pgid``).
+        Raises SshError when the node could not run it (unreachable, refused, no ``setsid``)."""
+        target = self.target(spec)
+        token = "ppconf-" + secrets.token_hex(8)
+        argv = ssh_argv(target, self.opts) + [remote_command(spec, token, extra_env, self.watchdog_grace_s)]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            offset = log.seek(0, os.SEEK_END)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,  # held open by this process only: its EOF is the remote watchdog's cue
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C meant for ppconf does not cut the connection
+            )
+        self._targets.add(target)
+        handle = SshHandle(spec=spec, log_path=log_path, proc=proc, target=target, opts=self.opts,
+                           token=token, markers=_Markers(log_path, offset, token))
+        try:
+            pgid = handle._wait_pgid(self.opts.connect_timeout_s + self.start_timeout_s)
+        except BaseException:  # Ctrl-C while connecting: take down whatever started
+            handle.stop(grace_s=1.0)
+            raise
+        if pgid is None:
+            rc = handle.proc.poll()
+            handle.stop(grace_s=1.0)
+            why = _last_line(log_path, offset) or (f"ssh exited with status {rc}" if rc is not None
+                                                   else "no process group reported")
+            raise SshError(f"cannot start {spec.name} on {target} over ssh: {why}")
+        return handle
+
+    def close(self) -> None:
+        """Ends the control masters this runner's connections went through."""
+        for target in self._targets:
+            argv = ssh_argv(target, self.opts)
+            _run([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
+        self._targets.clear()
+
+    def __enter__(self) -> "SshRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _last_line(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = [l.strip() for l in f.read().decode(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
