@@ -119,3 +119,15 @@ def test_sigkill_of_the_driver_still_takes_the_group_down(tmp_path):
     while group_members(pgid) and time.monotonic() < end:
         time.sleep(0.2)
     assert group_members(pgid) == []
+
+
+def test_set_env_is_sourced_first_and_cannot_override_the_launch_env(tmp_path):
+    script = tmp_path / "set env $(x).sh"
+    script.write_text("export PPCONF_X=from-script\nexport PPCONF_Y=only-script\n")
+    s = LaunchSpec("n0", "api", "local", "localhost",
+                   (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'], os.environ['PPCONF_Y'])"),
+                   (("PPCONF_X", "from-launch"),), set_env=str(script))
+    h = LocalRunner().start(s, tmp_path / "n0.log")
+    h.proc.wait(20)
+    h.stop()
+    assert (tmp_path / "n0.log").read_text().strip() == "from-launch only-script"
