@@ -60,13 +60,19 @@ def test_leader_exit_leaves_workers_that_stop_still_kills(tmp_path):
     assert group_members(h.pid) == []
 
 
-def test_env_and_log(tmp_path):
-    s = LaunchSpec("n0", "api", "local", "localhost",
-                   (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'])"), (("PPCONF_X", "a b;$(x)"),))
+EVIL = ["; rm -rf /tmp/ppconf-canary", "$(touch /tmp/ppconf-pwned)", "`id`", "it's \"quoted\"", "two\nlines", " "]
+
+
+def test_shell_metacharacters_in_argv_and_env_arrive_literally(tmp_path):
+    code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['PPCONF_X']]))"
+    s = LaunchSpec("n0", "api", "local", "localhost", (sys.executable, "-c", code, *EVIL), (("PPCONF_X", EVIL[1]),))
     h = LocalRunner().start(s, tmp_path / "n0.log")
     h.proc.wait(20)
     h.stop()
-    assert (tmp_path / "n0.log").read_text().strip() == "a b;$(x)"
+    import json
+
+    assert json.loads((tmp_path / "n0.log").read_text()) == [EVIL, EVIL[1]]
+    assert not os.path.exists("/tmp/ppconf-pwned")
 
 
 def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
