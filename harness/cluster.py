@@ -50,6 +50,9 @@ class Cluster(Strict):
     name: str
     platform: str
     nodes: list[Node] = Field(min_length=1)
+    # The Ray cluster (host:port of its GCS) that reaches nodes with `reach: ray`; each such node
+    # is the Ray node carrying a custom resource named after it (ray start --resources '{"NAME": 1}').
+    ray_address: str | None = None
     # P/D proxy command, run on the first node with --port and the instance addresses appended.
     pd_proxy: list[str] = ["python3", "load_balance_proxy_server_example.py"]
 

@@ -118,15 +118,19 @@ class Live:
         self.model_name: str | None = None
 
     def runner_for(self, node_name: str):
-        """The runner that reaches a node: this host's, or OpenSSH for nodes reached over ssh."""
+        """The runner that reaches a node: this host's, OpenSSH, or an actor on the node's Ray node."""
         reach = self.cluster.node(node_name).reach if self.cluster else "local"
         if reach not in self.runners:
             if reach == "local":
                 self.runners[reach] = LocalRunner()
             elif reach == "ssh":
                 self.runners[reach] = SshRunner(self.cluster)
+            elif reach == "ray" and self.cluster.ray_address:
+                from runners.ray import RayRunner  # Ray is imported only by runs that use it
+
+                self.runners[reach] = RayRunner(self.cluster.ray_address)
             else:
-                raise RuntimeError(f"node {node_name} is reached by {reach}, which `ppconf run` does not drive yet")
+                raise RuntimeError(f"node {node_name} is reached by {reach}, but the inventory gives no ray_address")
         return self.runners[reach]
 
     @property
