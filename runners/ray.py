@@ -45,6 +45,7 @@ version as the driver's), and a Ray of the driver's version.
 from __future__ import annotations
 
 import os
+import sys
 import re
 import shutil
 import socket
@@ -78,21 +79,25 @@ class RayRunnerError(RuntimeError):
 
 
 def _node_environment() -> dict[str, str]:
-    """The node's own environment: the raylet's, which is what ``ray start`` ran with."""
+    """The node's own environment: the worker's without what Ray adds for its workers, overlaid
+    with the raylet's (what ``ray start`` ran with). The raylet's alone can lack PATH, and then
+    tools that find their own parts through PATH (g++ looking for cc1plus, under torch's
+    inductor) fail."""
+    env = {k: v for k, v in os.environ.items() if k not in _RAY_WORKER_VARS}
     raylet = os.environ.get("RAY_RAYLET_PID")
     if raylet:
         try:
             raw = Path(f"/proc/{raylet}/environ").read_bytes()
         except OSError:
-            pass
-        else:
-            env = {}
-            for item in raw.split(b"\0"):
-                key, sep, value = item.partition(b"=")
-                if sep:
-                    env[os.fsdecode(key)] = os.fsdecode(value)
             return env
-    return {k: v for k, v in os.environ.items() if k not in _RAY_WORKER_VARS}
+        for item in raw.split(b"\0"):
+            key, sep, value = item.partition(b"=")
+            if sep:
+                env[os.fsdecode(key)] = os.fsdecode(value)
+    if "PATH" not in env:
+        # Ray can start workers with no PATH at all; give the launch the system's default one
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.confstr("CS_PATH") or os.defpath])
+    return env
 
 
 class LaunchActor:

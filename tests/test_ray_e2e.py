@@ -1,0 +1,60 @@
+"""The two-node mp smoke case, for real, with each "node" a Ray node of a local Ray cluster
+(in a network namespace of its own) and each launch started by an actor pinned to its node."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("vllm")
+pytest.importorskip("ray")
+
+from harness import results  # noqa: E402
+from tests.raycluster import ClusterError, RayCluster  # noqa: E402
+from tests.test_faults import ours, wait_until  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the test's Ray cluster lives in a network namespace, which needs root")
+    cluster = RayCluster(("node0", "node1"))
+    try:
+        cluster.start()
+    except ClusterError as err:
+        cluster.stop()
+        pytest.skip(f"no local Ray cluster: {err}")
+    yield cluster
+    cluster.stop()
+
+
+def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
+    nodes = "".join(f"""
+  - name: node{i}
+    host: localhost
+    address: 127.0.0.1
+    nic: lo
+    devices: [{i}]
+    reach: ray
+    vllm: [{sys.executable}, -m, harness.vllm_cpu]
+    python: {sys.executable}
+    bind: 127.0.0.1
+    ppconf: true
+""" for i in (0, 1))
+    inventory = tmp_path / "two-ray-nodes.yaml"
+    inventory.write_text(f"name: two-ray-nodes\nplatform: cpu\nray_address: {ray_cluster.address}\nnodes:{nodes}")
+    run_dir = tmp_path / "run"
+    argv = ray_cluster.ns([sys.executable, "-m", "harness.cli", "run", "--suite", "smoke-cpu", "--cluster",
+                           str(inventory), "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--out", str(run_dir)])
+    done = subprocess.run(argv, env=ray_cluster.env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (rec,) = results.read(run_dir)
+    assert rec["outcome"] == "PASS", rec["reason"]
+    obs = rec["observation"]
+    assert obs["partition"] == [[0, 3], [3, 5]] and obs["accuracy"]["equal"] is True
+    assert [l["node"] for l in rec["deployment"]["launches"]] == ["node0", "node1"]
+    assert json.loads((run_dir / "run.json").read_text())["cluster"] == "two-ray-nodes"
+    assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"
