@@ -126,6 +126,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         def progress(event: str, case, text: str) -> None:
             if event == "start":
                 bar.update(task, total=int(text.split(" of ")[0]))
+            if event == "retry":
+                bar.advance(task, -int(text))
+                bar.console.print(f"{'RETRY':18s} {case.id}  infrastructure error; running the deployment once more",
+                                  markup=False, highlight=False)
             if event == "result":
                 bar.advance(task)
                 bar.console.print(f"{text.split(':', 1)[0]:18s} {case.id}  {text.split(':', 1)[1].strip()}",
@@ -149,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"interrupted; every launched process was stopped. Resume with: ppconf run --resume {run_dir}",
               file=sys.stderr)
         return 130
-    counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.outcomes.items()))
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.counts().items()))
     print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches: "
           f"{counts or 'nothing run'}")
     print(f"results: {run_dir / 'results.jsonl'}")

@@ -74,6 +74,9 @@ class RunSummary:
     def failed(self) -> bool:
         return any(Outcome(o).fails_run for o, n in self.outcomes.items() if n)
 
+    def counts(self) -> dict[str, int]:
+        return {o: n for o, n in self.outcomes.items() if n}
+
 
 class Interrupted(Exception):
     pass
@@ -473,7 +476,9 @@ class Runner:
         error (ERROR) is retried once; product failures are never retried into a pass."""
         records = self._execute_once(d)
         if any(r["outcome"] == Outcome.ERROR.value for r in records):
-            self.progress("retry", self.by_id[d.case_ids[0]], "infrastructure error; retrying once")
+            for r in records:  # the retry's verdict replaces these in the summary (both stay in the results)
+                self.summary.outcomes[r["outcome"]] -= 1
+            self.progress("retry", self.by_id[d.case_ids[0]], f"{len(records)}")
             records = self._execute_once(d, retry_of=[r["reason"] for r in records if r["outcome"] == "ERROR"])
         return records
 

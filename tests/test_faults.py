@@ -152,3 +152,66 @@ def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
     assert wait_until(lambda: not ours(tmp_path / "run"), 30), f"left running: {ours(tmp_path / 'run')}"
+
+
+def test_unreachable_node_is_an_infrastructure_error_not_a_product_failure(tmp_path):
+    closed = free_port()  # nothing listens here
+    inventory = tmp_path / "down.yaml"
+    inventory.write_text(f"""\
+name: down
+platform: cpu
+nodes:
+  - name: node0
+    host: 127.0.0.1
+    address: 127.0.0.1
+    devices: [0, 1]
+    reach: ssh
+    ssh: {{user: root, port: {closed}, key: {tmp_path / 'no-such-key'}}}
+    vllm: [{sys.executable}, -m, harness.vllm_cpu]
+""")
+    run = tmp_path / "run"
+    runner = Runner(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run,
+                              case_ids=["bert-tiny/pp2-tp1-mp/auto/none"]))
+    t0 = time.monotonic()
+    summary = runner.run()
+    assert summary.counts() == {"ERROR": 1}
+    history = results.history(run)["bert-tiny/pp2-tp1-mp/auto/none"]
+    assert history == ["ERROR", "ERROR"], "retried once, never judged as a product failure"
+    (rec,) = results.read(run)
+    assert "ssh" in rec["reason"] and "retried after an infrastructure error" in " ".join(rec["observation"]["notes"])
+    assert time.monotonic() - t0 < 120
+
+
+def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
+    """SIGSTOP the last stage's worker once the server is ready: the request can never finish.
+    The verdict must come at ppconf's deadline, and teardown must still remove the frozen group."""
+    runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-mp/1,4/none")
+    (d,) = runner.prepare()
+    case = runner.by_id[d.case_ids[0]]
+    from harness.plan import plan
+
+    real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
+    live = runner.launch(real, tmp_path / "run" / "logs")
+    deadline = 20.0
+    try:
+        state, _ = live.wait_ready(300)
+        assert state == "ready"
+        workers = [p for p in ours(tmp_path / "run") if "Worker_PP1" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+                   or "VLLM::Worker_PP1" in Path(f"/proc/{p}/comm").read_text(errors="replace")]
+        stopped = workers or [max(ours(tmp_path / "run"))]
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, problem, _ = _watch(live, lambda: runner.generate(live, 0), deadline, None)
+        waited = time.monotonic() - t0
+    finally:
+        runner.stop(live)
+    assert problem == f"no answer within {deadline:.0f} s"
+    assert deadline <= waited < deadline + 5
+    from harness.diagnose import diagnose
+    from harness.judge import Observation
+
+    v = judge(case.expectation, Observation(ready=True, request_error=problem))
+    assert v.outcome is Outcome.FAIL
+    assert diagnose(runner.m.diagnosis, [v.reason], {})["symptom"] == "first request hangs"
+    assert wait_until(lambda: not ours(tmp_path / "run"), 30), f"left running: {ours(tmp_path / 'run')}"

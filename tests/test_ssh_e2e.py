@@ -44,7 +44,7 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     runner = Runner(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run_dir,
                               case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"]))
     summary = runner.run()
-    assert summary.outcomes == {"PASS": 1}
+    assert summary.counts() == {"PASS": 1}
     from harness import results
 
     (rec,) = results.read(run_dir)
