@@ -38,6 +38,13 @@ def ours(run_dir: Path) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def wait_until(predicate, timeout_s, step=0.2):
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -196,10 +203,11 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
     try:
         state, _ = live.wait_ready(300)
         assert state == "ready"
-        workers = [p for p in ours(tmp_path / "run") if "Worker_PP1" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
-                   or "VLLM::Worker_PP1" in Path(f"/proc/{p}/comm").read_text(errors="replace")]
-        stopped = workers or [max(ours(tmp_path / "run"))]
-        for pid in stopped:
+        # vLLM names its engine and worker processes "VLLM::…"; freezing them all leaves the API
+        # server up and answering /health while no request can ever finish
+        frozen = [p for p in ours(tmp_path / "run") if "VLLM::" in _cmdline(p)]
+        assert frozen, "no vLLM engine or worker process found"
+        for pid in frozen:
             os.kill(pid, signal.SIGSTOP)
         t0 = time.monotonic()
         _, problem, _ = _watch(live, lambda: runner.generate(live, 0), deadline, None)
