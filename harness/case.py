@@ -77,10 +77,6 @@ class Case:
     expectation: Expectation = UNSPECIFIED
 
     @property
-    def feature_stack(self) -> str:
-        return stack_id(self.features)
-
-    @property
     def model_key(self) -> str:
         """Cases of one model share its PP=1 accuracy baseline."""
         return f"{self.family}/{self.variant}"

@@ -79,10 +79,6 @@ class Cell:
     note: str = ""  # footnote text when the cell contradicts its claim or carries a waiver
     footnote: int | None = None
 
-    @property
-    def mismatch(self) -> bool:
-        return self.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
-
 
 @dataclass
 class Table:
