@@ -139,12 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         runner = Runner(cfg, progress)
         run_dir.mkdir(parents=True, exist_ok=True)
-        if not args.resume:
-            from .versions import probe_local
-
-            versions = {n.name: probe_local(n) for n in cfg.cluster.nodes if n.reach == "local"}
-            write_meta(run_dir, cfg, {"argv": sys.argv, "versions": versions, "cases": args.case,
-                                      "select": args.select})
+        if not args.resume:  # the runner adds the nodes' versions when it starts
+            write_meta(run_dir, cfg, {"argv": sys.argv, "cases": args.case, "select": args.select})
         try:
             summary = runner.run()
         except KeyboardInterrupt:

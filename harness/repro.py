@@ -33,8 +33,9 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
         lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(launch["env"].items())]
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
     (out / "commands.sh").write_text("\n".join(lines))
-    meta_path = run_dir / "run.json"
-    versions = json.loads(meta_path.read_text()).get("versions") if meta_path.exists() else None
+    versions = record.get("versions")
+    if not versions and (run_dir / "run.json").exists():
+        versions = json.loads((run_dir / "run.json").read_text()).get("versions")
     obs = record.get("observation", {})
     excerpts = {}
     for key in ("root_cause", "expected_error_line"):

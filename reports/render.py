@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from harness.versions import stack
+
 import jinja2
 
 from harness import logs, redact, results
@@ -45,8 +47,7 @@ def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     if meta.get("started"):
         parts.append(f"started {meta['started']}")
     for node, versions in (meta.get("versions") or {}).items():
-        stack = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "python")
-        parts.append(f"{node}: {stack}")
+        parts.append(f"{node}: {stack(versions)}")
     if records:
         counts: dict[str, int] = {}
         for r in records:

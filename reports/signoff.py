@@ -10,6 +10,7 @@ from harness.judge import Outcome
 
 from .cells import Entry, entries_from_results
 from .render import header, load_meta
+from harness.versions import stack
 
 
 def _label(e: Entry) -> str:
@@ -93,9 +94,14 @@ def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, d
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
     if baseline_dir is not None:
         reasons += [f"regressed since the baseline: {r}" for r in diff_runs(run_dir, baseline_dir).regressed]
+    signed, why_not = signed_stack(records)
+    reasons += why_not
     ok = not reasons
     meta = load_meta(run_dir)
     page = [f"# Sign-off: {'YES' if ok else 'NO'}", "", f"Run: {run_dir}", "", header(meta, records), ""]
+    if signed:
+        page += ["Signed stack (as probed on each node when its cases ran):", ""]
+        page += [f"- {node}: {line}" for node, line in sorted(signed.items())] + [""]
     if baseline_dir is not None:
         page += [f"Baseline: {baseline_dir}", ""]
     if ok:
@@ -104,6 +110,28 @@ def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, d
     else:
         page += ["Reasons:", ""] + [f"- {r}" for r in reasons]
     return Verdict(ok, reasons, "\n".join(page) + "\n")
+
+
+def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:
+    """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when a
+    node's stack is unknown (its probe failed) or changed within the run (a resume across an
+    upgrade), since then the sign-off could not name what it signed."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for r in records:
+        for node, versions in (r.get("versions") or {}).items():
+            seen.setdefault(node, {}).setdefault(stack(versions), []).append(r["case"])
+    signed, reasons = {}, []
+    for node, stacks in sorted(seen.items()):
+        if len(stacks) > 1:
+            reasons.append(f"node {node} ran this run's cases on {len(stacks)} different stacks: "
+                           + "; ".join(f"{s} ({len(c)} cases)" for s, c in stacks.items()))
+            continue
+        (line, cases), = stacks.items()
+        if line.startswith("version probe"):
+            reasons.append(f"the stack of node {node} is unknown, so the sign-off cannot name it: {line}")
+            continue
+        signed[node] = line
+    return signed, reasons
 
 
 def current_claims(run_dir: Path, matrix) -> dict[str, dict] | None:

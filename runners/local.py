@@ -69,48 +69,7 @@ class LocalHandle:
             time.sleep(0.05)
 
 
-MARKER = "PPCONF_RUN_DIR"
-
-
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    members.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return members
-
-
-def _started_by(pid: int, run_dir: str) -> bool:
-    try:
-        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"{MARKER}={run_dir}".encode() in env
-
-
-def reap(run_dir: Path, pgids: list[int]) -> list[int]:
-    """Stop process groups a killed ppconf left behind: only groups whose members carry this
-    run's marker in their environment, so nothing ppconf did not start is ever signalled."""
-    reaped = []
-    for pgid in pgids:
-        members = _group_members(pgid)
-        if members and all(_started_by(pid, str(run_dir)) for pid in members):
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(pgid, sig)
-                except ProcessLookupError:
-                    break
-                end = time.monotonic() + 10
-                while _group_members(pgid) and time.monotonic() < end:
-                    time.sleep(0.1)
-                if not _group_members(pgid):
-                    break
-            reaped.append(pgid)
-    return reaped
+from runners.reaper import MARKER, reap  # noqa: F401 - the local runner's reaping is the reaper's
 
 
 class LocalRunner:

@@ -334,3 +334,53 @@ class RayRunner:
         if self._connected_here and ray.is_initialized():
             ray.shutdown()
             self._connected_here = False
+
+
+def _run_command(argv: list[str], timeout_s: float) -> tuple[int | None, str, str, str]:
+    import subprocess
+
+    try:
+        done = subprocess.run(argv, env=_node_environment(), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout_s, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return None, "", "", f"no answer within {timeout_s:g} s"
+    except OSError as err:
+        return None, "", "", f"cannot run {argv[0]}: {err}"
+    return done.returncode, done.stdout, done.stderr, ""
+
+
+_run_command_task = ray.remote(num_cpus=0, max_retries=0)(_run_command)
+
+
+def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: float = 60.0) -> list:
+    """Runs each ``(node name, argv)`` in a task pinned to that node, with the node's own
+    environment (as a launch gets it); a ``runners.nodes.NodeOutput`` per call."""
+    from runners.nodes import NodeOutput
+
+    try:
+        runner = RayRunner(address)
+    except RayRunnerError as err:
+        return [NodeOutput(node, None, error=str(err)) for node, _ in calls]
+    try:
+        pending = []
+        for node, argv in calls:
+            try:
+                strategy = NodeAffinitySchedulingStrategy(runner.node_id(node), soft=False)
+            except RayRunnerError as err:
+                pending.append((node, err))
+                continue
+            pending.append((node, _run_command_task.options(scheduling_strategy=strategy).remote(list(argv), timeout_s)))
+        out = []
+        for node, ref in pending:
+            if isinstance(ref, Exception):
+                out.append(NodeOutput(node, None, error=str(ref)))
+                continue
+            try:
+                rc, stdout, stderr, error = ray.get(ref, timeout=timeout_s + CALL_TIMEOUT_S)
+            except (GetTimeoutError, ray.exceptions.RayError) as err:
+                out.append(NodeOutput(node, None, error=f"Ray task on {node} failed: {err}"))
+                continue
+            out.append(NodeOutput(node, rc, stdout, stderr, error))
+        return out
+    finally:
+        runner.close()

@@ -7,14 +7,17 @@ local ``ssh`` client, so nothing the launch started is left on either side.
 
 How a launch runs (see ``remote_command``): the remote login shell runs
 
-    setsid -w sh -c INNER ppconf-launch TOKEN GRACE [SET_ENV] K=V... ARGV... 3<&0 </dev/null 2>&1;
+    setsid -w sh -c INNER ppconf-launch TOKEN GRACE [SET_ENV] ARGV... 3<&0 </dev/null 2>&1;
     s=$?; echo "TOKEN exit=$s"; exit $s
 
 where INNER, a constant script, prints ``TOKEN pgid=$$`` first (setsid made it the leader of a
-new session and process group, so ``$$`` is the group id ``stop`` signals), starts the watchdog,
-sources the node's set_env script when there is one, and ``exec env -- K=V... ARGV...``. Every
-word taken from the launch (argv elements, env values, the set_env path) travels as a single
-shlex-quoted positional argument: nothing from the matrix is ever parsed by a shell.
+new session and process group, so ``$$`` is the group id ``stop`` signals), reads the launch's
+environment from the session's stdin (see ``env_block``), starts the watchdog, sources the node's
+set_env script when there is one, exports the environment and ``exec``s ARGV. Every word taken
+from the launch (argv elements, the set_env path) travels as a single shlex-quoted positional
+argument: nothing from the matrix is ever parsed by a shell. Environment values never appear on
+a command line, so the node's process list (``ps``, /proc/*/cmdline) does not show them: tokens
+and other secrets stay in the environment of the launch's own processes.
 
 Why the markers: the local ``ssh`` exits with the remote status only once every process holding
 the session's output has gone, and vLLM's workers may outlive their leader; ``returncode()``
@@ -30,7 +33,7 @@ Connections are reused through an OpenSSH control master (ControlMaster=auto, Co
 ``SshRunner.close()`` ends the masters it used. Host keys are accepted on first use and pinned
 in ppconf's own known_hosts file (``state_dir()/ssh/known_hosts``), never in ``~/.ssh``.
 
-Remote requirements: a POSIX ``sh``, ``setsid`` (util-linux), ``env``, ``cat``, ``sleep``, and
+Remote requirements: a POSIX ``sh``, ``setsid`` (util-linux), ``dd``, ``cat``, ``sleep``, and
 ``bash`` when the node has a set_env script (it is sourced with bash, as the local runner does).
 """
 
@@ -195,37 +198,48 @@ _WATCHDOG = (
     'kill -s KILL -- "-$2" 2>/dev/null; exit 0'
 )
 
-# Leads the launch's new group. $1 token, $2 watchdog grace; then [set_env], then K=V... ARGV.
-# fd 3 is the session's stdin, handed to the watchdog only; the launch itself reads /dev/null.
+# Leads the launch's new group. $1 token, $2 watchdog grace; then [set_env], then ARGV.
+# fd 3 is the session's stdin: first the environment block (a byte count on a line of its own,
+# then that many bytes, read one byte at a time so not a byte more is taken from the stream),
+# then EOF when ppconf goes away, which is the watchdog's cue. The launch itself reads /dev/null.
 _INNER_HEAD = (
     'echo "$1 pgid=$$"; '
+    'IFS= read -r n <&3 || { echo "ppconf: no environment block on stdin" >&2; exit 125; }; '
+    'case "$n" in ""|*[!0-9]*) echo "ppconf: bad environment block size" >&2; exit 125;; esac; '
+    'vars=$(dd bs=1 count="$n" <&3 2>/dev/null) || exit 125; '
     'setsid sh -c ' + shlex.quote(_WATCHDOG) + ' ppconf-watchdog "$1" "$$" "$2" <&3 >/dev/null 2>&1 3<&- & '
     'exec 3<&-; shift 2; '
 )
-_INNER = _INNER_HEAD + 'exec env -- "$@"'
+_INNER = _INNER_HEAD + 'eval "$vars" && exec "$@"'
 # bash, as the local runner: vendors' set_env scripts (CANN's) are written for it. The script's
-# path is $1 while it is sourced, as it is under the local runner.
-_INNER_SET_ENV = _INNER_HEAD + 'source "$1" && shift && exec env -- "$@"'
+# path is $1 while it is sourced, as it is under the local runner; the launch's own environment is
+# applied after it, so the script cannot override it.
+_INNER_SET_ENV = _INNER_HEAD + 'source "$1" && shift && eval "$vars" && exec "$@"'
 
 
-def remote_command(spec: LaunchSpec, token: str, extra_env: Mapping[str, str] | None = None,
-                   watchdog_grace_s: float = 10.0) -> str:
-    """The command string the node's login shell runs for ``spec`` (see the module docstring).
-
-    Only constant text is left unquoted; every argv element, env value and the set_env path is
-    one ``shlex.quote``-d word.
-    """
-    if not spec.argv:
-        raise ValueError(f"launch {spec.name!r} has an empty argv")
-    if "=" in spec.argv[0]:
-        raise ValueError(f"launch {spec.name!r}: the program name {spec.argv[0]!r} contains '='")
-    if not re.fullmatch(r"[A-Za-z0-9-]+", token):
-        raise ValueError(f"bad token {token!r}")
+def env_block(spec: LaunchSpec, extra_env: Mapping[str, str] | None = None) -> bytes:
+    """The launch's environment as the remote side reads it from stdin: the byte count of the
+    block on one line, then one ``export NAME=VALUE`` line per variable, each value a single
+    shlex-quoted word (the remote shell evaluates the block; names are checked here)."""
     env = {**spec.env_dict(), **(extra_env or {})}
     for name in env:
         if not _ENV_NAME.match(name):
             raise ValueError(f"launch {spec.name!r}: not an environment variable name: {name!r}")
-    words = [*(f"{k}={v}" for k, v in env.items()), *spec.argv]
+    body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()).encode()
+    return f"{len(body)}\n".encode() + body
+
+
+def remote_command(spec: LaunchSpec, token: str, watchdog_grace_s: float = 10.0) -> str:
+    """The command string the node's login shell runs for ``spec`` (see the module docstring).
+
+    Only constant text is left unquoted; every argv element and the set_env path is one
+    ``shlex.quote``-d word. The environment is not in it: it goes over stdin (``env_block``).
+    """
+    if not spec.argv:
+        raise ValueError(f"launch {spec.name!r} has an empty argv")
+    if not re.fullmatch(r"[A-Za-z0-9-]+", token):
+        raise ValueError(f"bad token {token!r}")
+    words = list(spec.argv)
     if spec.set_env:
         shell, inner, words = "bash", _INNER_SET_ENV, [spec.set_env, *words]
     else:
@@ -411,7 +425,8 @@ class SshRunner:
         Raises SshError when the node could not run it (unreachable, refused, no ``setsid``)."""
         target = self.target(spec)
         token = "ppconf-" + secrets.token_hex(8)
-        argv = ssh_argv(target, self.opts) + [remote_command(spec, token, extra_env, self.watchdog_grace_s)]
+        block = env_block(spec, extra_env)
+        argv = ssh_argv(target, self.opts) + [remote_command(spec, token, self.watchdog_grace_s)]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             offset = log.seek(0, os.SEEK_END)
@@ -423,6 +438,11 @@ class SshRunner:
                 start_new_session=True,  # a Ctrl-C meant for ppconf does not cut the connection
             )
         self._targets.add(target)
+        try:
+            proc.stdin.write(block)  # the remote side reads it first; the pipe then stays open
+            proc.stdin.flush()
+        except OSError:
+            pass  # the client is gone already: the wait below reports why
         handle = SshHandle(spec=spec, log_path=log_path, proc=proc, target=target, opts=self.opts,
                            token=token, markers=_Markers(log_path, offset, token))
         try:

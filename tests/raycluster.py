@@ -221,6 +221,11 @@ def serve(address: str) -> None:
                 t0 = time.monotonic()
                 h.stop(req.get("grace_s", 10.0))
                 answer({"rc": h.returncode(), "took_s": time.monotonic() - t0})
+            elif op == "run_commands":
+                from runners.ray import run_commands
+
+                outs = run_commands(address, [(n, a) for n, a in req["calls"]], req.get("timeout_s", 60.0))
+                answer({"outputs": [vars(o) for o in outs]})
             elif op == "kill_actor":
                 ray.kill(handles[req["name"]]._actor, no_restart=True)
                 answer({})

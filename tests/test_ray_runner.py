@@ -229,3 +229,48 @@ def test_the_clusters_traffic_stays_on_loopback(cluster, driver, node_ids):
     peers = [line.split()[4] for line in ss.splitlines()]
     assert peers, "the cluster has connections"
     assert all(p.rsplit(":", 1)[0] in ("127.0.0.1", "[::1]", "[::ffff:127.0.0.1]") for p in peers), peers
+
+
+def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_ids):
+    """What version probes and reaping use: a task pinned to the node, the raylet's environment."""
+    from harness.versions import _SCRIPT
+
+    code = textwrap.dedent("""\
+        import json, os
+        worker = os.getppid()
+        raylet = open(f"/proc/{worker}/stat").read().rsplit(")", 1)[1].split()[1]
+        args = open(f"/proc/{raylet}/cmdline").read().split("\\0")
+        node_id = next(a.split("=", 1)[1] for a in args if a.startswith("--node_id="))
+        print(json.dumps([node_id, "RAY_JOB_ID" in os.environ]))
+        """)
+    outs = driver.call("run_commands", calls=[["node0", [sys.executable, "-c", code]],
+                                              ["node1", [sys.executable, "-c", code]],
+                                              ["node1", [sys.executable, "-c", _SCRIPT]],
+                                              ["node9", [sys.executable, "-c", code]]])["outputs"]
+    assert [json.loads(o["stdout"]) for o in outs[:2]] == [[node_ids["node0"], False], [node_ids["node1"], False]]
+    versions = json.loads(outs[2]["stdout"])
+    assert versions["torch"] and versions["python"] == sys.version.split()[0]
+    assert outs[3]["returncode"] is None and "no alive Ray node holds a resource named 'node9'" in outs[3]["error"]
+
+
+def test_a_resumed_run_reaps_only_its_own_groups_on_a_ray_node(driver, tmp_path):
+    from harness.run import REAPER_SOURCE
+    from runners.reaper import MARKER
+
+    run_dir = str(tmp_path / "run")
+    mine = driver.start(launch("mine", "node1", "-c", TREE, "600"), tmp_path / "mine.log", {MARKER: run_dir})["pgid"]
+    other = driver.start(launch("other", "node1", "-c", TREE, "600"), tmp_path / "other.log",
+                         {MARKER: str(tmp_path / "another-run")})["pgid"]
+    try:
+        wait_for_tree(mine)
+        wait_for_tree(other)
+        out = driver.call("run_commands", calls=[["node1", [sys.executable, "-c", REAPER_SOURCE, run_dir,
+                                                            str(mine), str(other)]]])["outputs"][0]
+        assert out["returncode"] == 0, out
+        assert json.loads(out["stdout"]) == [mine]
+        gone(mine, timeout=5)
+        assert group_members(other), "a group of another run was signalled"
+    finally:
+        driver.call("stop", name="mine", grace_s=1.0)
+        driver.call("stop", name="other", grace_s=1.0)
+    gone(other)

@@ -117,6 +117,31 @@ def test_signoff_reasons(tmp_path):
     assert "claimed but not tested (no result): qwen3-tiny/pp2-tp1-mp/auto/none" in text
 
 
+def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tmp_path):
+    stack_a = {"python": "3.11.7", "vllm": "0.32.0", "vllm-ascend": "0.32.0rc1", "torch": "2.9.0",
+               "torch-npu": "2.9.0", "cann": "8.5.0"}
+    stack_b = dict(stack_a, **{"vllm-ascend": "0.32.0rc2"})
+    claims = {r["case"]: r["expectation"] for r in GOOD}
+
+    def run(name, per_record):
+        return make_run(tmp_path / name, [dict(r, versions=v) for r, v in zip(GOOD, per_record)])
+
+    v = signoff(run("same", [{"n1": stack_a, "n2": stack_a}] * 3), None, claims)
+    assert v.ok, v.reasons
+    assert "- n1: vllm 0.32.0, vllm-ascend 0.32.0rc1, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0" in v.page
+
+    v = signoff(run("upgraded", [{"n1": stack_a}, {"n1": stack_b}, {"n1": stack_b}]), None, claims)
+    assert not v.ok
+    assert v.reasons == ["node n1 ran this run's cases on 2 different stacks: "
+                         "vllm 0.32.0, vllm-ascend 0.32.0rc1, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (1 cases); "
+                         "vllm 0.32.0, vllm-ascend 0.32.0rc2, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (2 cases)"]
+
+    unknown = {"error": "version probe failed on n2: cannot reach n2 over ssh: Connection refused"}
+    v = signoff(run("unknown", [{"n1": stack_a, "n2": unknown}] * 3), None, claims)
+    assert not v.ok
+    assert any(r.startswith("the stack of node n2 is unknown") for r in v.reasons)
+
+
 def test_flaky_cells_between_repeats(tmp_path):
     run = make_run(tmp_path / "run", GOOD + [rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL")])
     base = make_run(tmp_path / "base", GOOD)

@@ -16,7 +16,7 @@ import pytest
 
 from harness.cluster import Node
 from harness.plan import LaunchSpec
-from runners.ssh import SshError, SshOptions, SshRunner, SshTarget, reachable, remote_command, ssh_argv
+from runners.ssh import SshError, SshOptions, SshRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd, unavailable
 from tests.test_local_runner import TREE
 
@@ -156,17 +156,28 @@ def test_ssh_options(tmp_path):
         ssh_argv(SshTarget("-oProxyCommand=x"), opts)
 
 
-def test_remote_command_quotes_every_word():
+def test_remote_command_quotes_every_word_and_carries_no_environment():
     nasty = "; rm -rf /tmp/x $(touch /tmp/pwned) `id` 'q' \"d\"\nline"
-    spec = LaunchSpec("n0", "api", "n", "h", ("vllm", "serve", nasty), (("V", nasty),), set_env="/opt/a b;c.sh")
+    spec = LaunchSpec("n0", "api", "n", "h", ("vllm", "serve", nasty), (("V", nasty), ("HF_TOKEN", "hf_s3cret")),
+                      set_env="/opt/a b;c.sh")
     cmd = remote_command(spec, "ppconf-0123")
     words = shlex.split(cmd.split(" 3<&0 ")[0])
-    assert words[words.index("ppconf-launch") + 1:] == ["ppconf-0123", "10", "/opt/a b;c.sh", f"V={nasty}",
-                                                        "vllm", "serve", nasty]
+    assert words[words.index("ppconf-launch") + 1:] == ["ppconf-0123", "10", "/opt/a b;c.sh", "vllm", "serve", nasty]
+    assert "hf_s3cret" not in cmd and "V=" not in cmd
     with pytest.raises(ValueError):
-        remote_command(LaunchSpec("n0", "api", "n", "h", ("x",), (("A;B", "1"),)), "ppconf-0123")
+        remote_command(LaunchSpec("n0", "api", "n", "h", (), ()), "ppconf-0123")
+
+
+def test_env_block_is_a_sized_list_of_quoted_exports():
+    nasty = "a'b\nc $(x)"
+    block = env_block(LaunchSpec("n0", "api", "n", "h", ("x",), (("V", nasty),)), {"W": ""})
+    size, body = block.split(b"\n", 1)
+    assert int(size) == len(body)
+    lines = body.decode()
+    assert lines.startswith("export V=") and lines.endswith("export W=''\n")
+    assert shlex.split(lines[len("export "):lines.index("\nexport W")]) == [f"V={nasty}"]
     with pytest.raises(ValueError):
-        remote_command(LaunchSpec("n0", "api", "n", "h", ("A=1", "x"), ()), "ppconf-0123")
+        env_block(LaunchSpec("n0", "api", "n", "h", ("x",), (("A;B", "1"),)))
 
 
 # ---- against the real sshd -------------------------------------------------------------------
@@ -252,6 +263,34 @@ def test_shell_metacharacters_arrive_literally(runner, tmp_path):
     assert got["env"] == values
     assert not pwned.exists()
     assert canary.is_dir()
+
+
+def test_environment_values_are_not_on_any_remote_command_line(runner, tmp_path):
+    secret = "hf_" + uuid.uuid4().hex  # as a token in HF_TOKEN would be
+    h = runner.start(python("import os, time; print('HAS', os.environ['HF_TOKEN'] == os.environ['SECRET_TWIN'], "
+                            "flush=True); time.sleep(60)", env=[("HF_TOKEN", secret)]),
+                     tmp_path / "n0.log", {"SECRET_TWIN": secret})
+    try:
+        assert wait_until(lambda: "HAS True" in h.log_path.read_text(), 20), h.log_path.read_text()
+        # the launch has it in its environment...
+        assert any(f"HF_TOKEN={secret}".encode() in (Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+                   for pid in group_members(h.pgid))
+        # ...and no process on the node shows it in its arguments: not the login shell, not setsid,
+        # not the launch's leader, not the local ssh client
+        shown = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                 if secret.encode() in _cmdline(pid)]
+        assert shown == [], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, shown))],
+                                           capture_output=True, text=True).stdout
+    finally:
+        h.stop(grace_s=1.0)
+    assert_nothing_left(h)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_set_env_script_is_sourced_first(runner, tmp_path):
@@ -441,3 +480,73 @@ def test_lost_connection_takes_the_group_down_and_stop_says_so(opts, tmp_path):
         runner.close()
     finally:
         server.stop()
+
+
+# ---- what a killed ppconf leaves on a node, and probes -----------------------------------------
+
+
+def _orphan(h) -> None:
+    """Leave the launch's group running as a ppconf killed at the worst moment would: its remote
+    watchdog is gone too (say the node was cut off while the session closed), then the client."""
+    watchdogs = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                 if b"\0ppconf-watchdog\0" + h.token.encode() + b"\0" in _cmdline(pid)]
+    assert watchdogs, "no watchdog found for the launch"
+    for pid in watchdogs:
+        os.kill(pid, signal.SIGKILL)
+    h.proc.kill()
+    h.proc.wait(10)
+
+
+def _ssh_cluster(node):
+    from harness.cluster import Cluster
+
+    return Cluster(name="ssh-test", platform="cpu", nodes=[node.model_copy(update={"python": sys.executable})])
+
+
+def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runner, tmp_path, monkeypatch):
+    from harness.matrix import load_matrix
+    from harness.run import RunConfig, Runner
+    from runners.reaper import MARKER
+
+    monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
+    run_dir = tmp_path / "run"
+    mine = runner.start(tree(600), tmp_path / "mine.log", {MARKER: str(run_dir)})
+    other = runner.start(tree(600), tmp_path / "other.log", {MARKER: str(tmp_path / "another-run")})
+    try:
+        wait_for_tree(mine)
+        wait_for_tree(other)
+        _orphan(mine)
+        _orphan(other)
+        time.sleep(3)  # longer than the watchdogs' grace: nothing else is taking these groups down
+        assert group_members(mine.pgid) and group_members(other.pgid)
+        said = []
+        resumed = Runner(RunConfig(load_matrix(), "smoke-cpu", _ssh_cluster(node), run_dir),
+                         lambda event, case, text: said.append((event, text)))
+        resumed.reap_left_behind([{"node": "remote", "reach": "ssh", "pgid": mine.pgid},
+                                  {"node": "remote", "reach": "ssh", "pgid": other.pgid}])
+        assert group_members(mine.pgid) == []
+        assert group_members(other.pgid), "a group of another run was signalled"
+        assert ("reaped", "stopped 1 process group(s) an earlier ppconf left behind") in said
+    finally:
+        for pgid in (mine.pgid, other.pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert wait_until(lambda: not group_members(other.pgid), 10)
+
+
+def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, monkeypatch):
+    from harness.cluster import local_cluster
+    from harness.versions import probe
+
+    monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
+    here = probe(local_cluster())["local"]
+    assert here.get("torch") and here.get("python")
+    assert probe(_ssh_cluster(node)) == {"remote": here}
+    gone = Node(name="gone", host="127.0.0.1", address="127.0.0.1", devices=[0], reach="ssh",
+                ssh={"port": 1, "key": str(node.ssh.key)})
+    from harness.cluster import Cluster
+
+    out = probe(Cluster(name="c", platform="cpu", nodes=[gone]), timeout_s=10)
+    assert out["gone"]["error"].startswith("version probe failed on gone: cannot reach")

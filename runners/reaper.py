@@ -1,0 +1,69 @@
+"""Stops process groups a killed ppconf left behind, on whichever node they run.
+
+Self-contained on purpose (standard library only, no ppconf imports): the local runner imports
+it, and the SSH runner sends this file's text to a node's Python as a ``-c`` program, so the same
+code reaps on every node.
+
+    python3 reaper.py RUN_DIR PGID...     # prints the reaped group ids as a JSON list
+
+A group is signalled only when every member carries ``PPCONF_RUN_DIR=RUN_DIR`` in its
+environment: ppconf puts that mark on every launch of a run, so a group id that has since been
+reused by anything else (another run, another user's program) is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+MARKER = "PPCONF_RUN_DIR"
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.getpgid(int(name)) == pgid:
+                    members.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                continue
+    return members
+
+
+def started_by(pid: int, run_dir: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    return f"{MARKER}={run_dir}".encode() in env
+
+
+def reap(run_dir: str, pgids: list[int], grace_s: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace_s``, each group of ``pgids`` that this run started;
+    returns the ids of the groups it stopped."""
+    reaped = []
+    for pgid in pgids:
+        members = group_members(pgid)
+        if not members or not all(started_by(pid, str(run_dir)) for pid in members):
+            continue
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + grace_s
+            while group_members(pgid) and time.monotonic() < end:
+                time.sleep(0.1)
+            if not group_members(pgid):
+                break
+        reaped.append(pgid)
+    return reaped
+
+
+if __name__ == "__main__":
+    print(json.dumps(reap(sys.argv[1], [int(p) for p in sys.argv[2:]])))
