@@ -12,6 +12,7 @@ from .cluster import load_cluster
 from .expand import expand, select
 from .lint import lint
 from .matrix import DEFAULT_MATRICES, Matrix, load_matrix
+from .model_config import LayerCounts
 from .partition import RULE_SETS, PartitionError, stage_ranges
 from .plan import PlanError, plan
 from .source import MatrixError
@@ -37,8 +38,9 @@ def cmd_expand(args: argparse.Namespace) -> int:
     m = _matrix(args)
     suites = args.suite or sorted(m.suites)
     out = []
+    layers = LayerCounts(load_cluster(args.cluster) if args.cluster else None)
     for name in suites:
-        exp = expand(m, name)
+        exp = expand(m, name, layers)
         cases = select(exp.cases, expr=args.select)
         if args.json:
             out.append({"suite": name, "summary": exp.summary, "pairs_covered": exp.pairs_covered,
@@ -78,7 +80,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
-    cases = select(expand(m, args.suite).cases, ids=[args.case])
+    cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
     try:
         deployment = plan(m, cases[0], cluster)
     except PlanError as err:
@@ -242,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")
     p.add_argument("--select", help='condition over case attributes, e.g. \'pp > 1 && "mtp" in features\'')
     p.add_argument("--count", action="store_true", help="print only the summary line per suite")
+    p.add_argument("--cluster", help="read hidden-layer counts the matrix lacks from the models' config.json on "
+                                     "this inventory's first node (default: where this host can read them)")
     p.add_argument("--json", action="store_true")
 
     p = add("partition", cmd_partition, "the per-rank [start, end) layer ranges vLLM builds")

@@ -22,7 +22,8 @@ from . import pairwise
 from .case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
 from .matrix import Matrix
 from .partition import partition_error
-from .schema import Group, Suite
+from .model_config import LayerCounts
+from .schema import Group, Suite, Variant
 from .source import MatrixError, SourceError, suggest
 
 FULL_LIMIT = 1_000_000
@@ -112,10 +113,19 @@ def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int
     return allowed
 
 
-def _attrs(m: Matrix, suite: Suite, fam: str, var: str, topo_name: str, partition: str, feats: tuple[str, ...]) -> dict:
+def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_name: str, partition: str,
+           feats: tuple[str, ...], layers: Callable[[Variant], int | None]) -> dict:
     v = m.variant(fam, var)
     t = m.topologies[topo_name]
     part = None if partition == "auto" else partition
+    n = layers(v) or 0  # 0: unknown, so only the auto partition can be claimed
+    if part is not None and not n:
+        where = getattr(layers, "where", {}).get(v.model, f"{v.model}/config.json")
+        raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
+                                       f"suites.{suite_name}: {fam}/{var} with the custom partition {partition!r}: "
+                                       f"its hidden-layer count is unknown (no hidden_layers in the matrix, and none "
+                                       f"in {where}); state hidden_layers, make the config readable, or claim only "
+                                       f"the auto partition")])
     return {
         "platform": suite.platform,
         "family": fam,
@@ -123,7 +133,7 @@ def _attrs(m: Matrix, suite: Suite, fam: str, var: str, topo_name: str, partitio
         "arch": v.architecture,
         "origin": v.origin,
         "supports_pp": v.supports_pp,
-        "layers": v.hidden_layers or 0,  # 0: read from the model's config at plan time
+        "layers": n,
         "topology": topo_name,
         "tp": t.tp,
         "pp": t.pp,
@@ -138,14 +148,15 @@ def _attrs(m: Matrix, suite: Suite, fam: str, var: str, topo_name: str, partitio
         "pd_tp_multiple": t.decode is None or (t.tp >= t.decode.tp and t.tp % t.decode.tp == 0),
         "partition": partition,
         "custom_partition": part is not None,
-        "partition_error": partition_error(v.hidden_layers, t.pp, part, "upstream") if v.hidden_layers else "",
-        "partition_doc_error": partition_error(v.hidden_layers, t.pp, part, "ascend-doc") if v.hidden_layers else "",
+        "partition_error": partition_error(n, t.pp, part, "upstream") if n else "",
+        "partition_doc_error": partition_error(n, t.pp, part, "ascend-doc") if n else "",
         "features": list(feats),
         "feature": stack_id(feats),
     }
 
 
-def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int, ...]) -> Case:
+def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int, ...],
+          layers: Callable[[Variant], int | None]) -> Case:
     fam, var = dims.variants[row[0]]
     topo = dims.topologies[row[1]]
     partition = dims.partitions[row[2]]
@@ -161,13 +172,16 @@ def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int,
         topology=topo,
         partition=partition,
         features=features,
-        attrs=_attrs(m, suite, fam, var, topo, partition, features),
+        attrs=_attrs(m, suite_name, suite, fam, var, topo, partition, features, layers),
     )
 
 
-def expand(m: Matrix, suite_name: str) -> Expansion:
-    """All cases of a suite, each with its expectation resolved."""
+def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None) -> Expansion:
+    """All cases of a suite, each with its expectation resolved. ``layers`` gives a variant's
+    hidden-layer count where the matrix does not (default: read from the model's config.json
+    where this host can read it, ``harness.model_config``)."""
     suite = m.suite(suite_name)
+    layers = layers or LayerCounts()
     cases: dict[str, Case] = {}
     covered = possible = product = 0
     for gi, group in enumerate(suite.groups):
@@ -188,7 +202,7 @@ def expand(m: Matrix, suite_name: str) -> Expansion:
             rows = [r for r in itertools.product(*(range(n) for n in dims.sizes))
                     if allowed(dict(enumerate(r)))]
         for row in rows:
-            case = _case(m, suite_name, suite, dims, row)
+            case = _case(m, suite_name, suite, dims, row, layers)
             cases.setdefault(case.id, case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":

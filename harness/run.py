@@ -28,6 +28,7 @@ from .expand import expand, select
 from .judge import Observation, Outcome, judge
 from .lease import Leases
 from .matrix import Matrix
+from .model_config import LayerCounts
 from .diagnose import diagnose
 from .partition import stage_ranges
 from .repro import write_bundle
@@ -248,7 +249,8 @@ class Runner:
 
     # ---- planning -------------------------------------------------------------------------
     def cases(self) -> list[Case]:
-        cases = select(expand(self.m, self.cfg.suite).cases, ids=self.cfg.case_ids, expr=self.cfg.select)
+        cases = select(expand(self.m, self.cfg.suite, LayerCounts(self.cfg.cluster)).cases,
+                       ids=self.cfg.case_ids, expr=self.cfg.select)
         return cases
 
     def instrument(self, d: Deployment) -> Deployment:
@@ -403,8 +405,8 @@ class Runner:
         exp = case.expectation
         variant = self.m.variant(case.family, case.variant)
         topo = self.m.topologies[case.topology]
-        if variant.hidden_layers and topo.pp > 1 and not case.attrs["partition_error"]:
-            rng = stage_ranges(variant.hidden_layers, topo.pp, None if case.partition == "auto" else case.partition)
+        if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
+            rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
             obs.partition_expected = [list(r) for r in rng]
         if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
             line = logs.search(paths, exp.error)

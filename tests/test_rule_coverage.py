@@ -292,6 +292,21 @@ RULE_COVERAGE: tuple[Row, ...] = (
         rejected("startup", ZERO_ENTRY_CRASH),
         "FACTS: upstream accepts a zero entry; the start-up crash was measured on this host (commit 19a00c8)"),
 
+    Row(CPU, 'platform == "cpu" && partition_doc_error != ""',
+        "cpu", "qwen3-tiny/pp2-tp1-mp/0,5/enforce-eager",
+        rejected("startup", ZERO_ENTRY_CRASH),
+        "FACTS: the start-up crash comes before any request, so eager mode's first-request crash is never reached"),
+
+    Row(CPU, 'platform == "cpu" && "dcp" in features && tp == 1',
+        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/dcp",
+        rejected("config", "tp_size=1 must be divisible by dcp_size=2."),
+        "FACTS: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text"),
+
+    Row(CPU, 'platform == "cpu" && pp > 1 && "ngram" in features',
+        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/ngram",
+        rejected("startup", "AttributeError: 'CPUModelRunner' object has no attribute 'drafter'"),
+        "FACTS: ngram serves at PP=1, with PP=2 it dies at startup with this error"),
+
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/none",
         supported(), "FACTS: tiny Qwen3 PP=2 outputs equal PP=1"),

@@ -550,3 +550,20 @@ def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, mo
 
     out = probe(Cluster(name="c", platform="cpu", nodes=[gone]), timeout_s=10)
     assert out["gone"]["error"].startswith("version probe failed on gone: cannot reach")
+
+
+def test_hidden_layers_are_read_from_the_checkpoint_on_the_first_node(node, tmp_path, monkeypatch):
+    import harness.model_config as mc
+    from harness.schema import Variant
+
+    monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(mc, "_local_config", lambda model: None)  # the driver holds no checkpoints
+    ckpt = tmp_path / "Kimi K3 $(id)"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
+    counts = mc.LayerCounts(_ssh_cluster(node))
+    v = Variant(architecture="KimiK3ForConditionalGeneration", supports_pp=True, model=str(ckpt))
+    assert counts(v) == 61
+    assert counts.where[str(ckpt)] == f"{ckpt}/config.json on node remote"
+    missing = Variant(architecture="X", supports_pp=True, model=str(tmp_path / "missing"))
+    assert counts(missing) is None

@@ -1,0 +1,121 @@
+"""Hidden-layer counts the matrix does not state, read from the model's own config.json.
+
+The partition oracle needs a family's ``num_hidden_layers``; a variant without ``hidden_layers``
+in the matrix gets it from its checkpoint when ppconf expands a suite:
+
+- ``zoo:NAME``: the tiny model's spec (the config.json ppconf writes for it);
+- a local directory holding ``config.json``, or a Hugging Face repo id in the local HF cache;
+- else the first node of the cluster, whose own Python reads ``MODEL/config.json`` there (the
+  nodes hold the checkpoints; the driver often does not).
+
+The count is what vLLM partitions: the text model's, for multimodal configs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .cluster import Cluster
+from .schema import Variant
+
+# Sub-configs vLLM takes the text model's settings from (its hf_text_config), in that order.
+TEXT_CONFIGS = ("text_config", "llm_config", "language_config", "thinker_config")
+
+
+def layers_in(config: dict[str, Any]) -> int | None:
+    for key in TEXT_CONFIGS:
+        sub = config.get(key)
+        if isinstance(sub, dict):
+            found = layers_in(sub)
+            if found:
+                return found
+    n = config.get("num_hidden_layers")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+# Run by a node's Python: prints the count, or nothing when the config is missing or has none.
+_NODE_SCRIPT = r"""
+import json, os, sys
+TEXT = %r
+def layers_in(c):
+    for k in TEXT:
+        if isinstance(c.get(k), dict):
+            n = layers_in(c[k])
+            if n:
+                return n
+    n = c.get("num_hidden_layers")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+try:
+    with open(os.path.join(sys.argv[1], "config.json")) as f:
+        n = layers_in(json.load(f))
+except (OSError, ValueError):
+    n = None
+print(json.dumps(n))
+""" % (TEXT_CONFIGS,)
+
+
+def _local_config(model: str) -> Path | None:
+    path = Path(model).expanduser() / "config.json"
+    if path.is_file():
+        return path
+    if model.count("/") == 1 and not model.startswith(("/", ".", "~")):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:
+            return None
+        found = try_to_load_from_cache(model, "config.json")
+        if isinstance(found, str):
+            return Path(found)
+    return None
+
+
+class LayerCounts:
+    """``counts(variant)`` -> the variant's hidden-layer count, or None when nobody can say.
+    Asks each model once."""
+
+    def __init__(self, cluster: Cluster | None = None, timeout_s: float = 60.0):
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self.where: dict[str, str] = {}  # model -> where its count was read (for messages)
+        self._cache: dict[str, int | None] = {}
+
+    def __call__(self, variant: Variant) -> int | None:
+        if variant.hidden_layers:
+            return variant.hidden_layers
+        model = variant.model
+        if model not in self._cache:
+            self._cache[model] = self._read(model)
+        return self._cache[model]
+
+    def _read(self, model: str) -> int | None:
+        if model.startswith("zoo:"):
+            from .zoo import ZOO
+
+            spec = ZOO.get(model[4:])
+            self.where[model] = "the tiny model's spec"
+            return spec.num_hidden_layers if spec else None
+        path = _local_config(model)
+        if path is not None:
+            self.where[model] = str(path)
+            try:
+                return layers_in(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                return None
+        node = self.cluster.nodes[0] if self.cluster and self.cluster.nodes else None
+        if node is None or node.reach == "local":
+            self.where[model] = f"{model}/config.json (not found here)"
+            return None
+        from runners.nodes import run_on_nodes
+
+        (out,) = run_on_nodes(self.cluster, [(node, [node.python, "-c", _NODE_SCRIPT, model])], self.timeout_s)
+        self.where[model] = f"{model}/config.json on node {node.name}"
+        if not out.ok:
+            self.where[model] += f" (could not ask it: {out.error or out.stderr.strip()[-200:]})"
+            return None
+        try:
+            n = json.loads(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+        return n if isinstance(n, int) and n > 0 else None
