@@ -13,7 +13,7 @@ from .expand import expand, select
 from .lint import lint
 from .matrix import DEFAULT_MATRICES, Matrix, load_matrix
 from .model_config import LayerCounts
-from .partition import RULE_SETS, PartitionError, stage_ranges
+from .partition import RULE_SETS, PartitionError, stage_ranges, tuning_advice
 from .plan import PlanError, plan
 from .source import MatrixError
 
@@ -68,13 +68,40 @@ def cmd_partition(args: argparse.Namespace) -> int:
         else:
             print(str(err), file=sys.stderr)
         return 1
+    advice = None
+    if args.step_ms or args.peak_mib:
+        counts = [e - s for s, e in ranges]
+        try:
+            step = _per_stage(args.step_ms, len(counts), "--step-ms")
+            peak = _per_stage(args.peak_mib, len(counts), "--peak-mib")
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        advice = tuning_advice(counts, [t / 1000 if t is not None else None for t in step],
+                               [int(m * 2**20) if m is not None else None for m in peak])
     if args.json:
-        print(json.dumps({"ok": True, "layers": [e - s for s, e in ranges], "ranges": ranges}))
+        print(json.dumps({"ok": True, "layers": [e - s for s, e in ranges], "ranges": ranges,
+                          **({"tuning": advice} if advice else {})}))
     else:
         print(f"[{','.join(str(e - s) for s, e in ranges)}]")
         for rank, (s, e) in enumerate(ranges):
             print(f"PP rank {rank}: [{s}, {e})")
+        if advice:
+            print(f"by forward time: {advice['by_step_time']['why']}")
+            print(f"by memory: {advice['by_memory']['why']}")
     return 0
+
+
+def _per_stage(text: str | None, n: int, flag: str) -> list[float | None]:
+    if not text:
+        return [None] * n
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: give one number per stage, comma-separated") from None
+    if len(values) != n:
+        raise ValueError(f"{flag} {text!r}: {len(values)} values for {n} stages")
+    return values
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -254,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", help="a VLLM_PP_LAYER_PARTITION string (default: auto)")
     p.add_argument("--rules", choices=RULE_SETS, default="upstream",
                    help="upstream: vLLM's checks; ascend-doc: also every entry positive")
+    p.add_argument("--step-ms", help="measured mean forward time per stage, e.g. 12.0,15.1: prints the next partition to try")
+    p.add_argument("--peak-mib", help="measured peak memory per stage in MiB, e.g. 51000,60500")
     p.add_argument("--json", action="store_true")
 
     p = add("plan", cmd_plan, "print the processes, per node, that one case launches")

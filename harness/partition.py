@@ -102,3 +102,35 @@ def propose_rebalance(counts: list[int], stage_cost: list[float]) -> list[int] |
     proposal[slowest] -= 1
     proposal[target] += 1
     return proposal
+
+
+BALANCED = 0.05  # stages within 5% of each other are left as they are
+
+
+def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: list[int | None]) -> dict:
+    """The guide's tuning advice for one served partition, from each stage's mean forward time and
+    peak memory: the stages, and the next partition to try by time (a stage slower than the
+    others by more than BALANCED gives one layer to its cheaper neighbour) and by memory (the
+    same for the stage holding the most)."""
+    stages = [{"stage": i, "layers": n,
+               "step_ms": round(t * 1000, 3) if t is not None else None,
+               "peak_mib": round(m / 2**20, 1) if m is not None else None}
+              for i, (n, t, m) in enumerate(zip(counts, step_s, peak_bytes))]
+    out: dict = {"stages": stages, "partition": ",".join(map(str, counts))}
+    for key, costs in (("by_step_time", step_s), ("by_memory", peak_bytes)):
+        if len(counts) < 2 or any(c is None for c in costs) or not min(costs):
+            out[key] = {"next": None, "why": "not measured on every stage"}
+            continue
+        spread = max(costs) / min(costs) - 1
+        if spread <= BALANCED:
+            out[key] = {"next": None, "why": f"balanced: stages within {spread:.1%} of each other"}
+            continue
+        nxt = propose_rebalance(counts, [float(c) for c in costs])
+        slowest = max(range(len(costs)), key=lambda i: (costs[i], i))
+        if nxt is None:
+            out[key] = {"next": None, "why": f"stage {slowest} is the costliest but has a single layer"}
+        else:
+            out[key] = {"next": ",".join(map(str, nxt)),
+                        "why": f"stage {slowest} is the costliest ({spread:.1%} above the cheapest): "
+                               f"try VLLM_PP_LAYER_PARTITION={','.join(map(str, nxt))}"}
+    return out

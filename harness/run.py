@@ -30,7 +30,7 @@ from .lease import Leases
 from .matrix import Matrix
 from .model_config import LayerCounts
 from .diagnose import diagnose
-from .partition import stage_ranges
+from .partition import stage_ranges, tuning_advice
 from .repro import write_bundle
 from .plan import Deployment, Ports, group_deployments, plan
 from .zoo import default_cache_root, ensure_model
@@ -45,6 +45,8 @@ LIVE = "live.json"  # process groups of the deployment being checked
 LEASE_WAIT_S = 6 * 3600.0  # how long a case waits for devices that other ppconf processes hold
 PROBE_CLASS = "harness.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
+TIMING_METHOD = "ppconf_stage_timing"
+COST_METHOD = "ppconf_stage_cost"
 BASELINE_TOPOLOGY = "pp1-tp1"
 SERVE_ROLES = ("api", "headless", "prefill", "decode")
 # A log line from one of these processes means the configuration was accepted and the engine began.
@@ -355,6 +357,13 @@ class Runner:
     def check_live(self, live: Live, cases: list[Case], obs: Observation, pattern: str | None) -> None:
         case = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
+        tuning = self.suite.partition_tuning and self.m.topologies[case.topology].pp > 1 and not first_request
+        if tuning:
+            try:
+                live.client.collective_rpc(TIMING_METHOD)
+            except Exception as err:  # noqa: BLE001
+                obs.notes.append(f"partition tuning: stage timing unavailable ({type(err).__name__}: {err})")
+                tuning = False
         t_req = time.monotonic()
         if "pooling" in case.features:
             result, problem, line = _watch(live, lambda: live.client.embed(live.model_name, "pipeline parallel"),
@@ -388,6 +397,8 @@ class Runner:
                 starts = [sum(counts[:i]) for i in range(len(counts))]
                 obs.partition = [[s, s + n] for s, n in zip(starts, counts)]
                 obs.partition_source = f"log ({line.log}:{line.number})"
+        if tuning and obs.partition:
+            obs.tuning = self.stage_costs(live, obs)
         checks = {name for f in case.features for name in self.m.features[f].checks}
         if "prefix-cache-hit" in checks:
             obs.feature_checks["prefix-cache-hit"] = prefix_cache_check(live)
@@ -398,6 +409,31 @@ class Runner:
                 # streamed outputs are compared with the same prompts' non-streamed baseline
                 expected = baseline[:n] + baseline[:len(outputs) - n]
                 obs.accuracy = compare(expected, outputs, self.suite.accuracy.logprob_tolerance)
+
+    def stage_costs(self, live: Live, obs: Observation) -> dict[str, Any] | None:
+        """Each stage's mean forward time (its slowest TP rank) and peak memory over the requests
+        just made, and the guide's advice for the next partition."""
+        try:
+            costs = live.client.collective_rpc(COST_METHOD)
+        except Exception as err:  # noqa: BLE001
+            obs.notes.append(f"partition tuning: stage costs unavailable ({type(err).__name__}: {err})")
+            return None
+        if any(start is None or end is None for start, end in obs.partition):
+            return None
+        counts = [end - start for start, end in obs.partition]
+        step: list[float | None] = [None] * len(counts)
+        peak: list[int | None] = [None] * len(counts)
+        for c in costs:
+            i = c["pp_rank"]
+            if i < len(counts):
+                if c.get("step_s") is not None:
+                    step[i] = max(step[i] or 0.0, c["step_s"])
+                if c.get("peak_memory_bytes") is not None:
+                    peak[i] = max(peak[i] or 0, c["peak_memory_bytes"])
+        advice = tuning_advice(counts, step, peak)
+        advice["steps"] = sorted({c.get("steps", 0) for c in costs})
+        advice["memory_source"] = sorted({c.get("memory_source", "") for c in costs})
+        return advice
 
     def _per_case(self, case: Case, shared: Observation, paths: dict[str, Path]) -> Observation:
         obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks),

@@ -7,6 +7,8 @@ Serve with `--worker-extension-cls harness.worker_probe.StageProbe` and
 
 answers `{"results": [info_rank0, info_rank1, ...]}`, one dict per global rank,
 from every node (the leader collects the headless nodes' replies too).
+`ppconf_stage_timing` then `ppconf_stage_cost` measure each stage's forward
+time and peak memory, for the partition-tuning advice.
 
 The layer range is read from the model object the worker really loaded, not
 recomputed from the partition rule, so it can check that rule.
@@ -16,16 +18,63 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 import torch
 
 # vLLM mixes the extension class into its worker class and refuses any
-# attribute name the worker already has, so the class carries a single
-# uniquely prefixed method and the helpers live at module level.
+# attribute name the worker already has, so the class carries only
+# uniquely prefixed methods and the helpers live at module level.
+
+# Per worker process: the forward passes timed since ppconf_stage_timing.
+_TIMING: dict[str, float] = {"steps": 0, "seconds": 0.0}
 
 
 class StageProbe:
+    def ppconf_stage_timing(self) -> dict[str, Any]:
+        """Start (or restart) timing this stage's forward passes.
+
+        The model's forward is wrapped on this worker only. The wait for the
+        previous stage's activations is taken before the clock starts, so a
+        stage's time is its own compute, not its upstream's; the device is
+        synchronised before the clock stops.
+        """
+        model = _loaded_model(self.model_runner)
+        original = getattr(model, "_ppconf_forward", None) or model.forward
+        model._ppconf_forward = original
+        _TIMING.update(steps=0, seconds=0.0)
+
+        def timed(*args, **kwargs):
+            tensors = kwargs.get("intermediate_tensors")
+            wait = getattr(tensors, "wait_for_comm", None)
+            if callable(wait):
+                wait()
+            t0 = time.perf_counter()
+            out = original(*args, **kwargs)
+            _synchronize()
+            _TIMING["steps"] += 1
+            _TIMING["seconds"] += time.perf_counter() - t0
+            return out
+
+        model.forward = timed
+        return {"rank": self.rank, "timing": True}
+
+    def ppconf_stage_cost(self) -> dict[str, Any]:
+        """This worker's forward passes since ppconf_stage_timing, and its peak memory."""
+        from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+
+        peak, source = _peak_memory()
+        return {
+            "rank": self.rank,
+            "pp_rank": get_pp_group().rank_in_group,
+            "tp_rank": get_tp_group().rank_in_group,
+            "steps": int(_TIMING["steps"]),
+            "step_s": _TIMING["seconds"] / _TIMING["steps"] if _TIMING["steps"] else None,
+            "peak_memory_bytes": peak,
+            "memory_source": source,
+        }
+
     def ppconf_stage_info(self) -> dict[str, Any]:
         """This worker's ranks and the layers it built.
 
@@ -101,3 +150,35 @@ def _built_layers(blocks) -> list[int] | None:
     from vllm.model_executor.models.utils import PPMissingLayer
 
     return [i for i, block in enumerate(blocks) if not isinstance(block, PPMissingLayer)]
+
+
+def _accelerator():
+    for name in ("npu", "cuda"):
+        mod = getattr(torch, name, None)
+        try:
+            if mod is not None and mod.is_available():
+                return mod
+        except Exception:  # noqa: BLE001 - a half-installed backend is no backend
+            continue
+    return None
+
+
+def _synchronize() -> None:
+    acc = _accelerator()
+    if acc is not None:
+        acc.synchronize()
+
+
+def _peak_memory() -> tuple[int | None, str]:
+    """Peak device memory of this worker; on the CPU, the process's peak resident set."""
+    acc = _accelerator()
+    if acc is not None:
+        return int(acc.max_memory_allocated()), f"torch.{acc.__name__.rsplit('.', 1)[-1]}.max_memory_allocated"
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024, "VmHWM (peak resident set)"
+    except OSError:
+        pass
+    return None, "unavailable"

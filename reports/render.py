@@ -93,6 +93,21 @@ def _evidence(e: Entry) -> dict[str, Any]:
             "diagnosis": r.get("diagnosis"), "repro": (r.get("repro") or {}).get("rerun")}
 
 
+def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The partition-tuning advice of each served case that measured its stages."""
+    rows = []
+    for e in entries:
+        t = ((e.record or {}).get("observation") or {}).get("tuning")
+        if not t:
+            continue
+        stages = "; ".join(f"stage {s['stage']}: {s['layers']} layer{'' if s['layers'] == 1 else 's'}, "
+                           f"{'?' if s['step_ms'] is None else s['step_ms']} ms, "
+                           f"{'?' if s['peak_mib'] is None else s['peak_mib']} MiB" for s in t["stages"])
+        rows.append({"case": e.case, "partition": t["partition"], "stages": stages,
+                     "by_step_time": t["by_step_time"]["why"], "by_memory": t["by_memory"]["why"]})
+    return rows
+
+
 def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     spans = []
     for r in records:
@@ -114,7 +129,7 @@ def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles
     out.mkdir(parents=True, exist_ok=True)
     tables = build_tables(entries, titles)
     ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only,
-           "feature_rows": features or []}
+           "feature_rows": features or [], "tuning": _tuning(entries)}
     (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
     row_features = {(t.family, row): " ".join(sorted({f for c in t.cells.values() if c.entries[0].row == row
                                                       for e in c.entries for f in e.features})) or "none"

@@ -10,6 +10,15 @@ def run(*argv):
     return subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, timeout=120)
 
 
+def test_partition_tuning_advice_from_measured_stages(capsys):
+    assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "31,30", "--step-ms", "12,15.1"]) == 0
+    out = capsys.readouterr().out
+    assert "by forward time: stage 1 is the costliest (25.8% above the cheapest): try VLLM_PP_LAYER_PARTITION=32,29" in out
+    assert "by memory: not measured on every stage" in out
+    assert main(["partition", "--layers", "61", "--pp", "2", "--step-ms", "12"]) == 2
+    assert "--step-ms '12': 1 values for 2 stages" in capsys.readouterr().err
+
+
 def test_partition_ok_and_rejected(capsys):
     assert main(["partition", "--layers", "61", "--pp", "4"]) == 0
     out = capsys.readouterr().out

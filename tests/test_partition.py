@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.partition import PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges
+from harness.partition import (PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges,
+                               tuning_advice)
 
 
 def test_guide_goldens():
@@ -110,3 +111,21 @@ def test_rebalance_moves_one_layer_off_the_slowest_stage():
     assert propose_rebalance([31, 30], [1.0, 1.3]) == [32, 29]
     assert propose_rebalance([15, 15, 16, 15], [1.0, 1.0, 1.5, 1.1]) == [15, 16, 15, 15]
     assert propose_rebalance([1, 5], [2.0, 1.0]) is None
+
+
+def test_tuning_advice_moves_a_layer_off_the_costliest_stage_and_leaves_balanced_ones():
+    # the guide's 61-layer example: stage 1 slower -> give one of its layers to stage 0
+    t = tuning_advice([31, 30], [0.0120, 0.0151], [50 * 2**30, 50 * 2**30])
+    assert t["partition"] == "31,30"
+    assert t["by_step_time"]["next"] == "32,29"
+    assert "stage 1 is the costliest (25.8% above the cheapest)" in t["by_step_time"]["why"]
+    assert t["by_memory"] == {"next": None, "why": "balanced: stages within 0.0% of each other"}
+    assert t["stages"][1] == {"stage": 1, "layers": 30, "step_ms": 15.1, "peak_mib": 51200.0}
+    # memory decides on its own: the first stage holds the embeddings too
+    t = tuning_advice([15, 15, 16, 15], [0.01] * 4, [60 * 2**30, 50 * 2**30, 51 * 2**30, 50 * 2**30])
+    assert t["by_memory"]["next"] == "14,16,16,15"
+    assert t["by_step_time"]["next"] is None
+    # a stage that was not measured gives no advice rather than a guess
+    assert tuning_advice([3, 2], [0.01, None], [None, None])["by_step_time"]["next"] is None
+    assert tuning_advice([1, 4], [0.02, 0.01], [1, 1])["by_step_time"]["why"] == \
+        "stage 0 is the costliest but has a single layer"

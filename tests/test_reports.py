@@ -160,3 +160,20 @@ def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):
                 "KV offloading (Sparse KV Cache Offload)": "✅", "Prefix caching": "✅", "Pooling": "✅",
                 "P/D disaggregation": "✅", "Async scheduling": "✅", "Sequence parallelism": "✅"}
     assert {k: rows.get(k) for k in expected} == expected
+
+
+def test_partition_tuning_advice_is_reported(tmp_path):
+    from harness.partition import tuning_advice
+    from reports.render import report_run
+
+    tuned = rec("qwen3-tiny/pp2-tp1-mp/1,4/none", "PASS", partition="1,4")
+    tuned["observation"] = {"tuning": tuning_advice([1, 4], [0.00043, 0.00064], [935 * 2**20, 1763 * 2**20])}
+    run = make_run(tmp_path / "run", [tuned, GOOD[0]])
+    report_run(run, run / "report")
+    md = (run / "report" / "support.md").read_text()
+    assert "## Partition tuning" in md
+    row = next(l for l in md.splitlines() if l.startswith("| qwen3-tiny/pp2-tp1-mp/1,4/none"))
+    assert "stage 0: 1 layer, 0.43 ms, 935.0 MiB; stage 1: 4 layers, 0.64 ms, 1763.0 MiB" in row
+    assert "try VLLM_PP_LAYER_PARTITION=2,3" in row
+    html = (run / "report" / "support.html").read_text()
+    assert '<section id="tuning">' in html and "VLLM_PP_LAYER_PARTITION=2,3" in html
