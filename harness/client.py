@@ -122,3 +122,19 @@ def compare(baseline: list[Completion], observed: list[Completion], tolerance: f
     summary = (f"{len(baseline)} prompts equal, max |Δlogprob| {worst:.3g} (tolerance {tolerance:g})" if equal else
                f"{len(diffs)} of {len(baseline)} prompts differ, max |Δlogprob| {worst:.3g} (tolerance {tolerance:g})")
     return {"equal": equal, "max_logprob_diff": worst, "tolerance": tolerance, "summary": summary, "diffs": diffs}
+
+
+def compare_embeddings(baseline: list[list[float]] | None, observed: list[list[float]], tolerance: float) -> dict[str, Any]:
+    """Each prompt's embedding against the PP=1 baseline's: same dimension, every component
+    within ``tolerance``. The evidence either way, as a feature check ({"ok", "detail", ...})."""
+    dims = sorted({len(v) for v in observed})
+    if baseline is None:
+        return {"ok": False, "detail": f"no PP=1 baseline to compare with (dimension {dims})"}
+    if len(baseline) != len(observed) or any(len(a) != len(b) for a, b in zip(baseline, observed)):
+        return {"ok": False, "detail": f"shape differs from the PP=1 baseline: {[len(v) for v in observed]} "
+                                       f"vs {[len(v) for v in baseline]}"}
+    worst = max((abs(a - b) for va, vb in zip(baseline, observed) for a, b in zip(va, vb)), default=0.0)
+    ok = worst <= tolerance and bool(observed) and all(dims)
+    return {"ok": ok, "max_abs_diff": worst, "tolerance": tolerance,
+            "detail": f"{len(observed)} embeddings of dimension {dims[0] if dims else 0} "
+                      f"{'equal' if ok else 'differ from'} PP=1 (max |Δ| {worst:.3g}, tolerance {tolerance:g})"}

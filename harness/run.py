@@ -22,7 +22,7 @@ from typing import Any
 
 from . import logs, results
 from .case import Case
-from .client import Client, Completion, compare
+from .client import Client, Completion, compare, compare_embeddings
 from .cluster import Cluster
 from .expand import expand, select
 from .judge import Observation, Outcome, judge
@@ -290,28 +290,40 @@ class Runner:
         live.stop()
         (self.run_dir / LIVE).unlink(missing_ok=True)
 
-    def baseline(self, case: Case) -> list[Completion]:
-        key = case.model_key
+    @staticmethod
+    def baseline_key(case: Case) -> str:
+        """Generating cases of a model share one PP=1 baseline; pooling ones another (embeddings)."""
+        return f"{case.model_key}/pooling" if "pooling" in case.features else case.model_key
+
+    def baseline(self, case: Case) -> list[Any]:
+        """The PP=1 outputs of the case's model: completions, or embeddings for a pooling case."""
+        key = self.baseline_key(case)
+        pooling = "pooling" in case.features
         if key in self.baselines:
             return self.baselines[key]
         path = self.run_dir / "baselines" / f"{key.replace('/', '__')}.json"
         if path.exists():
-            self.baselines[key] = [Completion.from_json(c) for c in json.loads(path.read_text())["completions"]]
+            saved = json.loads(path.read_text())
+            self.baselines[key] = saved["embeddings"] if pooling else [Completion.from_json(c) for c in saved["completions"]]
             return self.baselines[key]
-        base_case = replace(case, topology=BASELINE_TOPOLOGY, partition="auto", features=(), id=f"{key}/baseline")
+        base_case = replace(case, topology=BASELINE_TOPOLOGY, partition="auto", features=("pooling",) if pooling else (),
+                            id=f"{key}/baseline")
         planned = plan(self.m, base_case, self.cfg.cluster)
         candidates = {n.name: n.devices for n in self.cfg.cluster.nodes}
         with self.leases.acquire_placement(planned.placement, LEASE_WAIT_S, note=base_case.id, candidates=candidates) as gang:
             d = self.instrument(plan(self.m, base_case, self.cfg.cluster, placement=gang.placement(), ports=self.ports()))
             self.progress("baseline", case, f"PP=1 baseline of {key}")
-            outputs = self._baseline_outputs(d, key)
+            outputs = self._baseline_outputs(d, key, pooling)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv),
-                                    "completions": [c.to_json() for c in outputs]}, indent=1))
+        saved = {"embeddings": outputs} if pooling else {"completions": [c.to_json() for c in outputs]}
+        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv), **saved}, indent=1))
         self.baselines[key] = outputs
         return outputs
 
-    def _baseline_outputs(self, d: Deployment, key: str) -> list[Completion]:
+    def embed(self, live: Live) -> list[list[float]]:
+        return [live.client.embed(live.model_name, p) for p in self.suite.accuracy.prompts]
+
+    def _baseline_outputs(self, d: Deployment, key: str, pooling: bool = False) -> list[Any]:
         live = self.launch(d, self.run_dir / "logs" / "baselines" / key.replace("/", "__"))
         try:
             state, elapsed = live.wait_ready(self.suite.startup_timeout_s)
@@ -319,7 +331,7 @@ class Runner:
                 cause = logs.root_cause(live.log_paths)
                 raise RuntimeError(f"PP=1 baseline of {key} did not start ({state} after {elapsed:.0f} s): "
                                    f"{cause.text if cause else 'no error line in its log'}")
-            return self.generate(live, streamed=0)
+            return self.embed(live) if pooling else self.generate(live, streamed=0)
         finally:
             self.stop(live)
 
@@ -366,11 +378,11 @@ class Runner:
                 tuning = False
         t_req = time.monotonic()
         if "pooling" in case.features:
-            result, problem, line = _watch(live, lambda: live.client.embed(live.model_name, "pipeline parallel"),
-                                           self.suite.request_timeout_s, pattern)
+            result, problem, line = _watch(live, lambda: self.embed(live), self.suite.request_timeout_s, pattern)
             outputs = None
             if result is not None:
-                obs.feature_checks["embeddings"] = {"ok": len(result) > 0, "detail": f"dimension {len(result)}"}
+                obs.feature_checks["embeddings"] = compare_embeddings(
+                    self.baselines.get(self.baseline_key(case)), result, self.suite.accuracy.embedding_tolerance)
         else:
             outputs, problem, line = _watch(live, lambda: self.generate(live, self.suite.accuracy.streamed),
                                             self.suite.request_timeout_s, pattern)
@@ -588,8 +600,7 @@ class Runner:
         started, t0 = _now(), time.monotonic()
         real = d
         try:
-            needs_baseline = [c for c in group if c.expectation.kind in ("supported", "known-issue", "flaky")
-                              and "pooling" not in c.features]
+            needs_baseline = [c for c in group if c.expectation.kind in ("supported", "known-issue", "flaky")]
             if needs_baseline:
                 # before this deployment's own lease: the baseline needs devices of its own
                 self.baseline(needs_baseline[0])

@@ -138,6 +138,8 @@ class Accuracy(Strict):
     # Prompts also requested with stream=true, to check streamed output equals the baseline too.
     streamed: int = Field(1, ge=0)
     logprob_tolerance: float = Field(0.0, ge=0.0)
+    # Pooling cases: largest |difference| allowed per embedding component against PP=1.
+    embedding_tolerance: float = Field(1e-4, ge=0.0)
 
 
 class Group(Strict):

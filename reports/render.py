@@ -90,6 +90,7 @@ def _evidence(e: Entry) -> dict[str, Any]:
             "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
             "partition_source": obs.get("partition_source"), "accuracy": obs.get("accuracy"),
             "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts,
+            "feature_checks": obs.get("feature_checks", {}),
             "diagnosis": r.get("diagnosis"), "repro": (r.get("repro") or {}).get("rerun")}
 
 
