@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -333,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # `ppconf plan ... | head`: the reader has all it wanted
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except MatrixError as err:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)

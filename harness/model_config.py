@@ -80,6 +80,7 @@ class LayerCounts:
         self.timeout_s = timeout_s
         self.where: dict[str, str] = {}  # model -> where its count was read (for messages)
         self._cache: dict[str, int | None] = {}
+        self._node_down = ""  # why the first node could not be asked, once it could not
 
     def __call__(self, variant: Variant) -> int | None:
         if variant.hidden_layers:
@@ -109,10 +110,16 @@ class LayerCounts:
             return None
         from runners.nodes import run_on_nodes
 
-        (out,) = run_on_nodes(self.cluster, [(node, [node.python, "-c", _NODE_SCRIPT, model])], self.timeout_s)
         self.where[model] = f"{model}/config.json on node {node.name}"
+        if self._node_down:  # asked once already, and it did not answer: do not wait on it again
+            self.where[model] += f" (could not ask it: {self._node_down})"
+            return None
+        (out,) = run_on_nodes(self.cluster, [(node, [node.python, "-c", _NODE_SCRIPT, model])], self.timeout_s)
         if not out.ok:
-            self.where[model] += f" (could not ask it: {out.error or out.stderr.strip()[-200:]})"
+            why = out.error or out.stderr.strip()[-200:] or f"exit status {out.returncode}"
+            if out.returncode is None:
+                self._node_down = why
+            self.where[model] += f" (could not ask it: {why})"
             return None
         try:
             n = json.loads(out.stdout.strip().splitlines()[-1])

@@ -85,3 +85,23 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
     text = str(err.value)
     assert "unknown-depth/text with the custom partition '32,29'" in text
     assert "/models/unknown-depth/config.json" in text and "zz-extra.yaml" in text
+
+
+def test_a_node_that_does_not_answer_is_asked_once(monkeypatch):
+    import runners.nodes
+    from harness.cluster import Cluster, Node
+    from runners.nodes import NodeOutput
+
+    calls = []
+
+    def fake_run_on_nodes(cluster, batch, timeout_s=60.0, set_env=False):  # the node's answer, not vLLM
+        calls.append(batch)
+        return [NodeOutput(node.name, None, error="no answer within 10 s") for node, _ in batch]
+
+    monkeypatch.setattr(runners.nodes, "run_on_nodes", fake_run_on_nodes)
+    far = Node(name="far", host="192.0.2.1", address="192.0.2.1", devices=[0], reach="ssh")
+    counts = LayerCounts(Cluster(name="c", platform="ascend", nodes=[far]))
+    assert counts(variant("/models/A")) is None
+    assert counts(variant("/models/B")) is None
+    assert len(calls) == 1
+    assert counts.where["/models/B"] == "/models/B/config.json on node far (could not ask it: no answer within 10 s)"
