@@ -142,6 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite = suite or meta["suite"]
         args.case = args.case or meta.get("cases")
         args.select = args.select or meta.get("select")
+        # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
+        args.cluster = args.cluster or meta.get("cluster_ref")
     if not suite:
         print("error: --suite is required (or --resume DIR)", file=sys.stderr)
         return 2
@@ -170,7 +172,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner = Runner(cfg, progress)
         run_dir.mkdir(parents=True, exist_ok=True)
         if not args.resume:  # the runner adds the nodes' versions when it starts
-            write_meta(run_dir, cfg, {"argv": sys.argv, "cases": args.case, "select": args.select})
+            ref = args.cluster
+            if ref and Path(ref).exists():
+                ref = str(Path(ref).resolve())
+            write_meta(run_dir, cfg, {"argv": sys.argv, "cases": args.case, "select": args.select,
+                                      "cluster_ref": ref})
         try:
             summary = runner.run()
         except KeyboardInterrupt:

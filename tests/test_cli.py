@@ -72,3 +72,22 @@ def test_plan_json(capsys):
     assert main(["plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert [l["role"] for l in d["launches"]] == ["api", "headless"]
+
+
+def test_a_resumed_run_keeps_the_cluster_it_started_on(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    inventory = tmp_path / "box.yaml"
+    inventory.write_text(f"name: box\nplatform: cpu\nnodes:\n  - name: box\n    host: localhost\n"
+                         f"    address: 127.0.0.1\n    devices: [0]\n    python: {sys.executable}\n")
+    run = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)  # the inventory is named relative to where ppconf was started
+    assert main(["run", "--suite", "families-cpu", "--cluster", "box.yaml", "--out", str(run)]) == 0
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["cluster"] == "box" and meta["cluster_ref"] == str(inventory)
+    assert list(meta["versions"]) == ["box"]
+    monkeypatch.chdir(tmp_path.parent)
+    assert main(["run", "--resume", str(run)]) == 0
+    meta = json.loads((run / "run.json").read_text())
+    assert "versions_on_resume" not in meta, "the resumed run probed other nodes than the run's own"
