@@ -451,7 +451,6 @@ class Runner:
         obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks),
                       logs=dict(shared.logs))
         exp = case.expectation
-        variant = self.m.variant(case.family, case.variant)
         topo = self.m.topologies[case.topology]
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
             rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
