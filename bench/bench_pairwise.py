@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script, no install
 
-from harness.pairwise import covering_array, summary  # noqa: E402
+from harness.cases.pairwise import covering_array, summary  # noqa: E402
 
 MODELS = [
     "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x7b",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import results  # noqa: E402
+from harness.results import store as results  # noqa: E402
 
 
 def main(run_dir: Path) -> int:

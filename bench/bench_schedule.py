@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a plain script, no install
 
-from harness.cluster import Cluster, Node  # noqa: E402
-from harness.schedule import Need, simulate  # noqa: E402
+from harness.plan.cluster import Cluster, Node  # noqa: E402
+from harness.plan.schedule import Need, simulate  # noqa: E402
 
 SEED = 0
 CASES = 600

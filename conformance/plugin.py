@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import load_cluster
-from harness.expand import expand
-from harness.matrix import DEFAULT_MATRICES, load_matrix
-from harness import results
+from harness.plan.cluster import load_cluster
+from harness.cases.expand import expand
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.results import store as results
 from harness.run import RunConfig, Runner
 
 FIXED_MARKERS = {

@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from .cluster import load_cluster
-from .expand import expand, select
-from .lint import lint
-from .matrix import DEFAULT_MATRICES, Matrix, load_matrix
-from .model_config import LayerCounts
-from .partition import RULE_SETS, PartitionError, stage_ranges, tuning_advice
-from .plan import PlanError, plan
-from .source import MatrixError
+from harness.plan.cluster import load_cluster
+from harness.cases.expand import expand, select
+from harness.matrix.lint import lint
+from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
+from harness.target.model_config import LayerCounts
+from harness.cases.partition import RULE_SETS, PartitionError, stage_ranges, tuning_advice
+from harness.plan.deployment import PlanError, plan
+from harness.matrix.source import MatrixError
 
 
 def _matrix(args: argparse.Namespace) -> Matrix:
@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .run import RunConfig, Runner, write_meta
+    from harness.run import RunConfig, Runner, write_meta
 
     m = _matrix(args)
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -236,7 +236,7 @@ def cmd_signoff(args: argparse.Namespace) -> int:
 
 
 def cmd_docs_drift(args: argparse.Namespace) -> int:
-    from harness import results
+    from harness.results import store as results
     from reports.drift import docs_drift
 
     m = _matrix(args)
@@ -252,7 +252,7 @@ def cmd_docs_drift(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from .schedule import load_durations, schedule_suite
+    from harness.plan.schedule import load_durations, schedule_suite
 
     m = _matrix(args)
     durations = load_durations(args.durations) if args.durations else None

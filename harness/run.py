@@ -20,21 +20,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import logs, results
-from .case import Case
-from .client import Client, Completion, compare, compare_embeddings
-from .cluster import Cluster
-from .expand import expand, select
-from .judge import Observation, Outcome, judge
-from .lease import Leases
-from .matrix import Matrix
-from .model_config import LayerCounts
-from .diagnose import diagnose
-from .partition import stage_ranges, tuning_advice
-from .repro import write_bundle
-from .plan import Deployment, Ports, group_deployments, plan
-from .zoo import default_cache_root, ensure_model
-from .versions import probe
+from harness.check import logs
+from harness.results import store as results
+from harness.cases.case import Case
+from harness.check.client import Client, Completion, compare, compare_embeddings
+from harness.plan.cluster import Cluster
+from harness.cases.expand import expand, select
+from harness.check.judge import Observation, Outcome, judge
+from harness.plan.lease import Leases
+from harness.matrix.load import Matrix
+from harness.target.model_config import LayerCounts
+from harness.check.diagnose import diagnose
+from harness.cases.partition import stage_ranges, tuning_advice
+from harness.results.repro import write_bundle
+from harness.plan.deployment import Deployment, Ports, group_deployments, plan
+from harness.target.zoo import default_cache_root, ensure_model
+from harness.target.versions import probe
 from runners.local import MARKER, LocalRunner, reap
 from runners.nodes import run_on_nodes
 from runners.reaper import __file__ as _reaper_path
@@ -43,7 +44,7 @@ from runners.ssh import SshRunner
 REAPER_SOURCE = Path(_reaper_path).read_text()  # sent to other nodes' Python as a -c program
 LIVE = "live.json"  # process groups of the deployment being checked
 LEASE_WAIT_S = 6 * 3600.0  # how long a case waits for devices that other ppconf processes hold
-PROBE_CLASS = "harness.worker_probe.StageProbe"
+PROBE_CLASS = "harness.target.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
 TIMING_METHOD = "ppconf_stage_timing"
 COST_METHOD = "ppconf_stage_cost"

@@ -9,12 +9,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from harness.versions import stack
+from harness.target.versions import stack
 
 import jinja2
 
-from harness import logs, redact, results
-from harness.plan import LaunchSpec
+from harness.check import logs
+from harness.results import redact
+from harness.results import store as results
+from harness.plan.deployment import LaunchSpec
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 

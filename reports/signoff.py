@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
-from harness import results
-from harness.judge import Outcome
+from harness.results import store as results
+from harness.check.judge import Outcome
 
 from .cells import Entry, entries_from_results
 from .render import header, load_meta
-from harness.versions import stack
+from harness.target.versions import stack
 
 
 def _label(e: Entry) -> str:
@@ -136,7 +136,7 @@ def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:
 
 def current_claims(run_dir: Path, matrix) -> dict[str, dict] | None:
     """What the run's suite claims today, case by case."""
-    from harness.expand import expand
+    from harness.cases.expand import expand
 
     suite = load_meta(run_dir).get("suite")
     if not suite or suite not in matrix.suites:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from harness.plan import LaunchSpec
+from harness.plan.deployment import LaunchSpec
 
 
 class Handle(Protocol):

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.cluster import Cluster, Node
+from harness.plan.cluster import Cluster, Node
 
 _WITH_SET_ENV = 'source "$1" && shift && exec "$@"'
 

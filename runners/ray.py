@@ -58,7 +58,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from harness.plan import LaunchSpec
+from harness.plan.deployment import LaunchSpec
 from runners.local import LocalHandle, LocalRunner
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown

@@ -50,8 +50,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cluster import Cluster, Node
-from harness.plan import LaunchSpec
+from harness.plan.cluster import Cluster, Node
+from harness.plan.deployment import LaunchSpec
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
 DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"

@@ -29,4 +29,4 @@ extra=()
 # models ppconf serves need none of them.
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 
-.venv/bin/python -c 'import harness.vllm_cpu as v; v.install_alias(); import vllm; print("vLLM", vllm.__version__, "ready in .venv")'
+.venv/bin/python -c 'import harness.target.vllm_cpu as v; v.install_alias(); import vllm; print("vLLM", vllm.__version__, "ready in .venv")'

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.matrix import DEFAULT_MATRICES, load_matrix
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from harness.cluster import load_cluster
-from harness.expand import expand
-from harness.partition import stage_ranges
-from harness.plan import plan
+from harness.plan.cluster import load_cluster
+from harness.cases.expand import expand
+from harness.cases.partition import stage_ranges
+from harness.plan.deployment import plan
 from reports.drift import docs_drift
 
 SUITES = ("nightly-ascend", "release-ascend")

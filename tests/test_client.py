@@ -1,6 +1,6 @@
 """Comparing a PP deployment's outputs with its PP=1 baseline."""
 
-from harness.client import Completion, compare, compare_embeddings
+from harness.check.client import Completion, compare, compare_embeddings
 
 
 def test_completions_must_match_token_for_token():

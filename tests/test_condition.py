@@ -1,4 +1,4 @@
-"""Tests for harness.condition: the rule-condition parser and evaluator."""
+"""Tests for harness.matrix.condition: the rule-condition parser and evaluator."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.condition import MAX_DEPTH, Condition, ConditionError, MissingAttributeError, parse
+from harness.matrix.condition import MAX_DEPTH, Condition, ConditionError, MissingAttributeError, parse
 
 ATTRS = {
     "pp": int, "tp": int, "nnodes": int,

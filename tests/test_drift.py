@@ -1,4 +1,4 @@
-from harness.expand import expand
+from harness.cases.expand import expand
 from reports.drift import docs_drift, published_symbol, read_tables
 
 DOC = """\

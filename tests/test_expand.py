@@ -1,6 +1,6 @@
-from harness.expand import expand, select
-from harness.lint import lint
-from harness.matrix import load_matrix
+from harness.cases.expand import expand, select
+from harness.matrix.lint import lint
+from harness.matrix.load import load_matrix
 
 
 def ids(m, suite):

@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from harness import results  # noqa: E402
-from harness.cluster import load_cluster  # noqa: E402
-from harness.expand import expand, select  # noqa: E402
-from harness.judge import Outcome, judge  # noqa: E402
-from harness.matrix import load_matrix  # noqa: E402
-from harness.plan import Ports  # noqa: E402
+from harness.results import store as results  # noqa: E402
+from harness.plan.cluster import load_cluster  # noqa: E402
+from harness.cases.expand import expand, select  # noqa: E402
+from harness.check.judge import Outcome, judge  # noqa: E402
+from harness.matrix.load import load_matrix  # noqa: E402
+from harness.plan.deployment import Ports  # noqa: E402
 from harness.run import RunConfig, Runner, _watch, free_port  # noqa: E402
 from runners.local import MARKER  # noqa: E402
 
@@ -138,7 +138,7 @@ def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
     runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
     (d,) = runner.prepare()
     case = runner.by_id[d.case_ids[0]]
-    from harness.plan import plan
+    from harness.plan.deployment import plan
 
     real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
     live = runner.launch(real, tmp_path / "run" / "logs")
@@ -154,7 +154,7 @@ def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
         runner.stop(live)
     assert problem is not None
     assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
-    from harness.judge import Observation
+    from harness.check.judge import Observation
 
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
@@ -174,7 +174,7 @@ nodes:
     devices: [0, 1]
     reach: ssh
     ssh: {{user: root, port: {closed}, key: {tmp_path / 'no-such-key'}}}
-    vllm: [{sys.executable}, -m, harness.vllm_cpu]
+    vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
 """)
     run = tmp_path / "run"
     runner = Runner(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run,
@@ -195,7 +195,7 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
     runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-mp/1,4/none")
     (d,) = runner.prepare()
     case = runner.by_id[d.case_ids[0]]
-    from harness.plan import plan
+    from harness.plan.deployment import plan
 
     real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
     live = runner.launch(real, tmp_path / "run" / "logs")
@@ -216,8 +216,8 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
         runner.stop(live)
     assert problem == f"no answer within {deadline:.0f} s"
     assert deadline <= waited < deadline + 5
-    from harness.diagnose import diagnose
-    from harness.judge import Observation
+    from harness.check.diagnose import diagnose
+    from harness.check.judge import Observation
 
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome is Outcome.FAIL

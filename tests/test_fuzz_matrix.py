@@ -5,8 +5,8 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.matrix import load_matrix
-from harness.source import MatrixError
+from harness.matrix.load import load_matrix
+from harness.matrix.source import MatrixError
 
 KEYS = ["platforms", "families", "features", "topologies", "suites", "rules", "title", "when", "expect", "why",
         "variants", "groups", "pp", "tp", "args", "configs", "error", "phase", "- ", ": ", "\n", "  ", "[", "]",

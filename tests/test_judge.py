@@ -2,8 +2,8 @@ import datetime
 
 import pytest
 
-from harness.case import Expectation
-from harness.judge import Observation, Outcome, judge
+from harness.cases.case import Expectation
+from harness.check.judge import Observation, Outcome, judge
 
 SUPPORTED = Expectation(kind="supported")
 REJECT_STARTUP = Expectation(kind="rejected", error="sum\\(partitions\\)", phase="startup", within_s=60)

@@ -8,7 +8,7 @@ import textwrap
 import time
 
 
-from harness.plan import LaunchSpec
+from harness.plan.deployment import LaunchSpec
 from runners.local import LocalRunner
 
 # A launch that forks a child and a grandchild which ignore SIGTERM, as stubborn workers do.

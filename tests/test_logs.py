@@ -1,4 +1,4 @@
-from harness import logs
+from harness.check import logs
 
 API = """\
 (APIServer pid=8089) WARNING 11-30 20:29:17 [system_utils.py:255] Found ulimit of 20000 ... `OSError: [Errno 24] Too many open files`.

@@ -1,7 +1,7 @@
 import pytest
 
-from harness.matrix import load_matrix
-from harness.source import MatrixError
+from harness.matrix.load import load_matrix
+from harness.matrix.source import MatrixError
 
 
 def errors_of(root):

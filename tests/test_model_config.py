@@ -5,11 +5,11 @@ import textwrap
 
 import pytest
 
-from harness.expand import expand
-from harness.matrix import load_matrix
-from harness.model_config import LayerCounts, layers_in
-from harness.schema import Variant
-from harness.source import MatrixError
+from harness.cases.expand import expand
+from harness.matrix.load import load_matrix
+from harness.target.model_config import LayerCounts, layers_in
+from harness.matrix.schema import Variant
+from harness.matrix.source import MatrixError
 
 
 def variant(model: str, hidden_layers=None) -> Variant:
@@ -89,7 +89,7 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
 
 def test_a_node_that_does_not_answer_is_asked_once(monkeypatch):
     import runners.nodes
-    from harness.cluster import Cluster, Node
+    from harness.plan.cluster import Cluster, Node
     from runners.nodes import NodeOutput
 
     calls = []

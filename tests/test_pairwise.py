@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import pairwise
-from harness.pairwise import Coverage, covering_array, summary
+from harness.cases import pairwise
+from harness.cases.pairwise import Coverage, covering_array, summary
 
 
 def forbidding(*tuples):

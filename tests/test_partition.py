@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.partition import (PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges,
+from harness.cases.partition import (PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges,
                                tuning_advice)
 
 
@@ -77,7 +77,7 @@ def test_custom_properties(parts):
 @pytest.fixture(scope="module")
 def vllm_get_pp_indices():
     pytest.importorskip("torch")
-    from harness import vllm_cpu
+    from harness.target import vllm_cpu
 
     vllm_cpu.install_alias()
     utils = pytest.importorskip("vllm.distributed.utils")

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from harness.cluster import load_cluster
-from harness.expand import expand, select
-from harness.plan import Ports, group_deployments, plan
+from harness.plan.cluster import load_cluster
+from harness.cases.expand import expand, select
+from harness.plan.deployment import Ports, group_deployments, plan
 
 
 def case(m, suite, cid):
@@ -129,7 +129,7 @@ def test_cpu_single_node_binds_one_core_per_rank(shipped):
 
 
 def test_feature_json_fragments_and_drafter(matrix_dir):
-    from harness.matrix import load_matrix
+    from harness.matrix.load import load_matrix
 
     matrix_dir("ascend/extra.yaml", """\
         suites:
@@ -158,7 +158,7 @@ def test_identical_launches_share_a_deployment(shipped):
 
 
 def test_cluster_too_small_is_a_clear_error(shipped):
-    from harness.plan import PlanError
+    from harness.plan.deployment import PlanError
 
     with pytest.raises(PlanError, match="cannot hold"):
         plan(shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"), load_cluster("a3-2node"))

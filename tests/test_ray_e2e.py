@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("ray")
 
-from harness import results  # noqa: E402
+from harness.results import store as results  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     nic: lo
     devices: [{i}]
     reach: ray
-    vllm: [{sys.executable}, -m, harness.vllm_cpu]
+    vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
     python: {sys.executable}
     bind: 127.0.0.1
     ppconf: true

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[default]')")
 
-from harness.plan import LaunchSpec  # noqa: E402
+from harness.plan.deployment import LaunchSpec  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_local_runner import TREE, group_members  # noqa: E402
 
@@ -233,7 +233,7 @@ def test_the_clusters_traffic_stays_on_loopback(cluster, driver, node_ids):
 
 def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_ids):
     """What version probes and reaping use: a task pinned to the node, the raylet's environment."""
-    from harness.versions import _SCRIPT
+    from harness.target.versions import _SCRIPT
 
     code = textwrap.dedent("""\
         import json, os

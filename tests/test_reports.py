@@ -5,8 +5,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from harness import results
-from harness.expand import expand
+from harness.results import store as results
+from harness.cases.expand import expand
 from reports.render import report_claims, report_run
 from reports.signoff import diff_runs, signoff
 
@@ -163,7 +163,7 @@ def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):
 
 
 def test_partition_tuning_advice_is_reported(tmp_path):
-    from harness.partition import tuning_advice
+    from harness.cases.partition import tuning_advice
     from reports.render import report_run
 
     tuned = rec("qwen3-tiny/pp2-tp1-mp/1,4/none", "PASS", partition="1,4")

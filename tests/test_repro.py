@@ -1,8 +1,8 @@
 import json
 import subprocess
 
-from harness.plan import Deployment, LaunchSpec
-from harness.repro import write_bundle
+from harness.plan.deployment import Deployment, LaunchSpec
+from harness.results.repro import write_bundle
 
 
 def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):

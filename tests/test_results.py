@@ -1,6 +1,6 @@
 import json
 
-from harness import results
+from harness.results import store as results
 
 
 def test_append_read_and_later_record_wins(tmp_path):

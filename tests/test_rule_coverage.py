@@ -14,7 +14,7 @@ only that case), so the table does not depend on which cases the shipped suites 
 
 The rule that decided a case is the one `resolve` reports in `Expectation.where` (file:line:col
 of the rule; `Expectation.rule` is its index in matrix order); both are checked against
-`harness.expand.matching_rule` and against the rule the row names.
+`harness.cases.expand.matching_rule` and against the rule the row names.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from harness.expand import expand, matching_rule
-from harness.schema import Group, Suite
+from harness.cases.expand import expand, matching_rule
+from harness.matrix.schema import Group, Suite
 
 ASCEND = "matrices/ascend/rules.yaml"
 CPU = "matrices/cpu/rules.yaml"

@@ -23,7 +23,7 @@ def test_sigint_during_a_real_launch_leaves_nothing_and_loses_nothing(tmp_path):
     while time.monotonic() < end and p.poll() is None:
         kids = me.children(recursive=True)
         started |= {k.pid for k in kids}
-        if any("harness.vllm_cpu" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+        if any("harness.target.vllm_cpu" in " ".join(k.cmdline()) for k in kids if k.is_running()):
             break
         time.sleep(0.2)
     assert started, "vLLM never started"

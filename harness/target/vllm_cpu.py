@@ -12,7 +12,7 @@ distribution with a version ending in `+cpu`. It must happen at import time:
 vLLM's spawned processes re-import the main module (as `__mp_main__`) but do
 not run its `__main__` block.
 
-Usage: `python -m harness.vllm_cpu serve MODEL ...` (same arguments as `vllm`).
+Usage: `python -m harness.target.vllm_cpu serve MODEL ...` (same arguments as `vllm`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ install_alias()
 
 def launcher_argv(python: str) -> list[str]:
     """The argv prefix that runs vLLM's CLI through this module."""
-    return [python, "-m", "harness.vllm_cpu"]
+    return [python, "-m", "harness.target.vllm_cpu"]
 
 
 def _installed_names(python: str) -> set[str]:

@@ -164,7 +164,7 @@ class Suite(Strict):
     request_timeout_s: float = Field(60.0, gt=0)
     accuracy: Accuracy = Accuracy()
     # Measure each stage's forward time and peak memory on every served PP case and record the
-    # guide's tuning advice: the next VLLM_PP_LAYER_PARTITION to try (harness.partition).
+    # guide's tuning advice: the next VLLM_PP_LAYER_PARTITION to try (harness.cases.partition).
     partition_tuning: bool = False
     groups: list[Group] = Field(min_length=1)
 

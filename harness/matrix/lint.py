@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .case import Case
-from .expand import expand
-from .matrix import Matrix
+from harness.cases.case import Case
+from harness.cases.expand import expand
+from harness.matrix.load import Matrix
 
 
 @dataclass

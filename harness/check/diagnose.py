@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import logs
-from .schema import Diagnosis
+from harness.check import logs
+from harness.matrix.schema import Diagnosis
 
 UNCLASSIFIED = {"symptom": "unclassified",
                 "advice": "No known symptom matched; start from the root cause and the logs of each node."}

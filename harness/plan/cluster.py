@@ -13,11 +13,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from .schema import Strict
-from .source import MatrixError, SourceError, load_document, plain
-from .matrix import _validation_errors
+from harness.matrix.schema import Strict
+from harness.matrix.source import MatrixError, SourceError, load_document, plain
+from harness.matrix.load import _validation_errors
 
-DEFAULT_CLUSTERS = Path(__file__).resolve().parent.parent / "clusters"
+DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
 
 class Ssh(Strict):
@@ -62,7 +62,7 @@ class Cluster(Strict):
 
 def local_cluster() -> Cluster:
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    from .vllm_cpu import detect_launcher
+    from harness.target.vllm_cpu import detect_launcher
 
     try:
         vllm = detect_launcher(sys.executable)

@@ -8,8 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from . import logs
-from .plan import Deployment
+from harness.check import logs
+from harness.plan.deployment import Deployment
 
 
 def bundle_dir(run_dir: Path, case_id: str) -> Path:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .case import Expectation
+from harness.cases.case import Expectation
 
 
 class Outcome(str, Enum):
@@ -49,7 +49,7 @@ class Observation:
     partition_source: str | None = None
     partition_expected: list[list[int]] | None = None
     accuracy: dict | None = None  # {"equal": bool, "max_logprob_diff": float, "diffs": [...]}
-    tuning: dict | None = None  # per-stage cost and the next partition to try (harness.partition.tuning_advice)
+    tuning: dict | None = None  # per-stage cost and the next partition to try (harness.cases.partition.tuning_advice)
     silent_disable: list[dict] = field(default_factory=list)
     feature_checks: dict[str, dict] = field(default_factory=dict)
     request_error: str | None = None

@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cluster import Cluster
-from .schema import Variant
+from harness.plan.cluster import Cluster
+from harness.matrix.schema import Variant
 
 # Sub-configs vLLM takes the text model's settings from (its hf_text_config), in that order.
 TEXT_CONFIGS = ("text_config", "llm_config", "language_config", "thinker_config")
@@ -92,7 +92,7 @@ class LayerCounts:
 
     def _read(self, model: str) -> int | None:
         if model.startswith("zoo:"):
-            from .zoo import ZOO
+            from harness.target.zoo import ZOO
 
             spec = ZOO.get(model[4:])
             self.where[model] = "the tiny model's spec"

@@ -14,11 +14,11 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from . import redact
-from .case import Case
-from .cluster import Cluster, Node
-from .matrix import Matrix
-from .schema import JSON_FLAGS, Topology
+from harness.results import redact
+from harness.cases.case import Case
+from harness.plan.cluster import Cluster, Node
+from harness.matrix.load import Matrix
+from harness.matrix.schema import JSON_FLAGS, Topology
 
 API_PORT = 8000
 MASTER_PORT = 29501
@@ -157,7 +157,7 @@ ModelResolver = Callable[[str], str]
 
 def resolve_model_default(ref: str) -> str:
     if ref.startswith("zoo:"):
-        from .zoo import default_cache_root, model_dir
+        from harness.target.zoo import default_cache_root, model_dir
 
         return str(model_dir(ref[4:], default_cache_root()))
     return ref

@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import condition as cond
-from .case import ATTRIBUTES
-from .schema import NAME, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite, Topology, Variant
-from .source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
+from harness.matrix import condition as cond
+from harness.cases.case import ATTRIBUTES
+from harness.matrix.schema import NAME, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite, Topology, Variant
+from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
 
-DEFAULT_MATRICES = Path(__file__).resolve().parent.parent / "matrices"
+DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import results
-from .cluster import Cluster
-from .expand import expand
-from .lease import device_ranges, pick_devices
-from .matrix import Matrix
-from .plan import Deployment, Placement, PlanError, group_deployments, plan
-from .schema import Topology
+from harness.results import store as results
+from harness.plan.cluster import Cluster
+from harness.cases.expand import expand
+from harness.plan.lease import device_ranges, pick_devices
+from harness.matrix.load import Matrix
+from harness.plan.deployment import Deployment, Placement, PlanError, group_deployments, plan
+from harness.matrix.schema import Topology
 
 # Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must
 # join the group and the devices that load weights, then each case adds its checks. Used only to

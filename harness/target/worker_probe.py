@@ -1,6 +1,6 @@
 """Ask each vLLM worker which pipeline stage it is and which layers it built.
 
-Serve with `--worker-extension-cls harness.worker_probe.StageProbe` and
+Serve with `--worker-extension-cls harness.target.worker_probe.StageProbe` and
 `VLLM_SERVER_DEV_MODE=1`, then
 
     POST /collective_rpc  {"method": "ppconf_stage_info"}
