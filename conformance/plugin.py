@@ -1,6 +1,6 @@
 """pytest front end of ppconf: one test item per case of the chosen suites, generated from the matrix.
 
-Items run through the same Runner as ``ppconf run``: cases sharing a deployment share one launch,
+Items run through the same SuiteRun as ``ppconf run``: cases sharing a deployment share one launch,
 results are appended to a run directory, and outcomes map onto pytest's:
 PASS -> passed, XFAIL/KNOWN_ISSUE/FLAKY -> xfailed, UNEXPECTED_ACCEPT -> failed as XPASS(strict),
 SKIP -> skipped, FAIL/BAD_REJECT/ERROR -> failed. Evidence goes into the JUnit properties.
@@ -19,7 +19,7 @@ from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.results import store as results
-from harness.run import RunConfig, Runner
+from harness.run import RunConfig, SuiteRun
 
 FIXED_MARKERS = {
     "pp": "cases with pipeline-parallel size > 1",
@@ -100,7 +100,7 @@ class Session:
         self.run_dir = Path(out)
         self.cluster = load_cluster(config.getoption("--ppconf-cluster"))
         self.resume = bool(resume)
-        self.runners: dict[str, Runner] = {}
+        self.runners: dict[str, SuiteRun] = {}
         self.deployments: dict[str, list] = {}
         self.records: dict[str, dict] = {}
 
@@ -108,7 +108,7 @@ class Session:
         if case_id in self.records:
             return self.records[case_id]
         if suite not in self.runners:
-            runner = Runner(RunConfig(self.m, suite, self.cluster, self.run_dir, resume=self.resume))
+            runner = SuiteRun(RunConfig(self.m, suite, self.cluster, self.run_dir, resume=self.resume))
             self.runners[suite] = runner
             self.deployments[suite] = runner.prepare()
             # finished records that prepare() kept (same claim, same plan); the rest run again
@@ -119,8 +119,8 @@ class Session:
         for d in self.deployments[suite]:
             if case_id in d.case_ids:
                 self.deployments[suite].remove(d)
-                for rec in runner.execute(d):
-                    self.records[rec["case"]] = rec
+                for result in runner.execute(d):
+                    self.records[result.case] = result.to_json()
                 break
         return self.records[case_id]
 

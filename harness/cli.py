@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -30,9 +31,35 @@ def cmd_lint(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     for e in report.errors:
         print(f"error: {e}")
+    unfit = _references_unfit(m, args) if args.cluster else []
+    for e in unfit:
+        print(f"error: {e}")
     print(f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
-          f"{len(report.errors)} errors, {len(report.warnings)} warnings")
-    return 0 if report.ok else 1
+          f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings")
+    return 0 if report.ok and not unfit else 1
+
+
+def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
+    """Every case of the cluster's platform whose reference cannot be planned or read there."""
+    from harness.check.references import NEEDS_REFERENCE, check_plannable
+
+    cluster = load_cluster(args.cluster)
+    platform = cluster.platform if getattr(cluster, "platform", None) else None
+    suites = args.suite or sorted(n for n, s in m.suites.items() if platform is None or s.platform == platform)
+    layers = LayerCounts(cluster)
+    out = []
+    for name in suites:
+        for c in expand(m, name, layers).cases:
+            if c.expectation.kind not in NEEDS_REFERENCE:
+                continue
+            try:
+                plan(m, c, cluster)
+            except PlanError:
+                continue  # the case itself does not fit this cluster: its reference is moot here
+            why = check_plannable(m, c, cluster)
+            if why:
+                out.append(f"{name}: {c.id}: no reference on cluster '{cluster.name}': {why}")
+    return out
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
@@ -110,7 +137,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
     try:
-        deployment = plan(m, cases[0], cluster)
+        if args.reference:
+            from harness.check.references import ReferenceUnavailable, plan_reference, resolve
+
+            ref = resolve(m, cases[0])
+            print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}",
+                  file=sys.stderr)
+            try:
+                deployment = plan_reference(m, cases[0], cluster, ref)
+            except ReferenceUnavailable as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+        else:
+            deployment = plan(m, cases[0], cluster)
     except PlanError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -128,7 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from harness.run import RunConfig, Runner, write_meta
+    from harness.progress import Event, Kind
+    from harness.results.meta import write_meta
+    from harness.run import RunConfig, SuiteRun
 
     m = _matrix(args)
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -144,39 +185,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.select = args.select or meta.get("select")
         # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
         args.cluster = args.cluster or meta.get("cluster_ref")
+        args.reference_cache = args.reference_cache or (Path(meta["reference_cache"])
+                                                        if meta.get("reference_cache") else None)
     if not suite:
         print("error: --suite is required (or --resume DIR)", file=sys.stderr)
         return 2
     cfg = RunConfig(matrix=m, suite=suite, cluster=load_cluster(args.cluster), run_dir=run_dir,
-                    case_ids=args.case, select=args.select, resume=bool(args.resume))
+                    case_ids=args.case, select=args.select, resume=bool(args.resume),
+                    reference_cache=args.reference_cache)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
                   transient=False) as bar:
         task = bar.add_task(suite, total=None)
 
-        def progress(event: str, case, text: str) -> None:
-            if event == "start":
-                bar.update(task, total=int(text.split(" of ")[0]))
-            if event == "retry":
-                bar.advance(task, -int(text))
-                bar.console.print(f"{'RETRY':18s} {case.id}  infrastructure error; running the deployment once more",
-                                  markup=False, highlight=False)
-            if event == "result":
-                bar.advance(task)
-                bar.console.print(f"{text.split(':', 1)[0]:18s} {case.id}  {text.split(':', 1)[1].strip()}",
-                                  markup=False, highlight=False)
-            elif event in ("launch", "baseline", "model"):
-                bar.update(task, description=f"{suite}: {event} {case.id if case else text}")
+        def line(head: str, case_id: str, text: str) -> None:
+            bar.console.print(f"{head:18s} {case_id}  {text}", markup=False, highlight=False, soft_wrap=True)
 
-        runner = Runner(cfg, progress)
+        def progress(event: Event) -> None:
+            case_id = event.case.id if event.case else ""
+            if event.kind is Kind.START:
+                bar.update(task, total=event.total)
+            elif event.kind is Kind.RETRY:
+                bar.advance(task, -event.count)
+                line("RETRY", case_id, event.text)
+            elif event.kind is Kind.RESULT:
+                bar.advance(task)
+                line(event.outcome or "", case_id, event.text)
+            elif event.kind is Kind.NOTICE:
+                bar.console.print(event.text, markup=False, highlight=False, soft_wrap=True)
+            else:
+                bar.update(task, description=f"{suite}: {event.kind.value} {case_id or event.text}")
+
+        runner = SuiteRun(cfg, progress)
         run_dir.mkdir(parents=True, exist_ok=True)
-        if not args.resume:  # the runner adds the nodes' versions when it starts
+        if not args.resume:  # the run adds the nodes' versions when it starts
             ref = args.cluster
             if ref and Path(ref).exists():
                 ref = str(Path(ref).resolve())
-            write_meta(run_dir, cfg, {"argv": sys.argv, "cases": args.case, "select": args.select,
-                                      "cluster_ref": ref})
+            write_meta(run_dir, suite, cfg.cluster.name, [str(m.root.resolve())],
+                       {"argv": sys.argv, "cases": args.case, "select": args.select, "cluster_ref": ref,
+                        "reference_cache": str(args.reference_cache) if args.reference_cache else None})
         try:
             summary = runner.run()
         except KeyboardInterrupt:
@@ -186,7 +235,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.counts().items()))
-    print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches: "
+    print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches "
+          f"({summary.reference_launches} of references, {summary.references_reused} references reused): "
           f"{counts or 'nothing run'}")
     print(f"results: {run_dir / 'results.jsonl'}")
     from reports.render import report_run
@@ -194,6 +244,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
     print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
     return 1 if summary.failed else 0
+
+
+def cmd_golden_record(args: argparse.Namespace) -> int:
+    """Launch a case's reference (or, with --from-case, the case itself) and write its outputs as a golden."""
+    from harness.check.golden import record_golden
+
+    m = _matrix(args)
+    cluster = load_cluster(args.cluster)
+    cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
+    path = record_golden(m, cases[0], cluster, args.out, from_case=args.from_case,
+                         work_dir=args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}",
+                         fold=args.fold, topology=args.topology)
+    print(f"golden: {path}")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -270,9 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         p.add_argument("--matrices", type=Path, default=DEFAULT_MATRICES,
                        help="matrix directory (default: the shipped matrices/)")
+        p.add_argument("-v", "--verbose", action="store_true", help="log what ppconf does (to stderr)")
         return p
 
-    add("lint", cmd_lint, "check the rules against every case before anything runs")
+    p = add("lint", cmd_lint, "check the rules against every case before anything runs")
+    p.add_argument("--cluster", help="also list every case whose reference cannot be planned on this cluster")
+    p.add_argument("--suite", action="append", help="with --cluster: suites to check (default: the cluster's platform's)")
 
     p = add("expand", cmd_expand, "list the cases of one or all suites with their expectations")
     p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")
@@ -297,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument("--format", choices=["shell", "json"], default="shell")
+    p.add_argument("--reference", action="store_true", help="print the case's reference launch instead")
 
     p = add("run", cmd_run, "run a suite for real and append one result per case to DIR/results.jsonl")
     p.add_argument("--suite", help="suite to run")
@@ -305,6 +373,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", help="run only the cases matching this condition")
     p.add_argument("--out", type=Path, help="run directory (default: runs/SUITE-TIMESTAMP)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
+    p.add_argument("--reference-cache", type=Path, metavar="DIR",
+                   help="reuse reference outputs across runs while their launch and every node's stack are unchanged")
+
+    p = add("golden", cmd_golden_record, "record a golden: the outputs of a case's reference launch, with its stack")
+    p.add_argument("action", choices=["record"])
+    p.add_argument("--suite", required=True)
+    p.add_argument("--case", required=True, help="case id, as printed by expand")
+    p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
+    p.add_argument("--out", type=Path, required=True, help="the golden file to write")
+    p.add_argument("--from-case", action="store_true",
+                   help="record the case's own outputs (its reference is itself a golden, or none fits)")
+    p.add_argument("--fold", choices=["none", "tp"], default="none", help="the counterpart's fold (default: none)")
+    p.add_argument("--topology", help="launch this PP=1 topology instead of the counterpart")
+    p.add_argument("--work-dir", type=Path, help="where the launch's logs go (default: runs/golden-TIMESTAMP)")
 
     p = add("report", cmd_report, "render support tables, an evidence page, summary.json and junit.xml from a run")
     p.add_argument("run_dir", type=Path, nargs="?", help="a run directory (holds results.jsonl)")
@@ -338,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
     except BrokenPipeError:  # `ppconf plan ... | head`: the reader has all it wanted

@@ -72,7 +72,7 @@ class LocalHandle:
 from runners.reaper import MARKER, reap  # noqa: F401 - the local runner's reaping is the reaper's
 
 
-class LocalRunner:
+class LocalNodeRunner:
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> LocalHandle:
         env = dict(os.environ)
         env.update(spec.env_dict())

@@ -3,7 +3,7 @@
 Same protocol and teardown guarantee as the local runner (``runners.local``); the driver never
 needs SSH, only a connection to the Ray cluster.
 
-    runner = RayRunner("10.0.0.1:6379")                  # inventory node "node1" = the Ray node
+    runner = RayNodeRunner("10.0.0.1:6379")                  # inventory node "node1" = the Ray node
     h = runner.start(spec, Path("logs/node1-api.log"))   # holding a custom resource named "node1"
     h.returncode(); h.stop(grace_s=10); runner.close()
 
@@ -11,7 +11,7 @@ How a launch runs: ``start`` creates one actor per launch, pinned to the launch'
 ``NodeAffinitySchedulingStrategy(node_id, soft=False)``. Inventory node names map to Ray node
 ids through ``node_ids``, or else through a custom resource named after the node (``ray start
 --resources '{"node1": 1}'``); the actor itself asks for no resources (``num_cpus=0``), so any
-number of launches fit on a node. Inside the actor, ``runners.local.LocalRunner`` starts the
+number of launches fit on a node. Inside the actor, ``runners.local.LocalNodeRunner`` starts the
 launch exactly as on the local host: its own process group, led by ``runners.guard``, argv and
 environment passed as lists and never through a shell. The launch's environment is the node's
 own, i.e. that of the node's raylet (what ``ray start`` was run with), plus the spec's and the
@@ -59,7 +59,8 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.plan.deployment import LaunchSpec
-from runners.local import LocalHandle, LocalRunner
+from runners.local import LocalHandle, LocalNodeRunner
+from runners.errors import InfrastructureError
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown
 POLL_S = 0.25  # how often the driver pulls new log bytes
@@ -74,7 +75,7 @@ _ACTOR_ENV = {"RAY_kill_child_processes_on_worker_exit": "false"}
 _RAY_WORKER_VARS = ("RAY_JOB_ID", "RAY_RAYLET_PID", "SPT_NOENV", "PYTHONBREAKPOINT", "OMP_NUM_THREADS", *_ACTOR_ENV)
 
 
-class RayRunnerError(RuntimeError):
+class RayRunnerError(InfrastructureError):
     """The launch could not be started on its node (the node or Ray, not the system under test)."""
 
 
@@ -114,10 +115,10 @@ class LaunchActor:
         self.log = self.dir / f"{re.sub(r'[^A-Za-z0-9._-]', '_', spec.name) or 'launch'}.log"
         worker_env = dict(os.environ)
         try:
-            # LocalRunner starts from os.environ: make it the node's for the time of the fork
+            # LocalNodeRunner starts from os.environ: make it the node's for the time of the fork
             os.environ.clear()
             os.environ.update(_node_environment())
-            self.handle = LocalRunner().start(spec, self.log, extra_env)
+            self.handle = LocalNodeRunner().start(spec, self.log, extra_env)
         finally:
             os.environ.clear()
             os.environ.update(worker_env)
@@ -262,7 +263,7 @@ class RayHandle:
             self._stopped = True
 
 
-class RayRunner:
+class RayNodeRunner:
     """Starts launches on the nodes of a Ray cluster, one actor per launch.
 
     ``address`` is the cluster's (``HOST:PORT`` of the head's GCS, or ``auto``); the runner
@@ -358,7 +359,7 @@ def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: fl
     from runners.nodes import NodeOutput
 
     try:
-        runner = RayRunner(address)
+        runner = RayNodeRunner(address)
     except RayRunnerError as err:
         return [NodeOutput(node, None, error=str(err)) for node, _ in calls]
     try:

@@ -30,7 +30,7 @@ the remote side reads EOF there and the watchdog — in its own session, outside
 sends SIGTERM to the group, then SIGKILL after the grace period.
 
 Connections are reused through an OpenSSH control master (ControlMaster=auto, ControlPersist);
-``SshRunner.close()`` ends the masters it used. Host keys are accepted on first use and pinned
+``SshNodeRunner.close()`` ends the masters it used. Host keys are accepted on first use and pinned
 in ppconf's own known_hosts file (``state_dir()/ssh/known_hosts``), never in ``~/.ssh``.
 
 Remote requirements: a POSIX ``sh``, ``setsid`` (util-linux), ``dd``, ``cat``, ``sleep``, and
@@ -52,6 +52,7 @@ from pathlib import Path
 
 from harness.plan.cluster import Cluster, Node
 from harness.plan.deployment import LaunchSpec
+from runners.errors import InfrastructureError
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
 DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"
@@ -59,7 +60,7 @@ PGID_TIMEOUT_S = 60.0  # how long start() waits for the remote group id after co
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class SshError(RuntimeError):
+class SshError(InfrastructureError):
     """The launch could not be started on its node (the node, not the system under test)."""
 
 
@@ -397,7 +398,7 @@ class SshHandle:
                 pass
 
 
-class SshRunner:
+class SshNodeRunner:
     """Starts LaunchSpecs on the nodes of ``nodes`` (a Cluster, Nodes, or a name → Node map),
     found by ``spec.node``; a launch for a node not listed connects to ``spec.host`` with the
     client's defaults."""
@@ -465,7 +466,7 @@ class SshRunner:
             _run([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
         self._targets.clear()
 
-    def __enter__(self) -> "SshRunner":
+    def __enter__(self) -> "SshNodeRunner":
         return self
 
     def __exit__(self, *exc) -> None:

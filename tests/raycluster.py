@@ -4,7 +4,7 @@ Ray advertises the machine's interface address even with ``--node-ip-address 127
 cluster runs inside a network namespace of its own that has only ``lo``: a head and more nodes
 (``ray start``), each with a custom resource named after it (``{"node1": 1}``) and one CPU. Its
 drivers run in the same namespace: ``Driver`` is a subprocess (``python -m tests.raycluster
-ADDRESS`` under ``ip netns exec``) that holds a ``RayRunner`` and answers JSON commands on
+ADDRESS`` under ``ip netns exec``) that holds a ``RayNodeRunner`` and answers JSON commands on
 stdin, so a test drives real launches from the pytest process and checks the processes and log
 files directly (the namespace separates the network only; processes and files are shared).
 
@@ -122,7 +122,7 @@ class RayCluster:
 
 
 class Driver:
-    """A ppconf driver process inside the cluster's namespace, holding a RayRunner."""
+    """A ppconf driver process inside the cluster's namespace, holding a RayNodeRunner."""
 
     def __init__(self, cluster: RayCluster):
         self.proc = subprocess.Popen(
@@ -155,7 +155,7 @@ class Driver:
         return reply
 
     def start(self, spec, log_path: Path, extra_env: dict | None = None, **kw) -> dict:
-        """Start ``spec`` (a LaunchSpec) through the driver's RayRunner; the handle's facts."""
+        """Start ``spec`` (a LaunchSpec) through the driver's RayNodeRunner; the handle's facts."""
         return self.call("start", spec=spec_to_json(spec), log=str(log_path), env=extra_env or {}, **kw)
 
     def close(self) -> None:
@@ -179,9 +179,9 @@ def spec_to_json(spec) -> dict:
 def serve(address: str) -> None:
     """The driver side: one JSON command per stdin line, one JSON answer per stdout line."""
     from harness.plan.deployment import LaunchSpec
-    from runners.ray import RayRunner
+    from runners.ray import RayNodeRunner
 
-    runner = RayRunner(address)
+    runner = RayNodeRunner(address)
     handles = {}
     out = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the real stdout

@@ -20,7 +20,11 @@ from harness.cases.expand import expand, select  # noqa: E402
 from harness.check.judge import Outcome, judge  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
 from harness.plan.deployment import Ports  # noqa: E402
-from harness.run import RunConfig, Runner, _watch, free_port  # noqa: E402
+from harness.check.compare import collect  # noqa: E402
+from harness.check.live import free_port  # noqa: E402
+from harness.check.watch import watch_request  # noqa: E402
+from harness.matrix.schema import Compare  # noqa: E402
+from harness.run import RunConfig, SuiteRun  # noqa: E402
 from runners.local import MARKER  # noqa: E402
 
 
@@ -85,7 +89,19 @@ def test_sigkill_of_ppconf_then_resume_loses_and_repeats_nothing(tmp_path):
 
 def _runner(tmp_path, case_id, matrices=None):
     m = load_matrix(matrices) if matrices else load_matrix()
-    return Runner(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case_id]))
+    return SuiteRun(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case_id]))
+
+
+def _serve(runner, d, case, tmp_path):
+    """The case's deployment, leased and launched as a run launches it; stopped on exit."""
+    from harness.plan.deployment import plan
+
+    return runner.launcher.serve(lambda pl, ports: plan(runner.m, case, runner.cfg.cluster, placement=pl, ports=ports),
+                                 d.placement, case.id, tmp_path / "run" / "logs")
+
+
+def _ask(runner, live):
+    return collect(live, runner.suite.accuracy, Compare(token_id_prompts=False), False)
 
 
 def test_api_port_already_taken_is_an_infrastructure_error(tmp_path):
@@ -94,11 +110,11 @@ def test_api_port_already_taken_is_an_infrastructure_error(tmp_path):
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     port = taken.getsockname()[1]
-    runner.ports = lambda: Ports(api=port, master=free_port())
+    runner.launcher.ports = lambda: Ports(api=port, master=free_port())
     try:
         (d,) = runner.prepare()
         t0 = time.monotonic()
-        (rec,) = runner._execute_once(d)
+        (rec,) = [r.to_json() for r in runner._execute_once(d)]
     finally:
         taken.close()
     assert rec["outcome"] == "ERROR", rec["reason"]
@@ -125,10 +141,9 @@ def test_missing_model_path_is_an_infrastructure_error(tmp_path, matrix_dir):
     (matrix_dir.root / "cpu/suites.yaml").write_text(text)
     m = load_matrix(matrix_dir.root)
     case = select(expand(m, "smoke-cpu").cases, ids=["missing-model/pp2-tp1-mp/auto/none"])[0]
-    runner = Runner(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case.id]))
-    runner.baseline = lambda c: []  # the check under test is the launch of the case itself
+    runner = SuiteRun(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[case.id]))
     (d,) = runner.prepare()
-    (rec,) = runner._execute_once(d)
+    (rec,) = [r.to_json() for r in runner._execute_once(d)]
     assert rec["outcome"] == "ERROR", rec["reason"]
     assert "infrastructure" in rec["reason"]
     assert not ours(tmp_path / "run")
@@ -138,20 +153,14 @@ def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
     runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
     (d,) = runner.prepare()
     case = runner.by_id[d.case_ids[0]]
-    from harness.plan.deployment import plan
-
-    real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
-    live = runner.launch(real, tmp_path / "run" / "logs")
-    try:
+    with _serve(runner, d, case, tmp_path) as live:
         state, _ = live.wait_ready(300)
         assert state == "ready"
         headless = next(h for h in live.handles if h.spec.role == "headless")
         os.killpg(headless.pid, signal.SIGKILL)
         t0 = time.monotonic()
-        _, problem, _ = _watch(live, lambda: runner.generate(live, 0), 120, None)
+        _, problem, _ = watch_request(live, lambda: _ask(runner, live), 120, None)
         noticed = time.monotonic() - t0
-    finally:
-        runner.stop(live)
     assert problem is not None
     assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
     from harness.check.judge import Observation
@@ -177,7 +186,7 @@ nodes:
     vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
 """)
     run = tmp_path / "run"
-    runner = Runner(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run,
+    runner = SuiteRun(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run,
                               case_ids=["bert-tiny/pp2-tp1-mp/auto/none"]))
     t0 = time.monotonic()
     summary = runner.run()
@@ -197,10 +206,8 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
     case = runner.by_id[d.case_ids[0]]
     from harness.plan.deployment import plan
 
-    real = runner.instrument(plan(runner.m, case, runner.cfg.cluster, ports=runner.ports()))
-    live = runner.launch(real, tmp_path / "run" / "logs")
     deadline = 20.0
-    try:
+    with _serve(runner, d, case, tmp_path) as live:
         state, _ = live.wait_ready(300)
         assert state == "ready"
         # vLLM names its engine and worker processes "VLLM::…"; freezing them all leaves the API
@@ -210,10 +217,8 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
         for pid in frozen:
             os.kill(pid, signal.SIGSTOP)
         t0 = time.monotonic()
-        _, problem, _ = _watch(live, lambda: runner.generate(live, 0), deadline, None)
+        _, problem, _ = watch_request(live, lambda: _ask(runner, live), deadline, None)
         waited = time.monotonic() - t0
-    finally:
-        runner.stop(live)
     assert problem == f"no answer within {deadline:.0f} s"
     assert deadline <= waited < deadline + 5
     from harness.check.diagnose import diagnose

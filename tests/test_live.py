@@ -4,7 +4,7 @@ import sys
 import time
 
 from harness.plan.deployment import Deployment, LaunchSpec
-from harness.run import Live, free_port
+from harness.check.live import LiveDeployment as Live, free_port
 from tests.test_local_runner import TREE, group_members
 
 

@@ -9,7 +9,7 @@ import time
 
 
 from harness.plan.deployment import LaunchSpec
-from runners.local import LocalRunner
+from runners.local import LocalNodeRunner
 
 # A launch that forks a child and a grandchild which ignore SIGTERM, as stubborn workers do.
 TREE = textwrap.dedent("""\
@@ -42,14 +42,14 @@ def wait_for_tree(handle, n=3, timeout=20):
 
 
 def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(tmp_path):
-    h = LocalRunner().start(spec(600), tmp_path / "n0.log")
+    h = LocalNodeRunner().start(spec(600), tmp_path / "n0.log")
     wait_for_tree(h)
     h.stop(grace_s=1.0)
     assert group_members(h.pid) == []
 
 
 def test_leader_exit_leaves_workers_that_stop_still_kills(tmp_path):
-    h = LocalRunner().start(spec(1), tmp_path / "n0.log")
+    h = LocalNodeRunner().start(spec(1), tmp_path / "n0.log")
     wait_for_tree(h)
     end = time.monotonic() + 20
     while h.returncode() is None and time.monotonic() < end:
@@ -66,7 +66,7 @@ EVIL = ["; rm -rf /tmp/ppconf-canary", "$(touch /tmp/ppconf-pwned)", "`id`", "it
 def test_shell_metacharacters_in_argv_and_env_arrive_literally(tmp_path):
     code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['PPCONF_X']]))"
     s = LaunchSpec("n0", "api", "local", "localhost", (sys.executable, "-c", code, *EVIL), (("PPCONF_X", EVIL[1]),))
-    h = LocalRunner().start(s, tmp_path / "n0.log")
+    h = LocalNodeRunner().start(s, tmp_path / "n0.log")
     h.proc.wait(20)
     h.stop()
     import json
@@ -81,9 +81,9 @@ def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
         import sys, time
         sys.path.insert(0, {str(os.getcwd())!r})
         from tests.test_local_runner import spec
-        from runners.local import LocalRunner
+        from runners.local import LocalNodeRunner
         from pathlib import Path
-        h = LocalRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
+        h = LocalNodeRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
         print(h.pid, flush=True)
         try:
             time.sleep(600)
@@ -107,9 +107,9 @@ def test_sigkill_of_the_driver_still_takes_the_group_down(tmp_path):
         import sys, time
         sys.path.insert(0, {str(os.getcwd())!r})
         from tests.test_local_runner import spec
-        from runners.local import LocalRunner
+        from runners.local import LocalNodeRunner
         from pathlib import Path
-        h = LocalRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
+        h = LocalNodeRunner().start(spec(600), Path({str(tmp_path)!r}) / "n0.log")
         print(h.pid, flush=True)
         time.sleep(600)
         """)
@@ -133,7 +133,7 @@ def test_set_env_is_sourced_first_and_cannot_override_the_launch_env(tmp_path):
     s = LaunchSpec("n0", "api", "local", "localhost",
                    (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'], os.environ['PPCONF_Y'])"),
                    (("PPCONF_X", "from-launch"),), set_env=str(script))
-    h = LocalRunner().start(s, tmp_path / "n0.log")
+    h = LocalNodeRunner().start(s, tmp_path / "n0.log")
     h.proc.wait(20)
     h.stop()
     assert (tmp_path / "n0.log").read_text().strip() == "from-launch only-script"

@@ -9,7 +9,7 @@ pytest.importorskip("vllm")
 
 from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
-from harness.run import RunConfig, Runner  # noqa: E402
+from harness.run import RunConfig, SuiteRun  # noqa: E402
 from tests.sshd import Sshd, unavailable  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
 
@@ -41,7 +41,7 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     inventory = tmp_path / "two-ssh-nodes.yaml"
     inventory.write_text(f"name: two-ssh-nodes\nplatform: cpu\nnodes:{nodes}")
     run_dir = tmp_path / "run"
-    runner = Runner(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run_dir,
+    runner = SuiteRun(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run_dir,
                               case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"]))
     summary = runner.run()
     assert summary.counts() == {"PASS": 1}

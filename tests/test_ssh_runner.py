@@ -16,7 +16,7 @@ import pytest
 
 from harness.plan.cluster import Node
 from harness.plan.deployment import LaunchSpec
-from runners.ssh import SshError, SshOptions, SshRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
+from runners.ssh import SshError, SshOptions, SshNodeRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd, unavailable
 from tests.test_local_runner import TREE
 
@@ -134,7 +134,7 @@ def node(sshd) -> Node:
 
 @pytest.fixture
 def runner(node, opts):
-    r = SshRunner([node], opts, watchdog_grace_s=2)
+    r = SshNodeRunner([node], opts, watchdog_grace_s=2)
     yield r
     r.close()
 
@@ -360,7 +360,7 @@ def test_unreachable_host_gives_a_clear_error_quickly(node, opts, sshd, tmp_path
     end_master(node, fresh)
 
     # a launch on a node that refuses: SshError with ssh's own message, quickly, nothing left
-    r = SshRunner([closed], opts)
+    r = SshNodeRunner([closed], opts)
     t0 = time.monotonic()
     with pytest.raises(SshError, match="refused"):
         r.start(tree(600), tmp_path / "n0.log")
@@ -397,13 +397,13 @@ DRIVER = textwrap.dedent("""\
     sys.path.insert(0, {repo!r})
     from pathlib import Path
     from harness.plan.cluster import Node
-    from runners.ssh import SshOptions, SshRunner
+    from runners.ssh import SshOptions, SshNodeRunner
     from tests.test_ssh_runner import tree
     import tests.test_ssh_runner as t
     t.MARK_VALUE = {mark!r}
     node = Node.model_validate(json.loads({node!r}))
     opts = SshOptions(state=Path({state!r}), control_path={control!r}, connect_timeout_s=5)
-    runner = SshRunner([node], opts, watchdog_grace_s=2)
+    runner = SshNodeRunner([node], opts, watchdog_grace_s=2)
     h = runner.start(tree(600), Path({log!r}))
     print(h.pgid, h.proc.pid, h.token, flush=True)
     try:
@@ -462,7 +462,7 @@ def test_lost_connection_takes_the_group_down_and_stop_says_so(opts, tmp_path):
     try:
         node = Node(name="remote", host=server.host, address=server.host, devices=[0], reach="ssh",
                     ssh={"user": server.user, "port": server.port, "key": str(server.client_key)})
-        runner = SshRunner([node], SshOptions(state=opts.state, control_path=control_path("l"), connect_timeout_s=3),
+        runner = SshNodeRunner([node], SshOptions(state=opts.state, control_path=control_path("l"), connect_timeout_s=3),
                            watchdog_grace_s=1)
         h = runner.start(tree(600), tmp_path / "n0.log")
         wait_for_tree(h)

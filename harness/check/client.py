@@ -15,19 +15,45 @@ class Completion:
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     text: str
+    # per generated token, the server's top logprobs: {token id: logprob}
+    top: tuple[dict[int, float], ...] = ()
+    label: str = ""  # which request of a comparison this answers ("text:0", "stream:0", "ids:0")
 
     def to_json(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "token_ids": list(self.token_ids),
-                "logprobs": list(self.logprobs), "text": self.text}
+        out: dict[str, Any] = {"prompt": self.prompt, "token_ids": list(self.token_ids),
+                               "logprobs": list(self.logprobs), "text": self.text}
+        if self.top:
+            out["top"] = [{str(k): v for k, v in t.items()} for t in self.top]
+        if self.label:
+            out["label"] = self.label
+        return out
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Completion:
-        return Completion(d["prompt"], tuple(d["token_ids"]), tuple(d["logprobs"]), d["text"])
+        top = tuple({int(k): float(v) for k, v in t.items()} for t in d.get("top") or [])
+        return Completion(d["prompt"], tuple(d["token_ids"]), tuple(d["logprobs"]), d["text"], top,
+                          d.get("label", ""))
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a completion is sampled: greedy (temperature 0) or seeded."""
+
+    temperature: float = 0.0
+    seed: int | None = None
+    top_logprobs: int = 1
+
+
+GREEDY = Sampling()
 
 
 def _token_id(token: str) -> int:
     # with return_tokens_as_token_ids, tokens come back as "token_id:123"
     return int(token.rsplit(":", 1)[1])
+
+
+def _top(entry: dict[str, float] | None) -> dict[int, float]:
+    return {_token_id(t): float(v) for t, v in (entry or {}).items()}
 
 
 class Client:
@@ -50,22 +76,29 @@ class Client:
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
             return None
 
-    def _body(self, model: str, prompt: str | list[int], max_tokens: int) -> dict[str, Any]:
-        return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-                "logprobs": 1, "return_tokens_as_token_ids": True, "ignore_eos": True}
+    def _body(self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling) -> dict[str, Any]:
+        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": sampling.temperature,
+                "logprobs": sampling.top_logprobs, "return_tokens_as_token_ids": True, "ignore_eos": True}
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        return body
 
-    def complete(self, model: str, prompt: str | list[int], max_tokens: int) -> Completion:
-        r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompt, max_tokens))
+    def complete(self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling = GREEDY,
+                 label: str = "") -> Completion:
+        r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompt, max_tokens, sampling))
         r.raise_for_status()
         choice = r.json()["choices"][0]
         lp = choice["logprobs"]
         return Completion(str(prompt), tuple(_token_id(t) for t in lp["tokens"]),
-                          tuple(float(x) for x in lp["token_logprobs"]), choice["text"])
+                          tuple(float(x) for x in lp["token_logprobs"]), choice["text"],
+                          tuple(_top(t) for t in lp.get("top_logprobs") or []), label)
 
-    def complete_streamed(self, model: str, prompt: str, max_tokens: int) -> Completion:
-        body = self._body(model, prompt, max_tokens) | {"stream": True}
+    def complete_streamed(self, model: str, prompt: str, max_tokens: int, sampling: Sampling = GREEDY,
+                          label: str = "") -> Completion:
+        body = self._body(model, prompt, max_tokens, sampling) | {"stream": True}
         ids: list[int] = []
         lps: list[float] = []
+        tops: list[dict[int, float]] = []
         text = []
         with self.http.stream("POST", f"{self.base}/v1/completions", json=body) as r:
             r.raise_for_status()
@@ -77,7 +110,13 @@ class Client:
                 lp = choice.get("logprobs") or {}
                 ids += [_token_id(t) for t in lp.get("tokens") or []]
                 lps += [float(x) for x in lp.get("token_logprobs") or []]
-        return Completion(prompt, tuple(ids), tuple(lps), "".join(text))
+                tops += [_top(t) for t in lp.get("top_logprobs") or []]
+        return Completion(prompt, tuple(ids), tuple(lps), "".join(text), tuple(tops), label)
+
+    def tokenize(self, model: str, prompt: str) -> list[int]:
+        r = self.http.post(f"{self.base}/tokenize", json={"model": model, "prompt": prompt})
+        r.raise_for_status()
+        return [int(t) for t in r.json()["tokens"]]
 
     def collective_rpc(self, method: str) -> list[Any]:
         r = self.http.post(f"{self.base}/collective_rpc", json={"method": method})
@@ -101,40 +140,3 @@ class Client:
         r = self.http.post(f"{self.base}/v1/embeddings", json={"model": model, "input": text})
         r.raise_for_status()
         return r.json()["data"][0]["embedding"]
-
-
-def compare(baseline: list[Completion], observed: list[Completion], tolerance: float) -> dict[str, Any]:
-    """Token ids must be equal; logprobs within ``tolerance``. Returns the evidence either way."""
-    diffs = []
-    worst = 0.0
-    for base, got in zip(baseline, observed):
-        first_id = next((i for i, (a, b) in enumerate(zip(base.token_ids, got.token_ids)) if a != b), None)
-        if first_id is None and len(base.token_ids) != len(got.token_ids):
-            first_id = min(len(base.token_ids), len(got.token_ids))
-        deltas = [abs(a - b) for a, b in zip(base.logprobs, got.logprobs)]
-        delta = max(deltas, default=0.0)
-        worst = max(worst, delta)
-        if first_id is not None or delta > tolerance:
-            diffs.append({"prompt": base.prompt, "first_token_mismatch": first_id,
-                          "baseline_ids": list(base.token_ids), "observed_ids": list(got.token_ids),
-                          "max_logprob_diff": delta})
-    equal = not diffs and len(baseline) == len(observed)
-    summary = (f"{len(baseline)} prompts equal, max |Δlogprob| {worst:.3g} (tolerance {tolerance:g})" if equal else
-               f"{len(diffs)} of {len(baseline)} prompts differ, max |Δlogprob| {worst:.3g} (tolerance {tolerance:g})")
-    return {"equal": equal, "max_logprob_diff": worst, "tolerance": tolerance, "summary": summary, "diffs": diffs}
-
-
-def compare_embeddings(baseline: list[list[float]] | None, observed: list[list[float]], tolerance: float) -> dict[str, Any]:
-    """Each prompt's embedding against the PP=1 baseline's: same dimension, every component
-    within ``tolerance``. The evidence either way, as a feature check ({"ok", "detail", ...})."""
-    dims = sorted({len(v) for v in observed})
-    if baseline is None:
-        return {"ok": False, "detail": f"no PP=1 baseline to compare with (dimension {dims})"}
-    if len(baseline) != len(observed) or any(len(a) != len(b) for a, b in zip(baseline, observed)):
-        return {"ok": False, "detail": f"shape differs from the PP=1 baseline: {[len(v) for v in observed]} "
-                                       f"vs {[len(v) for v in baseline]}"}
-    worst = max((abs(a - b) for va, vb in zip(baseline, observed) for a, b in zip(va, vb)), default=0.0)
-    ok = worst <= tolerance and bool(observed) and all(dims)
-    return {"ok": ok, "max_abs_diff": worst, "tolerance": tolerance,
-            "detail": f"{len(observed)} embeddings of dimension {dims[0] if dims else 0} "
-                      f"{'equal' if ok else 'differ from'} PP=1 (max |Δ| {worst:.3g}, tolerance {tolerance:g})"}

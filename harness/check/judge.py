@@ -48,12 +48,17 @@ class Observation:
     partition: list[list[int]] | None = None
     partition_source: str | None = None
     partition_expected: list[list[int]] | None = None
-    accuracy: dict | None = None  # {"equal": bool, "max_logprob_diff": float, "diffs": [...]}
+    accuracy: dict | None = None  # harness.check.compare.compare_outputs: {"mode", "equal", "summary", ...}
+    reference: dict | None = None  # which reference decided the accuracy, and where its outputs came from
+    reference_error: str | None = None  # the reference could not be planned, started or read
+    scores: dict[str, dict] = field(default_factory=dict)  # task scores measured on the deployment
+    score: dict | None = None  # this case's task score judged against its reference
     tuning: dict | None = None  # per-stage cost and the next partition to try (harness.cases.partition.tuning_advice)
     silent_disable: list[dict] = field(default_factory=list)
     feature_checks: dict[str, dict] = field(default_factory=dict)
     request_error: str | None = None
     infra_error: str | None = None
+    harness_error: str | None = None  # a fault of ppconf itself (its traceback is in the result)
     notes: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)  # launch name -> log file
 
@@ -86,7 +91,10 @@ def _problems(obs: Observation) -> list[str]:
         elif obs.partition != obs.partition_expected:
             out.append(f"partition {obs.partition} differs from the oracle's {obs.partition_expected}")
     if obs.accuracy is not None and not obs.accuracy.get("equal", False):
-        out.append(f"outputs differ from the PP=1 baseline: {obs.accuracy.get('summary', '')}".rstrip(": "))
+        ref = obs.accuracy.get("reference", "the reference")
+        out.append(f"outputs differ from {ref}: {obs.accuracy.get('summary', '')}".rstrip(": "))
+    if obs.score is not None and not obs.score.get("ok", False):
+        out.append(f"task score: {obs.score.get('detail', '')}")
     for line in obs.silent_disable:
         out.append(f"feature silently disabled: {line['text']}")
     for name, check in obs.feature_checks.items():
@@ -105,6 +113,8 @@ INFRA = re.compile(
 
 
 def judge(exp: Expectation, obs: Observation) -> Verdict:
+    if obs.harness_error:
+        return Verdict(Outcome.ERROR, f"harness fault: {obs.harness_error}")
     if obs.infra_error:
         return Verdict(Outcome.ERROR, obs.infra_error)
     cause = (obs.root_cause or {}).get("text", "")
@@ -117,6 +127,9 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
     if exp.kind == "rejected":
         return _judge_rejection(exp, obs)
     problems = _problems(obs)
+    if not problems and obs.reference_error:
+        # the case did all it could; what it is compared with did not: no verdict on its accuracy
+        return Verdict(Outcome.ERROR, f"accuracy not judged: {obs.reference_error}")
     if not problems:
         return Verdict(Outcome.PASS, "ready; every check passed")
     reason = "; ".join(problems)

@@ -39,6 +39,86 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Compare(Strict):
+    """How a case's outputs are compared with its reference's; named in the evidence."""
+
+    # exact: token ids and text equal, logprobs within logprob_tolerance (0: bit-exact, right for
+    #   float32 on one host); logprob: equal ids up to a divergence that is a near-tie (each side's
+    #   token within the other's top logprobs), logprobs within logprob_tolerance before it (bf16
+    #   across different collectives); first-divergence: ids equal for at least the first
+    #   diverge_after tokens; seeded: sampling at `temperature` with `seed`, ids equal;
+    #   non-empty: every request answered with at least one token.
+    mode: Literal["exact", "logprob", "first-divergence", "seeded", "non-empty"] = "exact"
+    logprob_tolerance: float = Field(0.0, ge=0.0)
+    top_logprobs: int = Field(5, ge=1, le=20)
+    diverge_after: int = Field(0, ge=0)
+    seed: int = 33
+    temperature: float = Field(1.0, gt=0.0)
+    # Pooling cases: each embedding's cosine similarity with the reference's.
+    cosine_min: float = Field(0.999, ge=-1.0, le=1.0)
+    # Also send every prompt as token ids (tokenised by the server under test).
+    token_id_prompts: bool = True
+
+
+class Accuracy(Strict):
+    prompts: list[str] = ["Hello, my name is", "The quick brown fox", "pipeline parallel"]
+    max_tokens: int = Field(12, ge=1)
+    # Prompts also requested with stream=true, to check streamed output equals the reference too.
+    streamed: int = Field(1, ge=0)
+    compare: Compare = Compare()
+
+
+class Score(Strict):
+    """A task-level evaluation of the running server with lm-evaluation-harness on a local dataset."""
+
+    # A task file (lm-eval task YAML) and the dataset it reads, both relative to the matrix file.
+    task: str
+    dataset: str | None = None
+    metric: str = "exact_match"
+    limit: int | None = Field(None, ge=1)
+    # Judged by an absolute floor and/or the drop allowed against the reference's score: measured
+    # on the reference launch, read from a golden, or this recorded `baseline`.
+    min: float | None = None
+    max_drop: float | None = Field(None, ge=0.0)
+    baseline: float | None = None
+
+    @model_validator(mode="after")
+    def _judged(self) -> Score:
+        if self.min is None and self.max_drop is None:
+            raise ValueError("a score needs min and/or max_drop")
+        return self
+
+
+class Reference(Strict):
+    """What a supported case's outputs are compared with.
+
+    counterpart: the case itself with PP folded away (same model, features, flags, env, stack):
+      PP=1 with the case's TP, or TP x PP folded into TP (`fold: tp`) where the model needs the devices;
+    topology: an explicit layout that fits; golden: recorded outputs (`ppconf golden record`);
+    score: no reference launch, only the task score against `score.min` / `score.baseline`.
+    """
+
+    kind: Literal["counterpart", "topology", "golden", "score"] = "counterpart"
+    fold: Literal["none", "tp"] = "none"
+    topology: str | None = None
+    golden: str | None = None
+    score: Score | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> Reference:
+        if self.kind == "topology" and not self.topology:
+            raise ValueError("reference kind topology needs topology")
+        if self.kind == "golden" and not self.golden:
+            raise ValueError("reference kind golden needs golden (a file)")
+        if self.kind == "score" and self.score is None:
+            raise ValueError("reference kind score needs score")
+        if self.kind == "score" and self.score and self.score.max_drop is not None and self.score.baseline is None:
+            raise ValueError("score.max_drop without a reference launch needs score.baseline")
+        if self.fold != "none" and self.kind != "counterpart":
+            raise ValueError("fold only applies to the counterpart reference")
+        return self
+
+
 class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
@@ -66,12 +146,14 @@ class Variant(Strict):
     env: dict[str, str] = {}
     platforms: list[str] = []
     title: str = ""
+    reference: Reference | None = None
 
 
 class Family(Strict):
     title: str
     variants: dict[str, Variant]
     aliases: list[str] = []  # names the published docs use for it
+    reference: Reference | None = None
 
     @field_validator("variants")
     @classmethod
@@ -132,16 +214,6 @@ class Topology(Strict):
         return self.world + (self.decode.tp * self.decode.pp * self.decode.dp if self.decode else 0)
 
 
-class Accuracy(Strict):
-    prompts: list[str] = ["Hello, my name is", "The quick brown fox", "pipeline parallel"]
-    max_tokens: int = Field(12, ge=1)
-    # Prompts also requested with stream=true, to check streamed output equals the baseline too.
-    streamed: int = Field(1, ge=0)
-    logprob_tolerance: float = Field(0.0, ge=0.0)
-    # Pooling cases: largest |difference| allowed per embedding component against PP=1.
-    embedding_tolerance: float = Field(1e-4, ge=0.0)
-
-
 class Group(Strict):
     families: list[str]
     topologies: list[str]
@@ -166,6 +238,8 @@ class Suite(Strict):
     # Measure each stage's forward time and peak memory on every served PP case and record the
     # guide's tuning advice: the next VLLM_PP_LAYER_PARTITION to try (harness.cases.partition).
     partition_tuning: bool = False
+    # The reference of every case of the suite unless its family, variant or rule names another.
+    reference: Reference = Reference()
     groups: list[Group] = Field(min_length=1)
 
 
@@ -184,6 +258,9 @@ class Rule(Strict):
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
+    # The accuracy reference and comparison for the cases this rule decides (most specific wins).
+    reference: Reference | None = None
+    compare: Compare | None = None
 
     @model_validator(mode="after")
     def _fields_for_outcome(self) -> Rule:

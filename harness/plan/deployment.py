@@ -164,8 +164,10 @@ def resolve_model_default(ref: str) -> str:
 
 
 def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = None,
-         ports: Ports = Ports(), resolve_model: ModelResolver = resolve_model_default) -> Deployment:
-    topo = m.topologies[case.topology]
+         ports: Ports = Ports(), resolve_model: ModelResolver = resolve_model_default,
+         topology: Topology | None = None) -> Deployment:
+    """``topology`` stands in for the case's named one (a reference's layout, derived from the case's)."""
+    topo = topology or m.topologies[case.topology]
     variant = m.variant(case.family, case.variant)
     platform = m.platforms[case.platform]
     model = resolve_model(variant.model)

@@ -1,0 +1,189 @@
+"""A case's outputs and its reference's: what is requested of both, and how they are compared.
+
+Both sides answer the same requests (the suite's prompts as text, some streamed, and the same
+prompts as token ids), sampled the same way (greedy, or seeded sampling). The comparison mode is
+data (``matrix.schema.Compare``) and is named in the evidence with the numbers that decided it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.check.client import Completion, Sampling
+from harness.check.live import LiveDeployment
+from harness.matrix.schema import Accuracy, Compare
+
+
+@dataclass
+class Outputs:
+    completions: list[Completion] = field(default_factory=list)
+    embeddings: list[list[float]] = field(default_factory=list)
+    # the prompts as token ids, tokenised by the reference's server, sent to the case as they are
+    id_prompts: list[list[int]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    score: dict[str, Any] | None = None  # the task score measured on this server, when one was asked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"completions": [c.to_json() for c in self.completions], "embeddings": self.embeddings,
+                "id_prompts": self.id_prompts, "notes": self.notes, "score": self.score}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Outputs:
+        return Outputs([Completion.from_json(c) for c in d.get("completions") or []],
+                       [list(map(float, v)) for v in d.get("embeddings") or []],
+                       [list(map(int, p)) for p in d.get("id_prompts") or []], list(d.get("notes") or []),
+                       d.get("score"))
+
+
+def sampling_of(compare: Compare) -> Sampling:
+    if compare.mode == "seeded":
+        return Sampling(temperature=compare.temperature, seed=compare.seed, top_logprobs=compare.top_logprobs)
+    return Sampling(top_logprobs=compare.top_logprobs)
+
+
+def request_shape(accuracy: Accuracy, compare: Compare, pooling: bool) -> dict[str, Any]:
+    """What was asked of a server: outputs are comparable only between equal shapes."""
+    s = sampling_of(compare)
+    return {"prompts": list(accuracy.prompts), "max_tokens": accuracy.max_tokens, "streamed": accuracy.streamed,
+            "temperature": s.temperature, "seed": s.seed, "top_logprobs": s.top_logprobs,
+            "token_id_prompts": compare.token_id_prompts, "pooling": pooling}
+
+
+def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling: bool,
+            id_prompts: list[list[int]] | None = None) -> Outputs:
+    """Ask a ready deployment the comparison's requests. ``id_prompts`` are the reference's
+    tokenisation of the prompts; without them (a reference being asked) the server tokenises."""
+    model = live.model_name or ""
+    out = Outputs()
+    if pooling:
+        out.embeddings = [live.client.embed(model, p) for p in accuracy.prompts]
+        return out
+    sampling = sampling_of(compare)
+    n = accuracy.max_tokens
+    out.completions = [live.client.complete(model, p, n, sampling, f"text:{i}") for i, p in enumerate(accuracy.prompts)]
+    out.completions += [live.client.complete_streamed(model, p, n, sampling, f"stream:{i}")
+                        for i, p in enumerate(accuracy.prompts[:accuracy.streamed])]
+    if compare.token_id_prompts:
+        if id_prompts is None:
+            try:
+                id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
+            except Exception as err:  # noqa: BLE001 — a server without /tokenize (a P/D proxy) gives none
+                out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
+                id_prompts = []
+        out.id_prompts = id_prompts
+        out.completions += [live.client.complete(model, ids, n, sampling, f"ids:{i}") for i, ids in enumerate(id_prompts)]
+    return out
+
+
+def _first_mismatch(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None and len(a) != len(b):
+        i = min(len(a), len(b))
+    return i
+
+
+def _pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
+    """One request's verdict: {"ok", "first_divergence", "max_logprob_diff", "why"}."""
+    first = _first_mismatch(ref.token_ids, got.token_ids)
+    upto = len(ref.token_ids) if first is None else first
+    delta = max((abs(a - b) for a, b in list(zip(ref.logprobs, got.logprobs))[:upto]), default=0.0)
+    mode = compare.mode
+    why = ""
+    if mode == "non-empty":
+        ok = len(got.token_ids) > 0 and bool(got.text)
+        why = "" if ok else "empty output"
+    elif mode == "seeded":
+        ok = first is None
+        why = "" if ok else f"sampled token ids diverge at token {first}"
+    elif mode == "first-divergence":
+        ok = first is None or first >= compare.diverge_after
+        why = "" if ok else f"token ids diverge at token {first}, before token {compare.diverge_after}"
+    elif mode == "logprob":
+        ok = delta <= compare.logprob_tolerance
+        why = "" if ok else f"|Δlogprob| {delta:.3g} before any divergence exceeds {compare.logprob_tolerance:g}"
+        if ok and first is not None:
+            r_top = ref.top[first] if first < len(ref.top) else {}
+            g_top = got.top[first] if first < len(got.top) else {}
+            r_id = ref.token_ids[first] if first < len(ref.token_ids) else None
+            g_id = got.token_ids[first] if first < len(got.token_ids) else None
+            near_tie = r_id is not None and g_id is not None and g_id in r_top and r_id in g_top
+            ok = near_tie
+            why = "" if ok else (f"token ids diverge at token {first} and the two picks are not a near-tie "
+                                 f"(each outside the other's top {compare.top_logprobs})")
+    else:  # exact
+        ok = first is None and ref.text == got.text and delta <= compare.logprob_tolerance
+        if first is not None:
+            why = f"token ids diverge at token {first}"
+        elif ref.text != got.text:
+            why = "texts differ with equal token ids"
+        elif not ok:
+            why = f"|Δlogprob| {delta:.3g} exceeds {compare.logprob_tolerance:g}"
+    return {"ok": ok, "first_divergence": first, "max_logprob_diff": delta, "why": why}
+
+
+def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool) -> dict[str, Any]:
+    """The evidence of one comparison; ``equal`` is its verdict."""
+    if pooling:
+        return _compare_embeddings(compare, ref.embeddings, got.embeddings)
+    refs = {c.label or f"#{i}": c for i, c in enumerate(ref.completions)}
+    gots = {c.label or f"#{i}": c for i, c in enumerate(got.completions)}
+    diffs: list[dict[str, Any]] = []
+    worst = 0.0
+    firsts: list[int] = []
+    for label in sorted(set(refs) | set(gots)):
+        if label not in refs or label not in gots:
+            diffs.append({"request": label, "why": "answered by only one side"})
+            continue
+        r, g = refs[label], gots[label]
+        v = _pair(compare, r, g)
+        worst = max(worst, v["max_logprob_diff"])
+        if v["first_divergence"] is not None:
+            firsts.append(v["first_divergence"])
+        if not v["ok"]:
+            diffs.append({"request": label, "prompt": r.prompt, "why": v["why"],
+                          "first_token_mismatch": v["first_divergence"], "baseline_ids": list(r.token_ids),
+                          "observed_ids": list(g.token_ids), "max_logprob_diff": v["max_logprob_diff"]})
+    equal = not diffs and bool(refs)
+    n = len(refs)
+    divergence = f", first divergence at token {min(firsts)}" if firsts else ", no divergence"
+    head = f"{mode_name(compare)}: " + (f"{n} requests agree" if equal else f"{len(diffs)} of {n} requests differ")
+    if not refs:
+        head = f"{mode_name(compare)}: the reference has no outputs to compare with"
+    return {"mode": compare.mode, "equal": equal, "requests": n, "max_logprob_diff": worst,
+            "first_divergence": min(firsts) if firsts else None, "tolerance": compare.logprob_tolerance,
+            "summary": f"{head}, max |Δlogprob| {worst:.3g}{divergence}", "diffs": diffs}
+
+
+def mode_name(compare: Compare) -> str:
+    return {"exact": f"exact token ids and text (|Δlogprob| ≤ {compare.logprob_tolerance:g})",
+            "logprob": f"logprobs within {compare.logprob_tolerance:g}, near-tie divergence allowed",
+            "first-divergence": f"no divergence before token {compare.diverge_after}",
+            "seeded": f"seeded sampling (seed {compare.seed}, temperature {compare.temperature:g}) exact",
+            "non-empty": "non-empty output"}[compare.mode]
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(x * x for x in b))
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+
+
+def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list[float]]) -> dict[str, Any]:
+    base = {"mode": "cosine", "cosine_min": compare.cosine_min, "requests": len(ref)}
+    if not ref:
+        return base | {"equal": False, "summary": "cosine: the reference has no embeddings to compare with", "diffs": []}
+    if len(ref) != len(got) or any(len(a) != len(b) for a, b in zip(ref, got)):
+        return base | {"equal": False, "diffs": [], "summary": f"cosine: shape differs from the reference: "
+                       f"{[len(v) for v in got]} vs {[len(v) for v in ref]}"}
+    cosines = [_cosine(a, b) for a, b in zip(ref, got)]
+    worst = min(cosines)
+    equal = worst >= compare.cosine_min
+    diffs = [{"request": f"embed:{i}", "why": f"cosine {c:.6f} < {compare.cosine_min:g}"}
+             for i, c in enumerate(cosines) if c < compare.cosine_min]
+    return base | {"equal": equal, "min_cosine": worst, "diffs": diffs,
+                   "summary": f"cosine: {len(got)} embeddings of dimension {len(got[0])}, min cosine {worst:.6f} "
+                              f"(≥ {compare.cosine_min:g} needed)"}

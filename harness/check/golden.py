@@ -1,0 +1,79 @@
+"""Recording a golden: the outputs of one launch, with the requests, the launch and the stack
+they came from, for cases whose reference cannot run where the case runs."""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+from typing import Any
+
+from harness.cases.case import Case
+from harness.check import logs
+from harness.check.compare import collect
+from harness.check.launch import Launcher
+from harness.check.references import ResolvedReference, golden_record, plan_reference, resolve, shape_for
+from harness.matrix.load import Matrix
+from harness.matrix.schema import Reference
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, Placement, Ports, plan
+from harness.results.store import write_json_atomic
+from harness.target.versions import probe
+from harness.target.zoo import default_cache_root, ensure_model
+
+
+class GoldenError(RuntimeError):
+    pass
+
+
+def record_golden(m: Matrix, case: Case, cluster: Cluster, out: Path, from_case: bool = False,
+                  work_dir: Path = Path("runs/golden"), fold: str = "none", topology: str | None = None) -> Path:
+    """Launch the case's counterpart (or ``topology``, or with ``from_case`` the case itself), ask
+    it what the case's comparison asks, and write the golden to ``out``."""
+    resolved = resolve(m, case)
+    source = Reference(kind="topology", topology=topology) if topology else Reference(kind="counterpart", fold=fold)
+    launch_ref = ResolvedReference(source, resolved.compare, "golden record", resolved.base_dir)
+
+    def replan(placement: Placement | None, ports: Ports) -> Deployment:
+        if from_case:
+            return plan(m, case, cluster, placement=placement, ports=ports)
+        return plan_reference(m, case, cluster, launch_ref, placement, ports)
+
+    planned = replan(None, Ports())
+    variant = m.variant(case.family, case.variant)
+    for ref in [variant.model, *variant.drafters.values()]:
+        if ref.startswith("zoo:"):
+            ensure_model(ref[4:], default_cache_root())
+    suite = m.suite(case.suite)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    launcher = Launcher(cluster, work_dir, suite.request_timeout_s)
+    versions = probe(cluster)
+    pooling = "pooling" in case.features
+    with launcher.serve(replan, planned.placement, f"golden {case.id}", work_dir / "logs") as live:
+        state, elapsed = live.wait_ready(suite.startup_timeout_s)
+        if state != "ready":
+            cause = logs.root_cause(live.log_paths)
+            raise GoldenError(f"the launch did not start ({state} after {elapsed:.0f} s): "
+                              f"{cause.text if cause else 'no error line in its log'}")
+        outputs = collect(live, suite.accuracy, resolved.compare, pooling)
+        score: dict[str, Any] | None = None
+        if resolved.spec.score is not None:
+            from harness.check.score import evaluate
+
+            score = evaluate(live.client.base, live.model_name or "", resolved.spec.score, resolved.base_dir,
+                             work_dir / "score", suite.request_timeout_s * 20,
+                             tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None)
+            outputs.score = score
+        real = live.deployment
+    nodes = {s.node for s in real.launches}
+    data = golden_record(outputs, shape_for(m, case, resolved), real, {n: versions.get(n, {}) for n in nodes},
+                         real.model, score)
+    data["case"] = case.id
+    data["from"] = "the case itself" if from_case else launch_ref.describe()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out, data)
+    json.loads(out.read_text())  # written whole
+    return out
+
+
+

@@ -1,0 +1,115 @@
+"""A launched deployment: its process groups on their nodes, their logs and its API client.
+
+``LiveDeployment.stop`` takes every launched process group down, on every node, whatever happened.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.check.client import Client
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, Ports
+from runners.local import LocalNodeRunner
+from runners.ssh import SshNodeRunner
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fresh_ports() -> Ports:
+    return Ports(api=free_port(), master=free_port(), ray=free_port(), kv=free_port(),
+                 prefill=free_port(), decode=free_port())
+
+
+class LiveDeployment:
+    def __init__(self, deployment: Deployment, log_dir: Path, extra_env: dict[str, str], timeout_s: float,
+                 cluster: Cluster | None = None):
+        self.deployment = deployment
+        self.log_dir = log_dir
+        self.cluster = cluster
+        self.runners: dict[str, Any] = {}
+        self.handles: list[Any] = []
+        self.extra_env = extra_env
+        self.t0 = time.monotonic()
+        api = deployment.launch(deployment.api)
+        node = cluster.node(api.node) if cluster else None
+        if node is None:
+            host = "127.0.0.1"
+        else:
+            host = (node.bind or "127.0.0.1") if node.reach == "local" else node.address
+        self.client = Client(f"http://{host}:{api.port}", timeout_s)
+        self.model_name: str | None = None
+
+    def _reach(self, node_name: str) -> str:
+        return self.cluster.node(node_name).reach if self.cluster else "local"
+
+    def runner_for(self, node_name: str) -> Any:
+        """The node runner that reaches a node: this host's, OpenSSH, or an actor on its Ray node."""
+        reach = self._reach(node_name)
+        if reach not in self.runners:
+            if reach == "local":
+                self.runners[reach] = LocalNodeRunner()
+            elif reach == "ssh" and self.cluster:
+                self.runners[reach] = SshNodeRunner(self.cluster)
+            elif reach == "ray" and self.cluster and self.cluster.ray_address:
+                from runners.ray import RayNodeRunner  # Ray is imported only by runs that use it
+
+                self.runners[reach] = RayNodeRunner(self.cluster.ray_address)
+            else:
+                raise RuntimeError(f"node {node_name} is reached by {reach}, but the inventory gives no ray_address")
+        return self.runners[reach]
+
+    def groups(self) -> list[dict[str, Any]]:
+        """Where each launched process group runs: {"node", "reach", "pgid"}; the pgid is the
+        group's id on that node (for SSH, the remote group, once the node reported it)."""
+        out = []
+        for h in self.handles:
+            reach = self._reach(h.spec.node)
+            pgid = getattr(h, "pgid", None) if reach == "ssh" else h.pid
+            if pgid is not None:
+                out.append({"node": h.spec.node, "reach": reach, "pgid": pgid})
+        return out
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        return {h.spec.name: h.log_path for h in self.handles}
+
+    def start(self) -> None:
+        for spec in self.deployment.launches:
+            runner = self.runner_for(spec.node)
+            self.handles.append(runner.start(spec, self.log_dir / f"{spec.name}.log", self.extra_env))
+
+    def exited(self) -> dict[str, int]:
+        return {h.spec.name: rc for h in self.handles if (rc := h.returncode()) is not None}
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return {h.spec.name: h.returncode() for h in self.handles}
+
+    def wait_ready(self, deadline_s: float, poll_s: float = 0.25) -> tuple[str, float]:
+        """("ready" | "exited" | "timeout", seconds since launch). An exit is seen within ``poll_s``."""
+        while True:
+            elapsed = time.monotonic() - self.t0
+            if self.exited():
+                return "exited", elapsed
+            name = self.client.ready()
+            if name is not None:
+                self.model_name = name
+                return "ready", elapsed
+            if elapsed > deadline_s:
+                return "timeout", elapsed
+            time.sleep(poll_s)
+
+    def stop(self) -> None:
+        for h in reversed(self.handles):
+            h.stop()
+        for runner in self.runners.values():
+            if hasattr(runner, "close"):
+                runner.close()
+        self.client.close()

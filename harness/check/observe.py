@@ -1,0 +1,187 @@
+"""Observing one deployment: launch it, wait for it, ask it what the cases' claims need, read
+what the workers built, and take it down — then one Observation per case it serves."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.cases.case import Case
+from harness.cases.partition import stage_ranges
+from harness.check import logs
+from harness.check.compare import Outputs, collect, compare_outputs
+from harness.check.features import prefix_cache_check
+from harness.check.judge import Observation
+from harness.check.launch import Launcher
+from harness.check.live import LiveDeployment
+from harness.check.probe import read_partition, stage_costs, start_timing
+from harness.check.reference_runs import ReferenceResult, ReferenceRuns
+from harness.check.references import NEEDS_REFERENCE, resolve
+from harness.check.watch import watch_request
+from harness.matrix.load import Matrix
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, plan
+
+# A log line from one of these processes means the configuration was accepted and the engine began.
+ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
+
+
+class Observer:
+    def __init__(self, m: Matrix, cluster: Cluster, run_dir: Path, launcher: Launcher, references: ReferenceRuns,
+                 progress: Callable[[str, Case | None, str], None]):
+        self.m = m
+        self.cluster = cluster
+        self.run_dir = run_dir
+        self.launcher = launcher
+        self.references = references
+        self.progress = progress
+
+    def observe(self, d: Deployment, cases: list[Case]) -> tuple[Deployment, dict[str, Observation]]:
+        """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's observation."""
+        suite = self.m.suite(cases[0].suite)
+        # references first: a reference launch needs devices of its own, before this deployment's lease
+        refs = {c.id: self.references.for_case(c) for c in cases if c.expectation.kind in NEEDS_REFERENCE}
+        obs = Observation()
+        rejects = [c.expectation.error for c in cases if c.expectation.kind == "rejected" and c.expectation.error]
+        pattern = "|".join(f"(?:{r})" for r in rejects) or None
+        outputs: dict[str, Outputs] = {}
+
+        def replan(placement: Any, ports: Any) -> Deployment:
+            return replace(plan(self.m, cases[0], self.cluster, placement=placement, ports=ports), case_ids=d.case_ids)
+
+        self.progress("launch", cases[0], f"{len(cases)} case(s) on one deployment")
+        with self.launcher.serve(replan, d.placement, cases[0].id, self.run_dir / "logs" / d.key) as live:
+            state, elapsed = live.wait_ready(suite.startup_timeout_s)
+            obs.exit_codes = live.exit_codes()
+            if state == "ready":
+                obs.ready, obs.ready_s = True, round(elapsed, 1)
+                self._check_live(live, cases, obs, pattern, refs, outputs)
+            else:
+                obs.failed_phase = "startup"
+                obs.failed_after_s = round(elapsed, 1)
+                obs.hung = state == "timeout"
+            obs.exit_codes = live.exit_codes()
+        real = live.deployment
+        paths = live.log_paths
+        obs.logs = {name: str(path) for name, path in paths.items()}
+        obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
+        cause = logs.root_cause(paths)
+        obs.root_cause = cause.to_json() if cause else None
+        return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs) for c in cases}
+
+    def _requests(self, case: Case, ref: ReferenceResult | None) -> tuple[str, Any]:
+        """What to ask for a case: its comparison's requests, with the reference's token-id prompts."""
+        compare = ref.ref.compare if ref else resolve(self.m, case).compare
+        ids = ref.outputs.id_prompts if ref and ref.outputs and ref.outputs.id_prompts else None
+        key = json.dumps([compare.model_dump(), ids, "pooling" in case.features], sort_keys=True)
+        return key, (compare, ids)
+
+    def _check_live(self, live: LiveDeployment, cases: list[Case], obs: Observation, pattern: str | None,
+                    refs: dict[str, ReferenceResult], outputs: dict[str, Outputs]) -> None:
+        suite = self.m.suite(cases[0].suite)
+        case = cases[0]
+        first_request = any(c.expectation.phase == "first-request" for c in cases)
+        tuning = suite.partition_tuning and self.m.topologies[case.topology].pp > 1 and not first_request
+        if tuning:
+            tuning = start_timing(live, obs)
+        t_req = time.monotonic()
+        pooling = "pooling" in case.features
+        for c in cases:
+            key, (compare, ids) = self._requests(c, refs.get(c.id))
+            if key in outputs:
+                continue
+            result, problem, line = watch_request(
+                live, lambda: collect(live, suite.accuracy, compare, pooling, ids), suite.request_timeout_s, pattern)
+            if problem:
+                obs.request_error = problem
+                obs.failed_phase = "first-request"
+                obs.failed_after_s = round(time.monotonic() - t_req, 1)
+                if line is not None:
+                    obs.expected_error_line = line.to_json()
+                    obs.expected_error_after_s = obs.failed_after_s
+                return
+            outputs[key] = result
+        if first_request:
+            return
+        read_partition(live, obs)
+        if tuning and obs.partition:
+            obs.tuning = stage_costs(live, obs)
+        checks = {name for f in case.features for name in self.m.features[f].checks}
+        if "prefix-cache-hit" in checks:
+            obs.feature_checks["prefix-cache-hit"] = prefix_cache_check(live)
+        self._scores(live, cases, refs, obs)
+
+    def _scores(self, live: LiveDeployment, cases: list[Case], refs: dict[str, ReferenceResult],
+                obs: Observation) -> None:
+        """The task score of the deployment, once per distinct score a case's reference asks for."""
+        specs = {json.dumps(r.ref.spec.score.model_dump(), sort_keys=True): r for r in refs.values()
+                 if r.ref.spec.score is not None}
+        if not specs:
+            return
+        from harness.check.score import ScoreError, evaluate
+
+        suite = self.m.suite(cases[0].suite)
+        for key, r in specs.items():
+            assert r.ref.spec.score is not None
+            try:
+                obs.scores[key] = evaluate(live.client.base, live.model_name or "", r.ref.spec.score, r.ref.base_dir,
+                                           live.log_dir / "score", suite.request_timeout_s * 20,
+                                           tokenizer=live.deployment.model if Path(live.deployment.model).is_dir()
+                                           else None)
+            except ScoreError as err:
+                obs.scores[key] = {"error": str(err)}
+
+    def _per_case(self, case: Case, shared: Observation, paths: dict[str, Path], ref: ReferenceResult | None,
+                  outputs: dict[str, Outputs]) -> Observation:
+        obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks),
+                      logs=dict(shared.logs), scores={})
+        exp = case.expectation
+        topo = self.m.topologies[case.topology]
+        if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
+            rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
+            obs.partition_expected = [list(r) for r in rng]
+        if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
+            line = logs.search(paths, exp.error)
+            if line:
+                obs.expected_error_line = line.to_json()
+                obs.expected_error_after_s = shared.failed_after_s
+        for f in case.features:
+            obs.silent_disable += [w.to_json() for w in logs.warnings_matching(paths, self.m.features[f].silent_disable)]
+        doc = case.attrs.get("partition_doc_error")
+        if doc and not case.attrs.get("partition_error"):
+            obs.notes.append(f"documentation disagrees: the Ascend guide's rule rejects this partition "
+                             f"({doc}); vLLM's own partition check accepts it (the outcome says what the "
+                             f"server then did)")
+        if ref is not None and shared.ready and not shared.request_error:
+            self._accuracy(case, ref, obs, shared, outputs)
+        return obs
+
+    def _accuracy(self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation,
+                  outputs: dict[str, Outputs]) -> None:
+        obs.reference = dict(ref.evidence)
+        if ref.error:
+            obs.reference_error = ref.error
+            return
+        got = outputs.get(self._requests(case, ref)[0])
+        if ref.outputs is not None and got is not None:
+            obs.accuracy = compare_outputs(ref.ref.compare, ref.outputs, got, "pooling" in case.features)
+            obs.accuracy["reference"] = ref.ref.describe()
+            if got.notes:
+                obs.notes += got.notes
+            moved = ref.evidence.get("golden_stack_differs")
+            if moved:
+                obs.accuracy["summary"] += f" — against a golden recorded on another stack ({'; '.join(moved)})"
+        spec = ref.ref.spec.score
+        if spec is not None:
+            from harness.check.score import judge_score
+
+            measured = shared.scores.get(json.dumps(spec.model_dump(), sort_keys=True)) or {}
+            if "error" in measured or "value" not in measured:
+                obs.score = {"ok": False, "detail": f"task score failed: {measured.get('error', 'not measured')}"}
+            else:
+                obs.score = judge_score(measured["value"], ref.score, spec) | {"task": measured.get("task"),
+                                                                                  "metric": measured.get("metric")}

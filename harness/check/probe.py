@@ -1,0 +1,86 @@
+"""Reading what the workers built, through the stage probe loaded into every worker
+(``harness.target.worker_probe``): each rank's layer range, and per-stage cost for tuning."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from harness.cases.partition import tuning_advice
+from harness.check import logs
+from harness.check.judge import Observation
+from harness.check.live import LiveDeployment
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment
+
+PROBE_CLASS = "harness.target.worker_probe.StageProbe"
+PROBE_METHOD = "ppconf_stage_info"
+TIMING_METHOD = "ppconf_stage_timing"
+COST_METHOD = "ppconf_stage_cost"
+SERVE_ROLES = ("api", "headless", "prefill", "decode")
+
+
+def instrument(d: Deployment, cluster: Cluster) -> Deployment:
+    """Serving launches on nodes that can import ppconf also load the stage probe."""
+    launches = []
+    for spec in d.launches:
+        node = cluster.node(spec.node)
+        if spec.role in SERVE_ROLES and (node.reach == "local" or node.ppconf):
+            env = dict(spec.env) | {"VLLM_SERVER_DEV_MODE": "1"}
+            spec = replace(spec, argv=(*spec.argv, "--worker-extension-cls", PROBE_CLASS),
+                           env=tuple(sorted(env.items())))
+        launches.append(spec)
+    return replace(d, launches=tuple(launches))
+
+
+def start_timing(live: LiveDeployment, obs: Observation) -> bool:
+    try:
+        live.client.collective_rpc(TIMING_METHOD)
+    except Exception as err:  # noqa: BLE001
+        obs.notes.append(f"partition tuning: stage timing unavailable ({type(err).__name__}: {err})")
+        return False
+    return True
+
+
+def read_partition(live: LiveDeployment, obs: Observation) -> None:
+    """Each PP rank's [start, end) from the workers, or from vLLM's log line when no probe answers."""
+    try:
+        stages = live.client.collective_rpc(PROBE_METHOD)
+        obs.partition = [[s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"])
+                         if s["tp_rank"] == 0]
+        obs.partition_source = "workers (collective_rpc)"
+        return
+    except Exception as err:  # noqa: BLE001
+        obs.notes.append(f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs")
+    line = logs.search(live.log_paths, r"Hidden layers were unevenly partitioned: \[")
+    if line:
+        counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]
+        starts = [sum(counts[:i]) for i in range(len(counts))]
+        obs.partition = [[s, s + n] for s, n in zip(starts, counts)]
+        obs.partition_source = f"log ({line.log}:{line.number})"
+
+
+def stage_costs(live: LiveDeployment, obs: Observation) -> dict[str, Any] | None:
+    """Each stage's mean forward time (its slowest TP rank) and peak memory over the requests
+    just made, and the guide's advice for the next partition."""
+    try:
+        costs = live.client.collective_rpc(COST_METHOD)
+    except Exception as err:  # noqa: BLE001
+        obs.notes.append(f"partition tuning: stage costs unavailable ({type(err).__name__}: {err})")
+        return None
+    if not obs.partition or any(start is None or end is None for start, end in obs.partition):
+        return None
+    counts = [end - start for start, end in obs.partition]
+    step: list[float | None] = [None] * len(counts)
+    peak: list[int | None] = [None] * len(counts)
+    for c in costs:
+        i = c["pp_rank"]
+        if i < len(counts):
+            if c.get("step_s") is not None:
+                step[i] = max(step[i] or 0.0, c["step_s"])
+            if c.get("peak_memory_bytes") is not None:
+                peak[i] = max(peak[i] or 0, c["peak_memory_bytes"])
+    advice = tuning_advice(counts, step, peak)
+    advice["steps"] = sorted({c.get("steps", 0) for c in costs})
+    advice["memory_source"] = sorted({c.get("memory_source", "") for c in costs})
+    return advice

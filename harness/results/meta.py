@@ -1,0 +1,44 @@
+"""run.json: what a run was asked to do and on which stack, written when it starts."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.results.store import write_json_atomic
+
+META = "run.json"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / META
+    try:
+        meta = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        meta = {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def write_meta(run_dir: Path, suite: str, cluster: str, matrices: list[str], extra: dict[str, Any]) -> None:
+    meta = {"suite": suite, "cluster": cluster, "matrices": matrices, "started": now(), "pid": os.getpid(), **extra}
+    write_json_atomic(run_dir / META, meta)
+
+
+def record_versions(run_dir: Path, versions: dict[str, dict[str, str]]) -> bool:
+    """Keep the stack the run started on; a resume on another stack is recorded beside it.
+    True when the stack changed since the run started."""
+    meta = read_meta(run_dir)
+    changed = "versions" in meta and meta["versions"] != versions
+    if "versions" not in meta:
+        meta["versions"] = versions
+    elif changed:
+        meta.setdefault("versions_on_resume", []).append({"at": now(), "versions": versions})
+    write_json_atomic(run_dir / META, meta)
+    return changed

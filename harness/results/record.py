@@ -1,0 +1,36 @@
+"""Turning a case's observation into its result: the verdict, the evidence, and for a failure
+its diagnosis and repro bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.cases.case import Case
+from harness.check.diagnose import diagnose
+from harness.check.judge import Observation, Outcome, judge
+from harness.matrix.load import Matrix
+from harness.plan.deployment import Deployment
+from harness.results.repro import write_bundle
+from harness.results.result import Result
+
+
+def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs: Observation, started: str,
+                duration: float, versions: dict[str, dict[str, str]], plan_key: str | None = None,
+                harness_error: str | None = None) -> Result:
+    verdict = judge(case.expectation, obs)
+    nodes = dict.fromkeys(s.node for s in d.launches) if d else {}
+    result = Result(
+        case=case.id, suite=case.suite, family=case.family, variant=case.variant, topology=case.topology,
+        partition=case.partition, features=list(case.features), platform=case.platform,
+        expectation=case.expectation.to_json(), outcome=verdict.outcome.value, reason=verdict.reason,
+        fails_run=verdict.outcome.fails_run, observation=obs.to_json(), deployment=d.to_json() if d else None,
+        plan_key=plan_key, versions={n: versions.get(n, {}) for n in nodes}, started=started,
+        duration_s=round(duration, 1), harness_error=harness_error)
+    if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
+        texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
+        result.diagnosis = diagnose(m.diagnosis, texts, {k: Path(v) for k, v in obs.logs.items()})
+        record = result.to_json()
+        if harness_error:
+            record["harness_error"] = harness_error
+        result.repro = write_bundle(run_dir, record, d, m.root, case.attrs)
+    return result
