@@ -307,6 +307,9 @@ RULE_COVERAGE: tuple[Row, ...] = (
         rejected("startup", "AttributeError: 'CPUModelRunner' object has no attribute 'drafter'"),
         "FACTS: ngram serves at PP=1, with PP=2 it dies at startup with this error"),
 
+    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp && "async-scheduling" in features',
+        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/async-scheduling",
+        supported(), "FACTS: explicit --async-scheduling accepted with no warning, exact on one-at-a-time requests"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/none",
         supported(), "FACTS: tiny Qwen3 PP=2 outputs equal PP=1"),

@@ -56,8 +56,13 @@ class ResolvedReference:
         return f"{what}, declared by {self.source}"
 
 
-def _dir_of(where: Any, fallback: Path) -> Path:
-    return Path(where.file).parent if where is not None and getattr(where, "file", None) else fallback
+def _dir_of(where: Any, m: Matrix) -> Path:
+    """The directory of the matrix file a declaration stands in (positions name files relative to
+    the matrix directory's parent)."""
+    if where is None or not getattr(where, "file", None):
+        return m.root
+    path = Path(where.file)
+    return (path if path.is_absolute() else m.root.parent / path).parent
 
 
 def resolve(m: Matrix, case: Case) -> ResolvedReference:
@@ -72,16 +77,16 @@ def resolve(m: Matrix, case: Case) -> ResolvedReference:
         compare = rule.rule.compare
     layers = [
         (rule.rule.reference if rule else None, f"rule {rule.index} ({rule.where})" if rule else "",
-         _dir_of(rule.where if rule else None, m.root)),
-        (variant.reference, f"variant {case.family}/{case.variant}", _dir_of(m.where.get(("families", case.family)), m.root)),
-        (family.reference, f"family {case.family}", _dir_of(m.where.get(("families", case.family)), m.root)),
+         _dir_of(rule.where if rule else None, m)),
+        (variant.reference, f"variant {case.family}/{case.variant}", _dir_of(m.where.get(("families", case.family)), m)),
+        (family.reference, f"family {case.family}", _dir_of(m.where.get(("families", case.family)), m)),
     ]
     for spec, source, base in layers:
         if spec is not None:
             return ResolvedReference(spec, compare, source, base)
     where = m.where.get(("suites", case.suite))
     source = f"suite {case.suite}" if "reference" in suite.model_fields_set else f"suite {case.suite} (default)"
-    return ResolvedReference(suite.reference, compare, source, _dir_of(where, m.root))
+    return ResolvedReference(suite.reference, compare, source, _dir_of(where, m))
 
 
 def counterpart_topology(name: str, topo: Topology, fold: str) -> tuple[str, Topology]:
@@ -119,6 +124,10 @@ def plan_reference(m: Matrix, case: Case, cluster: Cluster, ref: ResolvedReferen
     if not ref.launches:
         raise ReferenceUnavailable(f"the reference of {case.id} is {ref.describe()}: nothing to launch")
     rcase, topo = reference_case(m, case, ref)
+    need = m.variant(case.family, case.variant).min_devices
+    if need and topo.devices < need:
+        raise ReferenceUnavailable(f"{case.family}/{case.variant} needs at least {need} devices to hold its weights; "
+                                   f"this reference has {topo.devices} (fold TP×PP into TP, or use a golden or score)")
     return plan(m, rcase, cluster, placement=placement, ports=ports, topology=topo)
 
 

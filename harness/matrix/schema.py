@@ -146,6 +146,8 @@ class Variant(Strict):
     env: dict[str, str] = {}
     platforms: list[str] = []
     title: str = ""
+    # The fewest devices whose memory holds the weights: a reference on fewer can never start.
+    min_devices: int | None = Field(None, ge=1)
     reference: Reference | None = None
 
 

@@ -385,9 +385,11 @@ def _why_not(need: Need, cluster: Cluster) -> str:
 
 
 def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[str, float] | None = None) -> Schedule:
-    """Expand ``suite``, plan each case that needs a launch, group cases that share a deployment,
-    and simulate the result on ``cluster``. A case plan cannot lay out on this cluster is reported
-    as unplaceable with plan's own reason."""
+    """Expand ``suite``, plan each case that needs a launch and each reference launch the cases
+    need, group launches that are identical, and simulate the result on ``cluster``. A launch that
+    cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
+    from harness.check.references import NEEDS_REFERENCE, ReferenceUnavailable, plan_reference, resolve
+
     cases = expand(m, suite).cases
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
@@ -403,6 +405,18 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
             continue
         planned.append(d)
         topology[c.id] = m.topologies[c.topology]
-    needs = [need_of(d, topology[d.case_ids[0]]) for d in group_deployments(planned)]
+        if c.expectation.kind not in NEEDS_REFERENCE:
+            continue
+        ref = resolve(m, c)
+        if not ref.launches:
+            continue
+        try:
+            r = plan_reference(m, c, cluster, ref)
+        except (PlanError, ReferenceUnavailable) as err:
+            unplaceable.append(Unplaceable(f"{c.id} (reference)", (c.id,), str(err)))
+            continue
+        planned.append(r)  # its placement, as planned, states its device counts
+    needs = [need_of(d, topology.get(d.case_ids[0])) for d in group_deployments(planned)]
     s = simulate(needs, cluster, durations)
     return Schedule(s.cluster, s.nodes, s.entries, tuple(unplaceable) + s.unplaceable, no_launch)
+
