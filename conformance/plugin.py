@@ -24,7 +24,7 @@ from harness.run import RunConfig, SuiteRun
 FIXED_MARKERS = {
     "pp": "cases with pipeline-parallel size > 1",
     "partition": "cases that check the layer partition (auto or custom)",
-    "accuracy": "cases whose outputs are compared with a PP=1 baseline",
+    "accuracy": "cases whose outputs are compared with their reference",
     "rejection": "cases expected to be rejected",
     "multinode": "cases that span more than one node",
     "smoke": "cases of the smoke-cpu suite",
@@ -134,7 +134,8 @@ def evidence(record: dict) -> dict[str, str]:
     obs = record.get("observation", {})
     props = {"outcome": record["outcome"], "reason": record["reason"],
              "expectation": json.dumps(record["expectation"], sort_keys=True)}
-    for key in ("root_cause", "expected_error_line", "partition", "partition_expected", "accuracy", "ready_s"):
+    for key in ("root_cause", "expected_error_line", "partition", "partition_expected", "accuracy", "reference",
+                "reference_error", "score", "ready_s"):
         if key in obs:
             props[key] = json.dumps(obs[key], sort_keys=True)
     if record.get("deployment"):

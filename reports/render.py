@@ -91,6 +91,7 @@ def _evidence(e: Entry) -> dict[str, Any]:
             "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
             "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
             "partition_source": obs.get("partition_source"), "accuracy": obs.get("accuracy"),
+            "reference": obs.get("reference"), "reference_error": obs.get("reference_error"), "score": obs.get("score"),
             "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts,
             "feature_checks": obs.get("feature_checks", {}),
             "diagnosis": r.get("diagnosis"), "repro": (r.get("repro") or {}).get("rerun")}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from harness.plan.lease import Leases
 from harness.results.store import write_json_atomic
 from runners.local import MARKER
 
+log = logging.getLogger(__name__)
 LIVE = "live.json"  # process groups of the deployment being checked
 LEASE_WAIT_S = 6 * 3600.0  # how long a launch waits for devices that other ppconf processes hold
 
@@ -58,6 +60,7 @@ class Launcher:
             d = instrument(replan(leased, self.ports()), self.cluster)
             live = LiveDeployment(d, log_dir, self.extra_env(), self.request_timeout_s, self.cluster)
             self.launches += 1
+            log.info("launching %s: %s", note, "; ".join(f"{s.name} on {s.node}" for s in d.launches))
             try:
                 try:
                     live.start()
@@ -67,6 +70,7 @@ class Launcher:
             finally:
                 live.stop()
                 (self.run_dir / LIVE).unlink(missing_ok=True)
+                log.info("stopped %s after %.0f s", note, live.elapsed())
 
 
 def left_behind(run_dir: Path) -> list[object]:

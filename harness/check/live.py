@@ -86,6 +86,9 @@ class LiveDeployment:
             runner = self.runner_for(spec.node)
             self.handles.append(runner.start(spec, self.log_dir / f"{spec.name}.log", self.extra_env))
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
     def exited(self) -> dict[str, int]:
         return {h.spec.name: rc for h in self.handles if (rc := h.returncode()) is not None}
 

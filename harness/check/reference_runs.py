@@ -123,6 +123,7 @@ class ReferenceRuns:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(where, path)
                 self.reused += 1
+                log.info("reference %s of %s reused from %s", key, case.id, label)
                 evidence["source"] = f"reused from {label}"
                 self._memo[key] = outputs
                 return outputs
