@@ -176,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if ref and Path(ref).exists():
                 ref = str(Path(ref).resolve())
             write_meta(run_dir, cfg, {"argv": sys.argv, "cases": args.case, "select": args.select,
-                                      "cluster_ref": ref})
+                                      "cluster_ref": ref, "network": cfg.cluster.network})
         try:
             summary = runner.run()
         except KeyboardInterrupt:
