@@ -29,6 +29,8 @@ GUIDE_FAMILIES = {
     "Qwen3.6": "Dense text and MoE variants (upstream implementation)",
     "Kimi K3": "Text and multimodal variants (upstream implementation with an Ascend adapter)",
 }
+# P/D is a topology (a decode instance and a connector), not a feature.
+TOPOLOGY_ROWS = {"P/D disaggregation"}
 GUIDE_FEATURES = {
     "Graph mode (ACL graph)": "Supported with `FULL_DECODE_ONLY`; validated with MTP stacks.",
     "MTP": "Supported.",
@@ -46,9 +48,6 @@ GUIDE_FEATURES = {
     "Async scheduling": "Supported.",
     "Sequence parallelism": "Supported.",
 }
-# P/D is a topology (a decode instance and a connector), not a feature; docs-drift matches rows
-# to features and families only.
-TOPOLOGY_ROWS = {"P/D disaggregation"}
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +174,7 @@ def test_every_feature_row_is_exercised_by_the_ascend_suites(shipped, cases):
     assert any(c.attrs["pd"] for c in cases.values())
 
 
-def test_docs_drift_of_the_guide_tables_leaves_only_the_topology_row(shipped, cases, tmp_path):
+def test_docs_drift_of_the_guide_tables_leaves_only_the_silent_mtp_exception(shipped, cases, tmp_path):
     lines = ["Model family\tVariants with `SupportsPP` implementations"]
     lines += [f"{k}\t{v}" for k, v in GUIDE_FAMILIES.items()]
     lines += ["", "Feature stacked with PP\tSupport"]
@@ -183,7 +182,9 @@ def test_docs_drift_of_the_guide_tables_leaves_only_the_topology_row(shipped, ca
     doc = tmp_path / "guide.txt"
     doc.write_text("\n".join(lines) + "\n")
     drifts = docs_drift(doc, shipped, list(cases.values()))
-    assert {d.name for d in drifts} <= TOPOLOGY_ROWS, [str(d) for d in drifts]
+    # the one true difference: vLLM refuses MTP on DeepSeek-V4.1, about which the guide is silent
+    assert [(d.name, d.claimed) for d in drifts] == [("MTP", "❌")], [str(d) for d in drifts]
+    assert "the guide is silent" in drifts[0].message
 
 
 def test_graph_mode_full_decode_only_supported_and_with_mtp(cases):
@@ -465,3 +466,42 @@ def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shippe
     hccs = claim(layers=LayerCounts(roce.model_copy(update={"network": "hccs"})))
     assert hccs.attrs["network"] == "hccs" and hccs.expectation.kind == "supported"
     assert claim(network="hccs").expectation.kind == "supported"
+
+
+# -- the claims table (`ppconf report --claims-only`) -----------------------------------------
+
+def test_claims_table_renders_the_guides_rows_with_qualifiers(shipped, tmp_path):
+    from reports.cells import feature_claims
+    from reports.render import report_claims
+
+    nightly = list(expand(shipped, "nightly-ascend").cases)
+    rows = {r.name: (r.symbol, r.text) for r in feature_claims(shipped, nightly)}
+    # the guide's feature table, no invented rows (no "Expert parallelism", no Xlite row)
+    assert set(rows) == set(GUIDE_FEATURES)
+    assert rows["EAGLE3"] == ("✅", "MiniMax-M3 only.")
+    assert rows["DSpark"] == ("✅", "DeepSeek-V4 and GLM-5.2 only.")
+    assert rows["DFlash"] == ("❌", "Not supported.")
+    assert rows["MTP"][0] == "✅" and "the guide is silent about DeepSeek-V4.1" in rows["MTP"][1]
+    assert "known-issue (waives accuracy)" in rows["LayerSplit (KVPP)"][1]
+    assert rows["Prefix caching"] == ("✅", "Supported.")
+    md = report_claims(nightly, tmp_path, {}, "", shipped) and (tmp_path / "support.md").read_text()
+    assert "| EAGLE3 | ✅ MiniMax-M3 only. |" in md
+    # the per-family table footnotes the exception the guide is silent about
+    assert "the guide is silent about this exception" in md
+
+
+def test_nightly_holds_the_guides_missing_claims(shipped):
+    nightly = {c.id: c for c in expand(shipped, "nightly-ascend").cases}
+    # DSpark taps relayed across stages with a custom partition of the target
+    dspark = nightly["glm-5.2/text/tp8-pp2-2node-mp/38,40/dspark"]
+    assert dspark.expectation.kind == "supported" and dspark.attrs["custom_partition"]
+    # draft_tensor_parallel_size sets only the drafter's TP: the target's partition stays checked
+    draft = nightly["glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp"]
+    assert draft.expectation.kind == "supported" and "drafter's TP" in draft.expectation.why
+    d = plan(shipped, draft, load_cluster("a3-2node"))
+    assert argv_json(d.launches[0], "--speculative-config")["draft_tensor_parallel_size"] == 1
+    # another upstream SupportsPP model behaves the same, and pooling runs nightly
+    qwen3 = nightly["qwen3/tp8-pp2-2node-mp/auto/none"]
+    assert qwen3.attrs["origin"] == "upstream" and qwen3.expectation.kind == "supported"
+    assert nightly["qwen3/tp8-pp2-2node-mp/auto/pooling"].expectation.kind == "supported"
+    assert not shipped.families["qwen3"].aliases  # not a row of the guide's model table
