@@ -225,6 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 ref = str(Path(ref).resolve())
             write_meta(run_dir, suite, cfg.cluster.name, [str(m.root.resolve())],
                        {"argv": sys.argv, "cases": args.case, "select": args.select, "cluster_ref": ref,
+                        "network": cfg.cluster.network,
                         "reference_cache": str(args.reference_cache) if args.reference_cache else None})
         try:
             summary = runner.run()

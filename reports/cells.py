@@ -113,6 +113,8 @@ def _cell(entries: list[Entry]) -> Cell:
         note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
     elif any(n.startswith("documentation disagrees") for n in _notes(worst)):
         note = next(n for n in _notes(worst) if n.startswith("documentation disagrees"))
+    elif worst.expectation.get("undocumented"):
+        note = f"the guide is silent about this exception: {worst.expectation.get('why', '')}"
     elif worst.outcome is None and worst.expectation.get("kind") in ("known-issue", "flaky"):
         exp = worst.expectation
         note = f"{exp['kind']}: {exp.get('link', '')}" + (f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else "")
@@ -163,35 +165,54 @@ class FeatureClaim:
     text: str
 
 
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def feature_claims(matrix, cases) -> list[FeatureClaim]:
-    """One row per feature (and per aliased topology family, e.g. P/D) that the cases exercise,
-    per platform: the rules written about it, as a symbol and their reasons — the shape of the
-    docs' "Feature stacked with PP | Support" table."""
+    """One row per row of the published feature table (a feature, or an aliased topology family
+    such as P/D, that the cases exercise), per platform, in the docs' terms: a symbol and one
+    sentence with its qualifiers ("MiniMax-M3 only", an exception the guide is silent about, a
+    known issue). Features the docs do not name as rows (no aliases) get no row."""
+    from reports.drift import _cases_about, _subject  # the same cases docs-drift weighs for a row
+
     rows = []
+    titles = {k: f.title for k, f in matrix.families.items()}
+    rules = {e.index: e.rule for e in matrix.rules}
     for platform in sorted({c.platform for c in cases}):
         mine = [c for c in cases if c.platform == platform]
-        subjects = [(f"\"{name}\" in features", f, lambda c, n=name: n in c.features)
-                    for name, f in matrix.features.items()]
-        aliased = {}
+        subjects = [(f.aliases[0], "feature", {name}) for name, f in matrix.features.items() if f.aliases]
+        aliased: dict[str, set[str]] = {}
         for name, t in matrix.topologies.items():
-            for alias in t.aliases:
-                aliased.setdefault(alias, []).append(name)
-        for alias, names in aliased.items():
-            probe = "pd" if all(matrix.topologies[n].decode for n in names) else None
-            subjects.append((probe, None, lambda c, ns=names: c.topology in ns))
-            subjects[-1] = (probe, alias, subjects[-1][2])
-        for token, subject, uses in subjects:
-            covered = [c for c in mine if uses(c)]
-            if not covered or token is None:
+            for alias in t.aliases[:1]:
+                aliased.setdefault(alias, set()).add(name)
+        subjects += [(alias, "topology", names) for alias, names in aliased.items()]
+        for label, kind, keys in subjects:
+            about = _cases_about(matrix, kind, keys, mine)
+            if not about:
                 continue
-            rules = [e for e in matrix.rules if token in e.rule.when and
-                     any(e.condition.evaluate(c.attrs) for c in covered)]
-            if not rules:
-                continue
-            kinds = [e.rule for e in rules]
-            symbol = (EXPERIMENTAL if any(r.experimental for r in kinds if r.expect == "supported") else SUPPORTED) \
-                if any(r.expect in ("supported", "known-issue", "flaky") for r in kinds) else REJECTED
-            text = " ".join(dict.fromkeys(r.why for r in kinds))
-            name = subject if isinstance(subject, str) else (subject.aliases[0] if subject.aliases else subject.title)
-            rows.append(FeatureClaim(platform, name, symbol, text))
+            per: dict[str, list] = {}
+            for c in about:
+                per.setdefault(c.family, []).append(c)
+            ok = sorted(f for f, cs in per.items() if any(claim_symbol(c.expectation.to_json()) != REJECTED for c in cs))
+            refused = sorted(f for f in per if f not in ok)
+            silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
+            rule_about = _subject(matrix, kind, keys)[1]
+            waived = [c.expectation for c in about if c.expectation.kind in ("known-issue", "flaky")
+                      and rule_about(rules[c.expectation.rule].when)]
+            experimental = any(c.expectation.experimental for c in about)
+            if not ok:
+                symbol, text = REJECTED, "Not supported."
+            else:
+                symbol = EXPERIMENTAL if experimental else SUPPORTED
+                named = [titles[f] for f in ok]
+                documented_refusals = [f for f in refused if f not in silent]
+                text = f"{_and(named)} only." if documented_refusals else "Supported."
+                if silent:
+                    text = text.rstrip(".") + (f"; the guide is silent about {_and([titles[f] for f in silent])}, "
+                                               f"where it is refused.")
+                if waived:
+                    w = waived[0]
+                    text = text.rstrip(".") + (f"; {w.kind} (waives {', '.join(w.waives)}): {w.link}.")
+            rows.append(FeatureClaim(platform, label, symbol, text))
     return rows

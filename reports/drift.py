@@ -84,9 +84,11 @@ class Drift:
     claimed: str
     observed: str | None
     message: str
+    cases: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"line {self.line}: {self.name}: {self.message}"
+        shown = ", ".join(self.cases[:3]) + (f" and {len(self.cases) - 3} more" if len(self.cases) > 3 else "")
+        return f"line {self.line}: {self.name}: {self.message}" + (f" (cases: {shown})" if self.cases else "")
 
 
 def _norm(s: str) -> str:
@@ -105,11 +107,223 @@ def _lookup(matrix, name: str) -> tuple[str, set[str]] | None:
     return None
 
 
+def _same(a: str, b: str) -> bool:
+    """Experimental support is support, for the docs' purposes."""
+    return {a, b} <= {SUPPORTED, EXPERIMENTAL} or a == b
+
+
+def _subject(matrix, kind: str, keys: set[str]):
+    """(does a case exercise the row, is a rule about the row) for a feature or topology row."""
+    if kind == "feature":
+        tokens = [f'"{k}" in features' for k in keys]
+        return (lambda c: bool(keys & set(c.features)), lambda when: any(t in when for t in tokens))
+    return (lambda c: c.topology in keys, lambda when: re.search(r"\bpd\b", when) is not None)
+
+
+def _cases_about(matrix, kind: str, keys: set[str], cases) -> list:
+    """The cases that speak for a row, per model variant: those decided by a rule about the row,
+    or, for a variant with none, every case of it exercising the row (whatever rule decided it:
+    with no rule of its own, the row inherits that claim)."""
+    exercises, about = _subject(matrix, kind, keys)
+    rules = {e.index: e.rule for e in matrix.rules}
+    groups: dict[tuple[str, str], list] = {}
+    for c in cases:
+        if exercises(c):
+            groups.setdefault((c.family, c.variant), []).append(c)
+    out = []
+    for group in groups.values():
+        out += [c for c in group if c.expectation.rule is not None and about(rules[c.expectation.rule].when)
+                or c.expectation.kind in ("supported", "known-issue", "flaky")]
+    return out
+
+
+def _verdict(symbols: list[str]) -> str:
+    return SUPPORTED if SUPPORTED in symbols else EXPERIMENTAL if EXPERIMENTAL in symbols else \
+        REJECTED if REJECTED in symbols else UNTESTED
+
+
+def _families_named(matrix, text: str) -> set[str]:
+    """Families a cell names ("only for MiniMax-M3 sparse models", "DeepSeek-V4 and GLM-5.2")."""
+    t = f" {_norm(text)} "
+    return {key for key, fam in matrix.families.items()
+            if any(f" {_norm(x)} " in t for x in (key, fam.title, *fam.aliases))}
+
+
+def published_per_family(matrix, text: str, symbol: str, families: set[str]) -> dict[str, str]:
+    """What a cell says of each family: a qualifier ("only for X and Y") is a claim about the
+    other families too — not supported there."""
+    named = _families_named(matrix, text) if re.search(r"\bonly\b", text, re.I) else set()
+    if named and symbol in (SUPPORTED, EXPERIMENTAL):
+        return {f: symbol if f in named else REJECTED for f in families}
+    return {f: symbol for f in families}
+
+
+# A published cell that names an open problem: the matrix must carry a waiver for it.
+ISSUE = re.compile(r"\bissue\b|under investigation|intermittent|flaky", re.I)
+
+
+def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases,
+                 by_case: dict[str, dict]) -> list[Drift]:
+    mine = _cases_about(matrix, kind, keys, cases)
+    rules = {e.index: e.rule for e in matrix.rules}
+    key = ", ".join(sorted(keys))
+    if not mine:
+        return [Drift(row.line, row.name, published, UNTESTED, None,
+                      f"published {published}, but no case of the matrix exercises {kind} '{key}'")]
+    groups: dict[tuple[str, str], list] = {}
+    for c in mine:
+        groups.setdefault((c.family, c.variant), []).append(c)
+    expected = published_per_family(matrix, row.text, published, {f for f, _ in groups})
+    # "Supported with the layerwise connector": support under a stated condition, so a refusal
+    # where the condition is not met agrees with the cell
+    conditional = re.match(r"\W*supported with\b", row.text, re.I) is not None
+    out = []
+    if published in (SUPPORTED, EXPERIMENTAL) and ISSUE.search(row.text):
+        plain = [c.id for c in mine if c.expectation.kind == "supported"]
+        if plain:
+            out.append(Drift(row.line, row.name, published, SUPPORTED, None,
+                             f"published \"{row.text}\" (support with an open issue), the matrix claims plain "
+                             f"support with no known-issue or flaky waiver", tuple(plain)))
+    for source in ("matrix", "run"):
+        per: dict[tuple[str, str], tuple[str, list[str], bool]] = {}
+        for fv, group in groups.items():
+            if source == "matrix":
+                symbols = [claim_symbol(c.expectation.to_json()) for c in group]
+            else:
+                ran = [c for c in group if c.id in by_case]
+                if not ran:
+                    continue
+                symbols = [observed_symbol(by_case[c.id]["expectation"], by_case[c.id]["outcome"]) for c in ran]
+                group = ran
+            verdict = _verdict(symbols)
+            if not conditional and _same(expected[fv[0]], SUPPORTED) and REJECTED in symbols and verdict != REJECTED:
+                # an unqualified ✅ claims every case of the variant: one refused stack or layout
+                # the cell does not name is a disagreement (the P/D cell's own qualifiers — decode
+                # PP1, prefill TP a multiple of decode TP — are read from the P/D section)
+                refused = [c for c, sym in zip(group, symbols) if sym == REJECTED and not (
+                    kind == "topology" and c.expectation.rule is not None
+                    and re.search(r"decode_pp|pd_tp_multiple", rules[c.expectation.rule].when))]
+                if refused:
+                    verdict = REJECTED
+            if not _same(verdict, expected[fv[0]]):
+                behind = [c for c, s in zip(group, symbols) if _same(s, verdict)]
+                per[fv] = (verdict, [c.id for c in behind], any(c.expectation.undocumented for c in behind))
+        families = sorted({f for f, _ in per})
+        for fam in families:
+            variants = sorted(v for f, v in per if f == fam)
+            whole = set(variants) == {v for f, v in groups if f == fam} and len({per[(fam, v)][0] for v in variants}) == 1
+            parts = [(fam, variants)] if whole else [(f"{fam}/{v}", [v]) for v in variants]
+            for label, vs in parts:
+                verdict = per[(fam, vs[0])][0]
+                ids = tuple(i for v in vs for i in per[(fam, v)][1])
+                silent = any(per[(fam, v)][2] for v in vs)
+                says = "the matrix claims" if source == "matrix" else "the run observed"
+                note = "; the guide is silent about this exception" if silent and source == "matrix" else ""
+                out.append(Drift(row.line, row.name, published, verdict if source == "matrix" else "",
+                                 verdict if source == "run" else None,
+                                 f"published {published} \"{row.text}\", {says} {verdict} for {label}{note}", ids))
+    return out
+
+
+def _variant_drifts(row: PublishedRow, matrix, family: str, platform: str) -> list[Drift]:
+    """The model table's variant column against the family's variants (and their origin)."""
+    fam = matrix.families[family]
+    variants = {k: v for k, v in fam.variants.items() if not v.platforms or platform in v.platforms}
+    text = row.text
+    origin = re.search(r"\(([^)]*implementation[^)]*)\)", text)
+    listed = re.sub(r"\([^)]*\)|\bvariants?\b", " ", text)
+    items = [i.strip() for i in re.split(r",|\band\b", listed) if i.strip()]
+    out = []
+    matched: set[str] = set()
+    for item in items:
+        words = set(_norm(item).split())
+        hits = {k for k, v in variants.items() if words <= set(_norm(f"{k} {v.title}").split())}
+        if not hits and "drafter" in words and words - {"drafter"} <= {_norm(d) for d in
+                                                                        {d for v in variants.values() for d in v.drafters}}:
+            continue  # a drafter the guide lists as a variant: the matrix keeps it as the family's drafter
+        if not hits:
+            out.append(Drift(row.line, row.name, SUPPORTED, "", None,
+                             f"published variant \"{item}\", but family '{family}' has no such variant"))
+        matched |= hits
+    for k in sorted(matched):
+        if not variants[k].supports_pp and "supportspp" in row.column.lower():
+            out.append(Drift(row.line, row.name, SUPPORTED, REJECTED, None,
+                             f"published with a SupportsPP implementation, the matrix says supports_pp: false "
+                             f"for {family}/{k}"))
+    for k in sorted(set(variants) - matched):
+        out.append(Drift(row.line, row.name, SUPPORTED, SUPPORTED, None,
+                         f"the matrix claims variant '{k}' of '{family}', which the published row does not list"))
+    if origin:
+        said = _norm(origin.group(1))
+        want = "upstream+ascend-adapter" if "adapter" in said else "upstream" if "upstream" in said else "ascend"
+        wrong = sorted(k for k, v in variants.items() if v.origin != want)
+        if wrong:
+            out.append(Drift(row.line, row.name, SUPPORTED, SUPPORTED, None,
+                             f"published \"{origin.group(1)}\", the matrix says origin "
+                             f"{', '.join(sorted({variants[k].origin for k in wrong}))} for {', '.join(wrong)}"))
+    return out
+
+
+NEGATIVE = re.compile(r"cannot|not compatible|not supported|does not support|不支持|不兼容", re.I)
+
+
+def _prose_claims(text: str, matrix) -> list[tuple[int, str, str, str, set[str]]]:
+    """(line, sentence, symbol, kind, keys) for each line of the compatibility list that names a
+    feature: "X is not compatible with PP" is ❌, "X supports PP ..." ✅."""
+    lines = text.splitlines()
+    out = []
+    start = next((i for i, l in enumerate(lines) if re.search(r"兼容性与限制|^compatibility", l.strip(), re.I)), None)
+    if start is None:
+        return out
+    names = sorted(((x, key) for key, f in matrix.features.items() for x in (f.title, *f.aliases)),
+                   key=lambda p: -len(p[0]))
+    for i in range(start + 1, len(lines)):
+        line = lines[i].strip()
+        if line.endswith("¶") or line.startswith("#"):
+            break
+        hit = next((key for x, key in names if x.lower() in line.lower()), None)
+        if hit is None:
+            continue
+        symbol = REJECTED if NEGATIVE.search(line) else SUPPORTED if re.search(r"support", line, re.I) else None
+        if symbol:
+            out.append((i + 1, line, symbol, "feature", {hit}))
+    return out
+
+
+def _pd_table_drifts(text: str, matrix, cases) -> list[Drift]:
+    """The P/D section's table: the Decode node's `--pipeline-parallel-size`. Every P/D case with
+    a larger decode PP must be claimed rejected, and some with that decode PP supported."""
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        cells = _split(line)
+        if not cells or len(cells) < 3 or cells[0].strip("` ") != "--pipeline-parallel-size":
+            continue
+        m = re.search(r"\d+", cells[2])
+        if not m:
+            continue
+        d = int(m.group())
+        rules = {e.index: e.rule for e in matrix.rules}
+        # cases decided by a P/D rule (a wrong partition on a P/D pair speaks of the partition)
+        pd = [c for c in cases if c.attrs.get("pd") and c.expectation.rule is not None
+              and re.search(r"\bpd\b", rules[c.expectation.rule].when)]
+        wrong = [c.id for c in pd if c.attrs["decode_pp"] > d and claim_symbol(c.expectation.to_json()) != REJECTED]
+        if wrong:
+            out.append(Drift(i + 1, "P/D: Decode --pipeline-parallel-size", REJECTED, SUPPORTED, None,
+                             f"published decode PP {d}, the matrix does not reject decode PP > {d}", tuple(wrong)))
+        if pd and not any(c.attrs["decode_pp"] == d and c.expectation.kind == "supported" for c in pd):
+            out.append(Drift(i + 1, "P/D: Decode --pipeline-parallel-size", SUPPORTED, REJECTED, None,
+                             f"published decode PP {d}, but no P/D case with decode PP {d} is claimed supported"))
+    return out
+
+
 def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> list[Drift]:
-    """Every published row that disagrees with the claims of ``cases`` (or with ``records``)."""
+    """Every published cell that disagrees with the claims of ``cases`` (or with ``records``),
+    family by family: one line per disagreement, with the cases behind it."""
     out: list[Drift] = []
     by_case = {r["case"]: r for r in records or []}
-    for row in read_tables(doc.read_text(encoding="utf-8", errors="replace")):
+    text = doc.read_text(encoding="utf-8", errors="replace")
+    platform = next(iter({c.platform for c in cases}), "")
+    for row in read_tables(text):
         published = published_symbol(row.text, row.column)
         found = _lookup(matrix, row.name)
         if published is None:
@@ -120,27 +334,19 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
                              f"published {published}, but no feature or family of the matrix is named so"))
             continue
         kind, keys = found
-        key = ", ".join(sorted(keys))
-        attr = {"feature": lambda c: set(c.features), "family": lambda c: {c.family}, "topology": lambda c: {c.topology}}[kind]
-        mine = [c for c in cases if attr(c) & keys]
-        if not mine:
-            out.append(Drift(row.line, row.name, published, UNTESTED, None,
-                             f"published {published}, but no case of the matrix exercises {kind} '{key}'"))
+        if kind == "family":
+            for family in sorted(keys):
+                out += _variant_drifts(row, matrix, family, platform)
             continue
-        claims = [claim_symbol(c.expectation.to_json()) for c in mine]
-        claimed = SUPPORTED if SUPPORTED in claims else EXPERIMENTAL if EXPERIMENTAL in claims else \
-            REJECTED if REJECTED in claims else UNTESTED
-        observed = None
-        seen = [observed_symbol(by_case[c.id]["expectation"], by_case[c.id]["outcome"]) for c in mine if c.id in by_case]
-        if seen:
-            observed = SUPPORTED if SUPPORTED in seen else EXPERIMENTAL if EXPERIMENTAL in seen else \
-                REJECTED if REJECTED in seen else UNTESTED
-        if {published, claimed} - {SUPPORTED, EXPERIMENTAL} and published != claimed:
-            out.append(Drift(row.line, row.name, published, claimed, observed,
-                             f"published {published}, the matrix claims {claimed} for "
-                             f"{claims.count(claimed)} of {len(mine)} case(s) of {kind} '{key}' and "
-                             f"{SUPPORTED} for none"))
-        elif observed is not None and observed != published and {observed, published} - {SUPPORTED, EXPERIMENTAL}:
-            out.append(Drift(row.line, row.name, published, claimed, observed,
-                             f"published {published}, the run observed {observed}"))
+        out += _cell_drifts(row, published, matrix, kind, keys, cases, by_case)
+    for line, sentence, symbol, kind, keys in _prose_claims(text, matrix):
+        row = PublishedRow(line, sentence, sentence, "compatibility list")
+        # the list speaks of the feature as a whole: compared with its best verdict over families
+        mine = _cases_about(matrix, kind, keys, cases)
+        verdict = _verdict([claim_symbol(c.expectation.to_json()) for c in mine]) if mine else UNTESTED
+        if not _same(verdict, symbol):
+            out.append(Drift(line, sentence, symbol, verdict, None,
+                             f"the compatibility list says {symbol}, the matrix claims {verdict} for "
+                             f"{', '.join(sorted(keys))}", tuple(c.id for c in mine if _same(claim_symbol(c.expectation.to_json()), verdict))))
+    out += _pd_table_drifts(text, matrix, cases)
     return out

@@ -138,7 +138,9 @@ def current_claims(run_dir: Path, matrix) -> dict[str, dict] | None:
     """What the run's suite claims today, case by case."""
     from harness.cases.expand import expand
 
-    suite = load_meta(run_dir).get("suite")
+    meta = load_meta(run_dir)
+    suite = meta.get("suite")
     if not suite or suite not in matrix.suites:
         return None
-    return {c.id: c.expectation.to_json() for c in expand(matrix, suite).cases}
+    # claims that depend on the links are read as on the run's cluster (run.json's `network`)
+    return {c.id: c.expectation.to_json() for c in expand(matrix, suite, network=meta.get("network")).cases}

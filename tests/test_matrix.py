@@ -99,7 +99,7 @@ def test_rule_fields_depend_on_the_outcome(matrix_dir):
         """)
     errs = errors_of(matrix_dir.root)
     assert any("zz-rules.yaml:2:5" in e and "needs error, phase" in e for e in errs), errs
-    assert any("zz-rules.yaml:5:5" in e and "needs owner, until" in e for e in errs), errs
+    assert any("zz-rules.yaml:5:5" in e and "needs owner, until, waives" in e for e in errs), errs
     assert any("zz-rules.yaml:9:5" in e and "regular expression" in e for e in errs), errs
 
 
@@ -147,3 +147,49 @@ def test_bad_regex_in_a_feature_is_a_positioned_error(matrix_dir):
         """)
     errs = errors_of(matrix_dir.root)
     assert any("extra.yaml:4:" in e and "not a valid regular expression" in e for e in errs), errs
+
+
+def test_a_waiver_names_the_checks_it_covers(matrix_dir):
+    matrix_dir("zz-rules.yaml", """\
+        rules:
+          - when: 'pp > 2'
+            expect: flaky
+            link: https://example.invalid/1
+            waives: [accuracy, everything]
+            why: y
+          - when: 'pp > 3'
+            expect: supported
+            waives: [accuracy]
+            why: z
+        """)
+    errs = errors_of(matrix_dir.root)
+    assert any("zz-rules.yaml" in e and "everything" in e for e in errs), errs
+    assert any("zz-rules.yaml:7:5" in e and "waives only applies" in e for e in errs), errs
+
+
+def test_lint_warns_when_a_claimed_rejection_is_a_crash(matrix_dir):
+    from harness.matrix.lint import lint
+
+    matrix_dir("cpu/zz-crash.yaml", """\
+        rules:
+          - when: 'platform == "cpu" && partition_doc_error != "" && "prefix-caching" in features'
+            expect: rejected
+            error: "ZeroDivisionError: integer division or modulo by zero"
+            phase: startup
+            why: a crash claimed as a rejection
+          - when: 'platform == "cpu" && pp > 1 && "enforce-eager" in features && backend == "mp"'
+            expect: rejected
+            error: "'CPUModelRunner' object has no attribute 'drafter'"
+            phase: startup
+            why: another
+        """)
+    text = (matrix_dir.root / "cpu/rules.yaml").read_text()
+    # ahead of the shipped rules, so both decide some case
+    (matrix_dir.root / "cpu/rules.yaml").unlink()
+    (matrix_dir.root / "cpu/zz-rules.yaml").write_text(text)
+    report = lint(load_matrix(matrix_dir.root))
+    crashes = [w for w in report.warnings if "matches a crash" in w]
+    assert any("ZeroDivisionError" in w and "zz-crash.yaml:2:5" in w for w in crashes), report.warnings
+    assert any("AttributeError" in w and "zz-crash.yaml:7:5" in w for w in crashes), report.warnings
+    shipped_report = lint(load_matrix())
+    assert not [w for w in shipped_report.warnings if "matches a crash" in w]

@@ -33,6 +33,9 @@ ATTRIBUTES: dict[str, type] = {
     "partition_doc_error": str,  # the same under the Ascend guide's stricter rule
     "features": list,
     "feature": str,  # the whole stack, e.g. "mtp+graph-mode", or "none"
+    # How the cluster's nodes are linked ("roce", "hccs", ... from the inventory's `network`),
+    # "unknown" when the suite is expanded without a cluster (lint, claims-only reports).
+    "network": str,
 }
 
 
@@ -52,11 +55,15 @@ class Expectation:
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
+    waives: tuple[str, ...] = ()  # known-issue / flaky: the checks the waiver covers
+    undocumented: bool = False  # the published guide is silent about this claim
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if v not in (None, False, "")}
+        out = {k: v for k, v in self.__dict__.items() if v not in (None, False, "", ())}
         if self.until is not None:
             out["until"] = self.until.isoformat()
+        if self.waives:
+            out["waives"] = list(self.waives)
         return out
 
 

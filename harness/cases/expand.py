@@ -23,6 +23,7 @@ from harness.cases.case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_
 from harness.matrix.load import Matrix
 from harness.cases.partition import partition_error
 from harness.target.model_config import LayerCounts
+from harness.plan.cluster import Cluster
 from harness.matrix.schema import Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
 
@@ -114,7 +115,7 @@ def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int
 
 
 def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_name: str, partition: str,
-           feats: tuple[str, ...], layers: Callable[[Variant], int | None]) -> dict:
+           feats: tuple[str, ...], layers: Callable[[Variant], int | None], network: str) -> dict:
     v = m.variant(fam, var)
     t = m.topologies[topo_name]
     part = None if partition == "auto" else partition
@@ -152,11 +153,12 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_na
         "partition_doc_error": partition_error(n, t.pp, part, "ascend-doc") if n else "",
         "features": list(feats),
         "feature": stack_id(feats),
+        "network": network,
     }
 
 
 def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int, ...],
-          layers: Callable[[Variant], int | None]) -> Case:
+          layers: Callable[[Variant], int | None], network: str) -> Case:
     fam, var = dims.variants[row[0]]
     topo = dims.topologies[row[1]]
     partition = dims.partitions[row[2]]
@@ -172,16 +174,21 @@ def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int,
         topology=topo,
         partition=partition,
         features=features,
-        attrs=_attrs(m, suite_name, suite, fam, var, topo, partition, features, layers),
+        attrs=_attrs(m, suite_name, suite, fam, var, topo, partition, features, layers, network),
     )
 
 
-def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None) -> Expansion:
+def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None,
+           network: str | None = None) -> Expansion:
     """All cases of a suite, each with its expectation resolved. ``layers`` gives a variant's
     hidden-layer count where the matrix does not (default: read from the model's config.json
-    where this host can read it, ``harness.target.model_config``)."""
+    where this host can read it, ``harness.target.model_config``). ``network`` (default: that of
+    the cluster ``layers`` reads from) is the cluster's link type; with no cluster it is
+    "unknown", so a rule about a link type decides a case only where the rule also names "unknown"."""
     suite = m.suite(suite_name)
     layers = layers or LayerCounts()
+    cluster: Cluster | None = getattr(layers, "cluster", None)
+    network = network or (cluster.network if cluster is not None else "unknown")
     cases: dict[str, Case] = {}
     covered = possible = product = 0
     for gi, group in enumerate(suite.groups):
@@ -202,7 +209,7 @@ def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] |
             rows = [r for r in itertools.product(*(range(n) for n in dims.sizes))
                     if allowed(dict(enumerate(r)))]
         for row in rows:
-            case = _case(m, suite_name, suite, dims, row, layers)
+            case = _case(m, suite_name, suite, dims, row, layers, network)
             cases.setdefault(case.id, case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":
@@ -232,7 +239,7 @@ def resolve(m: Matrix, case: Case) -> Case:
     return replace(case, expectation=Expectation(
         kind=r.expect, why=r.why, rule=entry.index, where=str(entry.where), link=r.link,
         experimental=r.experimental, error=error, phase=r.phase, within_s=r.within_s,
-        reason=r.reason, owner=r.owner, until=r.until,
+        reason=r.reason, owner=r.owner, until=r.until, waives=tuple(r.waives), undocumented=not r.documented,
     ))
 
 

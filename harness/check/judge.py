@@ -72,34 +72,53 @@ class Verdict:
     reason: str
 
 
-def _problems(obs: Observation) -> list[str]:
-    """Why a deployment claimed to work did not, or [] when every check passed."""
-    out = []
+def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
+    """(check, why) for each check of a deployment claimed to work that did not pass; [] when
+    every check passed. Check names are those a waiver may list (harness.matrix.schema.CHECKS)."""
+    out: list[tuple[str, str]] = []
     if not obs.ready:
         if obs.hung:
-            out.append("did not become ready before the startup deadline")
+            out.append(("startup", "did not become ready before the startup deadline"))
         else:
             cause = obs.root_cause["text"] if obs.root_cause else "no error line found in the logs"
-            out.append(f"failed at {obs.failed_phase or 'startup'}: {cause}")
+            out.append(("startup", f"failed at {obs.failed_phase or 'startup'}: {cause}"))
         return out
     if obs.request_error:
         cause = f" (root cause: {obs.root_cause['text']})" if obs.root_cause else ""
-        out.append(f"request failed: {obs.request_error}{cause}")
+        out.append(("request", f"request failed: {obs.request_error}{cause}"))
     if obs.partition_expected is not None:
         if obs.partition is None:
-            out.append("the partition the workers built could not be read (no stage probe, no log line)")
+            out.append(("partition", "the partition the workers built could not be read (no stage probe, no log line)"))
         elif obs.partition != obs.partition_expected:
-            out.append(f"partition {obs.partition} differs from the oracle's {obs.partition_expected}")
+            out.append(("partition", f"partition {obs.partition} differs from the oracle's {obs.partition_expected}"))
     if obs.accuracy is not None and not obs.accuracy.get("equal", False):
         ref = obs.accuracy.get("reference", "the reference")
-        out.append(f"outputs differ from {ref}: {obs.accuracy.get('summary', '')}".rstrip(": "))
+        out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.get('summary', '')}".rstrip(": ")))
     if obs.score is not None and not obs.score.get("ok", False):
-        out.append(f"task score: {obs.score.get('detail', '')}")
+        out.append(("accuracy", f"task score: {obs.score.get('detail', '')}"))
     for line in obs.silent_disable:
-        out.append(f"feature silently disabled: {line['text']}")
+        out.append(("silent-disable", f"feature silently disabled: {line['text']}"))
     for name, check in obs.feature_checks.items():
         if not check.get("ok", False):
-            out.append(f"{name} check failed: {check.get('detail', '')}")
+            out.append(("feature-checks", f"{name} check failed: {check.get('detail', '')}"))
+    return out
+
+
+def _problems(obs: Observation) -> list[str]:
+    """Why a deployment claimed to work did not, or [] when every check passed."""
+    return [why for _, why in _failed_checks(obs)]
+
+
+def _unwaived(exp: Expectation, obs: Observation, failed: list[tuple[str, str]]) -> list[str]:
+    """The failures a known-issue or flaky waiver does not cover: checks it does not name, and a
+    startup or request failure whose root cause is not the one the waiver states."""
+    cause = " ".join(filter(None, [(obs.root_cause or {}).get("text", ""), obs.request_error or ""]))
+    out = []
+    for check, why in failed:
+        if check not in exp.waives:
+            out.append(why)
+        elif exp.error and check in ("startup", "request") and not re.search(exp.error, cause):
+            out.append(f"{why} (not the waived failure /{exp.error}/)")
     return out
 
 
@@ -126,13 +145,18 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
         return Verdict(Outcome.SKIP, "no rule of the matrix makes a claim about this case")
     if exp.kind == "rejected":
         return _judge_rejection(exp, obs)
-    problems = _problems(obs)
-    if not problems and obs.reference_error:
+    failed = _failed_checks(obs)
+    if not failed and obs.reference_error:
         # the case did all it could; what it is compared with did not: no verdict on its accuracy
         return Verdict(Outcome.ERROR, f"accuracy not judged: {obs.reference_error}")
-    if not problems:
+    if not failed:
         return Verdict(Outcome.PASS, "ready; every check passed")
-    reason = "; ".join(problems)
+    reason = "; ".join(why for _, why in failed)
+    if exp.kind in ("known-issue", "flaky"):
+        unwaived = _unwaived(exp, obs, failed)
+        if unwaived:
+            return Verdict(Outcome.FAIL, f"{'; '.join(unwaived)} (the {exp.kind} waiver {exp.link} covers only "
+                                         f"{', '.join(exp.waives)})")
     if exp.kind == "known-issue":
         return Verdict(Outcome.KNOWN_ISSUE, f"{reason} (known issue {exp.link}, owner {exp.owner})")
     if exp.kind == "flaky":

@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.matrix.load import Matrix
+
+
+# Exception classes that mean the code under test crashed, not that it refused a configuration
+# with a validation message, and the message shapes Python gives them. A claimed rejection whose
+# pattern matches one of them is a bug passing as XFAIL.
+CRASHES = {
+    "ZeroDivisionError": r"division or modulo by zero|division by zero",
+    "AssertionError": r"(^|[^\w])assert\s",
+    "AttributeError": r"has no attribute",
+    "KeyError": r"KeyError",
+    "IndexError": r"index out of range",
+    "TypeError": r"takes \d+ positional argument|unsupported operand type|object is not (callable|subscriptable)",
+    "UnboundLocalError": r"referenced before assignment",
+}
+
+
+def crash_in(pattern: str) -> str | None:
+    """The crash class a rejection pattern matches, if any: the class as a log line would print
+    it, or the message shape Python gives that class written in the pattern."""
+    for name, shape in CRASHES.items():
+        if re.search(pattern, f"{name}: x") or name in pattern or re.search(shape, pattern):
+            return name
+    return None
 
 
 @dataclass
@@ -47,6 +71,10 @@ def lint(m: Matrix) -> LintReport:
         elif decided[entry.index] == 0:
             report.errors.append(f"{where} is shadowed: every case it matches ({matched[entry.index]}) "
                                  f"is decided by an earlier rule")
+        crash = crash_in(entry.rule.error) if entry.rule.expect == "rejected" and entry.rule.error else None
+        if crash:
+            report.warnings.append(f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
+                                   f"refusal naming its cause; claim it as known-issue with a link")
         text = " ".join(entry.rule.when.split())
         if text in seen:
             report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")

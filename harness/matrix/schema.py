@@ -168,6 +168,14 @@ class Family(Strict):
         return v
 
 
+class Side(Strict):
+    """How a feature is expressed on one instance of a P/D pair."""
+
+    args: list[str] = []
+    env: dict[str, str] = {}
+    configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
+
+
 class Feature(Strict):
     title: str
     args: list[str] = []
@@ -183,6 +191,15 @@ class Feature(Strict):
     checks: list[Literal["prefix-cache-hit", "embeddings"]] = []
     link: str | None = None
     aliases: list[str] = []  # names the published docs use for it
+    # On a P/D pair, a side given here replaces args/env/configs above on that instance (the
+    # feature's own kv-transfer-config, if any, then replaces the topology's connector there).
+    prefill: Side | None = None
+    decode: Side | None = None
+
+    def side(self, role: str | None) -> Side:
+        """The expression on one instance: ``role`` is "prefill", "decode" or None (no P/D)."""
+        own = getattr(self, role) if role else None
+        return own or Side(args=self.args, env=self.env, configs=self.configs)
 
     _regexes = field_validator("silent_disable")(classmethod(lambda cls, v: _compiled(v)))
 
@@ -246,6 +263,8 @@ class Suite(Strict):
 
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
+# The checks of a served case a known-issue or flaky waiver can cover (harness.check.judge).
+CHECKS = ("startup", "request", "partition", "accuracy", "silent-disable", "feature-checks")
 
 
 class Rule(Strict):
@@ -263,19 +282,27 @@ class Rule(Strict):
     # The accuracy reference and comparison for the cases this rule decides (most specific wins).
     reference: Reference | None = None
     compare: Compare | None = None
+    # known-issue / flaky: the checks the waiver covers; a failure of any other check is FAIL.
+    # With `error`, a waived startup or request failure must also show that root cause.
+    waives: list[Literal[CHECKS]] = []  # type: ignore[valid-type]
+    # false: the published guide says nothing of this claim (an exception it is silent about);
+    # the claims table, docs-drift and reports say so instead of showing the guide's cell.
+    documented: bool = True
 
     @model_validator(mode="after")
     def _fields_for_outcome(self) -> Rule:
         needs = {
             "rejected": ("error", "phase"),
             "unsupported-on-platform": ("reason",),
-            "known-issue": ("link", "owner", "until"),
-            "flaky": ("link",),
+            "known-issue": ("link", "owner", "until", "waives"),
+            "flaky": ("link", "waives"),
         }.get(self.expect, ())
-        missing = [f for f in needs if getattr(self, f) is None]
+        missing = [f for f in needs if getattr(self, f) in (None, [])]
         if missing:
             raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}")
-        only_rejected = ("error", "phase", "within_s")
+        if self.waives and self.expect not in ("known-issue", "flaky"):
+            raise ValueError("waives only applies to expect: known-issue or flaky")
+        only_rejected = ("phase", "within_s") if self.expect in ("known-issue", "flaky") else ("error", "phase", "within_s")
         if self.expect != "rejected":
             stray = [f for f in only_rejected if getattr(self, f) is not None]
             if stray:

@@ -50,6 +50,9 @@ class Cluster(Strict):
     name: str
     platform: str
     nodes: list[Node] = Field(min_length=1)
+    # How the nodes are linked to each other: the `network` attribute of rule conditions (the
+    # guide restricts PP + DP over RoCE). "unknown" when the inventory does not say.
+    network: Literal["roce", "hccs", "tcp", "loopback", "unknown"] = "unknown"
     # The Ray cluster (host:port of its GCS) that reaches nodes with `reach: ray`; each such node
     # is the Ray node carrying a custom resource named after it (ray start --resources '{"NAME": 1}').
     ray_address: str | None = None
@@ -73,6 +76,7 @@ def local_cluster() -> Cluster:
         platform="cpu",
         nodes=[Node(name="local", host="localhost", address="127.0.0.1", nic="lo", devices=cores,
                     vllm=vllm, python=sys.executable, bind="127.0.0.1")],
+        network="loopback",
     )
 
 

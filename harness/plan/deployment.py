@@ -173,22 +173,30 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
     model = resolve_model(variant.model)
     features = [m.features[f] for f in case.features]
 
-    args: list[str] = []
-    env: dict[str, str] = dict(platform.env)
-    env.update(variant.env)
-    configs: dict[str, dict] = {}
-    for f in features:
-        args += f.args
-        env.update(f.env)
-        for flag, fragment in f.configs.items():
-            configs[flag] = _merge(configs.get(flag, {}), fragment)
-    spec = configs.get("speculative-config")
-    if spec and spec.get("method") in variant.drafters and "model" not in spec:
-        configs["speculative-config"] = {**spec, "model": resolve_model(variant.drafters[spec["method"]])}
+    def expression(role: str | None) -> tuple[list[str], dict[str, str], dict[str, dict]]:
+        """The stacked features' args, env and JSON-config fragments on one instance (``role``:
+        a P/D side, or None)."""
+        args: list[str] = []
+        env: dict[str, str] = dict(platform.env)
+        env.update(variant.env)
+        configs: dict[str, dict] = {}
+        for f in features:
+            side = f.side(role)
+            args += side.args
+            env.update(side.env)
+            for flag, fragment in side.configs.items():
+                configs[flag] = _merge(configs.get(flag, {}), fragment)
+        spec = configs.get("speculative-config")
+        if spec and spec.get("method") in variant.drafters and "model" not in spec:
+            configs["speculative-config"] = {**spec, "model": resolve_model(variant.drafters[spec["method"]])}
+        return args, env, configs
+
+    args, env, configs = expression(None)
     custom = case.partition != "auto"
 
-    def node_env(node: Node, devices: tuple[int, ...], ranks: int, partition: bool) -> dict[str, str]:
-        e = dict(env)
+    def node_env(node: Node, devices: tuple[int, ...], ranks: int, partition: bool,
+                 role: str | None = None) -> dict[str, str]:
+        e = dict(expression(role)[1] if role else env)
         for var, attr in platform.node_env.items():
             e[var] = getattr(node, attr)
         e[platform.device_env] = _device_value(platform.device_format, devices, ranks)
@@ -199,10 +207,13 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         e.update(node.env)
         return e
 
-    def json_args(extra: dict[str, dict] | None = None) -> list[str]:
-        merged = dict(configs)
+    def json_args(extra: dict[str, dict] | None = None, role: str | None = None,
+                  replace: dict[str, dict] | None = None) -> list[str]:
+        """``extra`` is merged under the features' fragments; ``replace`` stands in for them."""
+        merged = dict(expression(role)[2] if role else configs)
         for flag, value in (extra or {}).items():
             merged[flag] = _merge(value, merged.get(flag, {}))
+        merged.update(replace or {})
         out: list[str] = []
         for flag in JSON_FLAGS:
             if flag in merged:
@@ -211,7 +222,12 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
 
     tail = [*variant.serve_args, *platform.serve_args, *args]
     if topo.decode is not None:
-        return _plan_pd(m, case, cluster, topo, placement, ports, model, tail, node_env, json_args)
+        def side(role: str) -> tuple[list[str], dict]:
+            """A P/D side's flags, and the kv-transfer-config its features bring (else {})."""
+            side_args, _, side_configs = expression(role)
+            return [*variant.serve_args, *platform.serve_args, *side_args], side_configs.get("kv-transfer-config", {})
+
+        return _plan_pd(m, case, cluster, topo, placement, ports, model, side, node_env, json_args)
 
     nnodes = topo.nnodes
     per_node = topo.world // nnodes
@@ -274,7 +290,7 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     return {"prefill": prefill, "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp}}
 
 
-def _plan_pd(m, case, cluster, topo, placement, ports, model, tail, node_env, json_args) -> Deployment:
+def _plan_pd(m, case, cluster, topo, placement, ports, model, side, node_env, json_args) -> Deployment:
     decode = topo.decode
     p_devices = topo.world
     d_devices = decode.tp * decode.pp * decode.dp
@@ -297,21 +313,27 @@ def _plan_pd(m, case, cluster, topo, placement, ports, model, tail, node_env, js
         node_name, devices = placement.nodes[index]
         node = cluster.node(node_name)
         world = inst.tp * inst.pp * inst.dp
-        kv = {"kv-transfer-config": {
-            "kv_connector": connector, "kv_role": kv_role,
-            # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
-            "kv_port": str(ports.kv + index * 100), "engine_id": str(index),
-            "kv_connector_extra_config": extra_config,
-        }}
+        tail, own_kv = side(role)
+        # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
+        kv_port = str(ports.kv + index * 100)
+        if own_kv:
+            # a feature that brings its own connector for this side (the layerwise / sparse KV
+            # offload) replaces the topology's Mooncake config there; the plan only assigns the port
+            kv = {"kv-transfer-config": {**own_kv, **({"kv_port": kv_port} if "kv_port" in own_kv else {})}}
+        else:
+            kv = {"kv-transfer-config": {
+                "kv_connector": connector, "kv_role": kv_role, "kv_port": kv_port, "engine_id": str(index),
+                "kv_connector_extra_config": extra_config,
+            }}
         argv = [*node.vllm, "serve", model, "--tensor-parallel-size", str(inst.tp),
                 "--pipeline-parallel-size", str(inst.pp)]
         if inst.dp > 1:
             argv += ["--data-parallel-size", str(inst.dp)]
         if node.bind:
             argv += ["--host", node.bind]
-        argv += ["--port", str(port), *tail, *json_args(kv)]
+        argv += ["--port", str(port), *tail, *(json_args(replace=kv, role=role) if own_kv else json_args(kv, role))]
         launches.append(LaunchSpec(role, role, node.name, node.host, tuple(argv),
-                                   tuple(sorted(node_env(node, devices, world, role == "prefill").items())),
+                                   tuple(sorted(node_env(node, devices, world, role == "prefill", role).items())),
                                    port, node.set_env))
     head = cluster.node(placement.nodes[0][0])
     p_node = cluster.node(placement.nodes[0][0])

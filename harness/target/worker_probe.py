@@ -81,6 +81,8 @@ class StageProbe:
         `start_layer`/`end_layer` are the model's own record (None for models
         without pipeline support, which keep none); `built_layers` lists the
         blocks that are real modules rather than pipeline placeholders.
+        `drafter` says where the speculative-decoding draft model lives: None
+        on a worker that holds none, else what this worker built of it.
         """
         from vllm.distributed.parallel_state import get_pp_group, get_tp_group
 
@@ -101,6 +103,7 @@ class StageProbe:
             "start_layer": _layer_attr(stack, "start_layer"),
             "end_layer": _layer_attr(stack, "end_layer"),
             "built_layers": _built_layers(blocks),
+            "drafter": _drafter_info(self.model_runner, config),
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }
@@ -136,6 +139,30 @@ def _decoder_stack(model, num_layers: int):
         return "", None, None
     _, _, path, module, blocks = min(found, key=lambda f: f[:2])
     return path, module, blocks
+
+
+def _drafter_info(model_runner, config) -> dict[str, Any] | None:
+    """The draft model this worker holds, or None.
+
+    `method` is the speculative method, `proposer` the runner's proposer
+    class; for drafters that are models (MTP, EAGLE, DSpark ...),
+    `model` is the draft model's class, `stack` and `built_layers` its own
+    blocks (all of them on the stage that holds it, when it is not
+    partitioned) and `parameters` the parameter count this worker loaded.
+    A proposer without a model (n-gram) has `model` None.
+    """
+    drafter = getattr(model_runner, "drafter", None)
+    if drafter is None:
+        return None
+    spec = getattr(config, "speculative_config", None)
+    info: dict[str, Any] = {"method": getattr(spec, "method", None), "proposer": type(drafter).__name__,
+                            "model": None, "stack": "", "built_layers": None, "parameters": 0}
+    model = getattr(drafter, "model", None)
+    if isinstance(model, torch.nn.Module):
+        path, _, blocks = _decoder_stack(model, -1)  # a draft stack has its own depth: take the first
+        info.update(model=type(model).__name__, stack=path, built_layers=_built_layers(blocks),
+                    parameters=sum(p.numel() for p in model.parameters()))
+    return info
 
 
 def _layer_attr(stack, attr: str):

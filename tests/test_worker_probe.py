@@ -1,0 +1,46 @@
+"""The stage probe's report of where the drafter lives (no server: the probe's helpers on
+stand-in runners built from real torch modules and vLLM's own pipeline placeholder)."""
+
+from types import SimpleNamespace
+
+import torch
+
+from harness.target.worker_probe import _drafter_info
+
+
+class Draft(torch.nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+
+
+CONFIG = SimpleNamespace(speculative_config=SimpleNamespace(method="mtp"))
+
+
+def test_a_worker_without_a_drafter_reports_none():
+    assert _drafter_info(SimpleNamespace(), CONFIG) is None
+    assert _drafter_info(SimpleNamespace(drafter=None), CONFIG) is None
+
+
+def test_the_stage_holding_the_drafter_reports_its_whole_stack():
+    runner = SimpleNamespace(drafter=SimpleNamespace(model=Draft(2)))
+    info = _drafter_info(runner, CONFIG)
+    assert info["method"] == "mtp" and info["proposer"] == "SimpleNamespace"
+    assert info["model"] == "Draft" and info["stack"] == ""
+    assert info["built_layers"] == [0, 1]
+    assert info["parameters"] == 2 * (4 * 4 + 4)
+
+
+def test_a_partitioned_drafter_shows_its_placeholders():
+    from vllm.model_executor.models.utils import PPMissingLayer
+
+    draft = Draft(3)
+    draft.layers[2] = PPMissingLayer()
+    info = _drafter_info(SimpleNamespace(drafter=SimpleNamespace(model=draft)), CONFIG)
+    assert info["built_layers"] == [0, 1]
+
+
+def test_a_proposer_without_a_model():
+    info = _drafter_info(SimpleNamespace(drafter=SimpleNamespace()), SimpleNamespace(speculative_config=None))
+    assert info == {"method": None, "proposer": "SimpleNamespace", "model": None, "stack": "",
+                    "built_layers": None, "parameters": 0}
