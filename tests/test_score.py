@@ -221,6 +221,27 @@ def test_last_lines_drop_progress_bars(tmp_path):
     assert sc.last_lines(tmp_path / "missing") == "(no output)"
 
 
+@needs_lm_eval
+def test_a_rerun_in_the_same_folder_reads_only_its_own_run(tmp_path, monkeypatch):
+    runs = []
+
+    def fake_run(argv, env, log_path, timeout_s):
+        task_dir = Path(argv[argv.index("--include_path") + 1])
+        runs.append(sorted(p.name for p in task_dir.iterdir()))
+        out = Path(argv[argv.index("--output_path") + 1]) / "m"
+        if len(runs) == 1:
+            out.mkdir(parents=True)
+            (out / "results_1.json").write_text(json.dumps({"results": {"ppconf_tiny_mc": {"acc,none": 0.5}}}))
+
+    monkeypatch.setattr(sc, "_run", fake_run)
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "other.yaml").write_text("task: other\n")
+    assert evaluate("http://h", "m", SHIPPED, EVAL_DIR, tmp_path, 10)["value"] == 0.5
+    with pytest.raises(ScoreError, match="wrote no results"):
+        evaluate("http://h", "m", SHIPPED, EVAL_DIR, tmp_path, 10)
+    assert runs == [["ppconf_tiny_mc.yaml"], ["ppconf_tiny_mc.yaml"]]
+
+
 # ---- real lm-eval against a stub server ------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,10 +193,11 @@ def evaluate(base_url: str, model_name: str, score: Any, base_dir: Path, workdir
         raise ScoreError("lm-eval is not installed: pip install -e '.[eval]'")
     base_dir, workdir = Path(base_dir), Path(workdir)
     dataset = base_dir / score.dataset if score.dataset else None
-    task, copy = resolve_task(base_dir / score.task, dataset, workdir / "task")
+    # a rerun in the same folder must neither index the last run's task copy nor read its numbers
     out_dir = workdir / "lm-eval-output"
-    for old in out_dir.glob("**/results_*.json"):
-        old.unlink()  # a rerun in the same folder must not read the last run's numbers
+    for stale in (workdir / "task", out_dir):
+        shutil.rmtree(stale, ignore_errors=True)
+    task, copy = resolve_task(base_dir / score.task, dataset, workdir / "task")
     argv = lm_eval_argv(base_url, model_name, copy.parent, task, out_dir, score.limit, tokenizer, timeout_s)
     env = offline_env(workdir)
     log_path = workdir / LOG_NAME
