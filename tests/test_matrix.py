@@ -125,6 +125,14 @@ def test_unknown_section(matrix_dir):
     assert any("extra.yaml:1:1" in e and "did you mean 'features'" in e for e in errs), errs
 
 
+def test_files_in_eval_folders_are_data_not_matrix_files(matrix_dir):
+    # an lm-eval task file is YAML with sections the matrix does not know
+    matrix_dir("cpu/eval/task.yaml", "task: t\ndoc_to_text: x\n")
+    load_matrix(matrix_dir.root)
+    matrix_dir("cpu/evaluation.yaml", "doc_to_text: x\n")  # only a folder of that name is data
+    assert any("evaluation.yaml:1:1" in e for e in errors_of(matrix_dir.root))
+
+
 def test_all_errors_reported_at_once(matrix_dir):
     matrix_dir("extra.yaml", """\
         features:

@@ -24,6 +24,8 @@ from harness.matrix.schema import NAME, SECTIONS, Diagnosis, Family, Feature, Pl
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
+# Folders of data that matrix entries point at (lm-eval task files are YAML too): not matrix files.
+DATA_DIRS = frozenset({"eval"})
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
     root = Path(root) if root is not None else DEFAULT_MATRICES
     if not root.is_dir():
         raise MatrixError([SourceError(None, f"matrix directory not found: {root}")])
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+                   and not DATA_DIRS.intersection(p.relative_to(root).parts[:-1]))
     if not files:
         raise MatrixError([SourceError(None, f"no *.yaml files in matrix directory {root}")])
     matrix = Matrix(root=root)

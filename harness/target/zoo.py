@@ -185,17 +185,23 @@ def build(spec: ZooSpec, out: Path) -> None:
     out = Path(out)
     _write_json(out / "config.json", spec.config_json())
     _write_weights(spec, out / "model.safetensors")
-    train_tokenizer().save(str(out / "tokenizer.json"))
-    _write_json(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": EOS, "eos_token": EOS, "pad_token": EOS, "unk_token": EOS,
-        "model_max_length": spec.config.get("max_position_embeddings", 512),
-        "clean_up_tokenization_spaces": False,
-    })
+    write_tokenizer(out, spec.config.get("max_position_embeddings", 512))
     _write_json(out / "generation_config.json",
                 {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0})
     for f in out.iterdir():
         f.chmod(0o644)  # safetensors writes 0600
+
+
+def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
+    """The zoo's tokenizer files (tokenizer.json, tokenizer_config.json) in the folder `out`:
+    enough for transformers' AutoTokenizer, e.g. as a client-side tokenizer."""
+    train_tokenizer().save(str(out / "tokenizer.json"))
+    _write_json(out / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": EOS, "eos_token": EOS, "pad_token": EOS, "unk_token": EOS,
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+    })
 
 
 def _write_json(path: Path, data: dict) -> None:
