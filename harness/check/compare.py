@@ -51,10 +51,9 @@ def request_shape(accuracy: Accuracy, compare: Compare, pooling: bool) -> dict[s
             "token_id_prompts": compare.token_id_prompts, "pooling": pooling}
 
 
-def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling: bool,
-            id_prompts: list[list[int]] | None = None) -> Outputs:
-    """Ask a ready deployment the comparison's requests. ``id_prompts`` are the reference's
-    tokenisation of the prompts; without them (a reference being asked) the server tokenises."""
+def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling: bool) -> Outputs:
+    """Ask a ready deployment the comparison's requests; the prompts sent as token ids are the
+    server's own tokenisation of them (a case and its reference tokenise alike, or differ visibly)."""
     model = live.model_name or ""
     out = Outputs()
     if pooling:
@@ -66,12 +65,11 @@ def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling:
     out.completions += [live.client.complete_streamed(model, p, n, sampling, f"stream:{i}")
                         for i, p in enumerate(accuracy.prompts[:accuracy.streamed])]
     if compare.token_id_prompts:
-        if id_prompts is None:
-            try:
-                id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
-            except Exception as err:  # noqa: BLE001 — a server without /tokenize (a P/D proxy) gives none
-                out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
-                id_prompts = []
+        try:
+            id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
+        except Exception as err:  # noqa: BLE001 — a server without /tokenize (a P/D proxy) gives none
+            out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
+            id_prompts = []
         out.id_prompts = id_prompts
         out.completions += [live.client.complete(model, ids, n, sampling, f"ids:{i}") for i, ids in enumerate(id_prompts)]
     return out
@@ -129,6 +127,13 @@ def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool)
         return _compare_embeddings(compare, ref.embeddings, got.embeddings)
     refs = {c.label or f"#{i}": c for i, c in enumerate(ref.completions)}
     gots = {c.label or f"#{i}": c for i, c in enumerate(got.completions)}
+    skipped = ""
+    if not ref.id_prompts or not got.id_prompts:
+        # one side could not tokenise (a P/D proxy has no /tokenize): compare the text prompts only
+        dropped = sorted(k for k in set(refs) | set(gots) if k.startswith("ids:"))
+        refs = {k: v for k, v in refs.items() if k not in dropped}
+        gots = {k: v for k, v in gots.items() if k not in dropped}
+        skipped = f"; {len(dropped)} token-id requests not compared (one side could not tokenise)" if dropped else ""
     diffs: list[dict[str, Any]] = []
     worst = 0.0
     firsts: list[int] = []
@@ -153,7 +158,7 @@ def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool)
         head = f"{mode_name(compare)}: the reference has no outputs to compare with"
     return {"mode": compare.mode, "equal": equal, "requests": n, "max_logprob_diff": worst,
             "first_divergence": min(firsts) if firsts else None, "tolerance": compare.logprob_tolerance,
-            "summary": f"{head}, max |Δlogprob| {worst:.3g}{divergence}", "diffs": diffs}
+            "summary": f"{head}, max |Δlogprob| {worst:.3g}{divergence}{skipped}", "diffs": diffs}
 
 
 def mode_name(compare: Compare) -> str:

@@ -14,6 +14,7 @@ from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.check import logs
 from harness.check.compare import Outputs, collect, compare_outputs
+from harness.matrix.schema import Compare
 from harness.check.features import prefix_cache_check
 from harness.check.judge import Observation
 from harness.check.launch import Launcher
@@ -43,8 +44,6 @@ class Observer:
     def observe(self, d: Deployment, cases: list[Case]) -> tuple[Deployment, dict[str, Observation]]:
         """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's observation."""
         suite = self.m.suite(cases[0].suite)
-        # references first: a reference launch needs devices of its own, before this deployment's lease
-        refs = {c.id: self.references.for_case(c) for c in cases if c.expectation.kind in NEEDS_REFERENCE}
         obs = Observation()
         rejects = [c.expectation.error for c in cases if c.expectation.kind == "rejected" and c.expectation.error]
         pattern = "|".join(f"(?:{r})" for r in rejects) or None
@@ -59,7 +58,7 @@ class Observer:
             obs.exit_codes = live.exit_codes()
             if state == "ready":
                 obs.ready, obs.ready_s = True, round(elapsed, 1)
-                self._check_live(live, cases, obs, pattern, refs, outputs)
+                self._check_live(live, cases, obs, pattern, outputs)
             else:
                 obs.failed_phase = "startup"
                 obs.failed_after_s = round(elapsed, 1)
@@ -71,17 +70,19 @@ class Observer:
         obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
         cause = logs.root_cause(paths)
         obs.root_cause = cause.to_json() if cause else None
+        # references only now, once this deployment's devices are free, and only for cases that
+        # served their requests: a case that never answered has nothing to compare
+        refs = {c.id: self.references.for_case(c) for c in cases
+                if c.expectation.kind in NEEDS_REFERENCE and obs.ready and not obs.request_error}
         return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs) for c in cases}
 
-    def _requests(self, case: Case, ref: ReferenceResult | None) -> tuple[str, Any]:
-        """What to ask for a case: its comparison's requests, with the reference's token-id prompts."""
-        compare = ref.ref.compare if ref else resolve(self.m, case).compare
-        ids = ref.outputs.id_prompts if ref and ref.outputs and ref.outputs.id_prompts else None
-        key = json.dumps([compare.model_dump(), ids, "pooling" in case.features], sort_keys=True)
-        return key, (compare, ids)
+    def _requests(self, case: Case) -> tuple[str, Compare]:
+        """What to ask for a case: its comparison's requests (cases sharing one shape share them)."""
+        compare = resolve(self.m, case).compare
+        return json.dumps([compare.model_dump(), "pooling" in case.features], sort_keys=True), compare
 
     def _check_live(self, live: LiveDeployment, cases: list[Case], obs: Observation, pattern: str | None,
-                    refs: dict[str, ReferenceResult], outputs: dict[str, Outputs]) -> None:
+                    outputs: dict[str, Outputs]) -> None:
         suite = self.m.suite(cases[0].suite)
         case = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
@@ -91,11 +92,11 @@ class Observer:
         t_req = time.monotonic()
         pooling = "pooling" in case.features
         for c in cases:
-            key, (compare, ids) = self._requests(c, refs.get(c.id))
+            key, compare = self._requests(c)
             if key in outputs:
                 continue
             result, problem, line = watch_request(
-                live, lambda: collect(live, suite.accuracy, compare, pooling, ids), suite.request_timeout_s, pattern)
+                live, lambda: collect(live, suite.accuracy, compare, pooling), suite.request_timeout_s, pattern)
             if problem:
                 obs.request_error = problem
                 obs.failed_phase = "first-request"
@@ -113,22 +114,21 @@ class Observer:
         checks = {name for f in case.features for name in self.m.features[f].checks}
         if "prefix-cache-hit" in checks:
             obs.feature_checks["prefix-cache-hit"] = prefix_cache_check(live)
-        self._scores(live, cases, refs, obs)
+        self._scores(live, cases, obs)
 
-    def _scores(self, live: LiveDeployment, cases: list[Case], refs: dict[str, ReferenceResult],
-                obs: Observation) -> None:
+    def _scores(self, live: LiveDeployment, cases: list[Case], obs: Observation) -> None:
         """The task score of the deployment, once per distinct score a case's reference asks for."""
-        specs = {json.dumps(r.ref.spec.score.model_dump(), sort_keys=True): r for r in refs.values()
-                 if r.ref.spec.score is not None}
+        refs = [resolve(self.m, c) for c in cases if c.expectation.kind in NEEDS_REFERENCE]
+        specs = {json.dumps(r.spec.score.model_dump(), sort_keys=True): r for r in refs if r.spec.score is not None}
         if not specs:
             return
         from harness.check.score import ScoreError, evaluate
 
         suite = self.m.suite(cases[0].suite)
         for key, r in specs.items():
-            assert r.ref.spec.score is not None
+            assert r.spec.score is not None
             try:
-                obs.scores[key] = evaluate(live.client.base, live.model_name or "", r.ref.spec.score, r.ref.base_dir,
+                obs.scores[key] = evaluate(live.client.base, live.model_name or "", r.spec.score, r.base_dir,
                                            live.log_dir / "score", suite.request_timeout_s * 20,
                                            tokenizer=live.deployment.model if Path(live.deployment.model).is_dir()
                                            else None)
@@ -166,7 +166,7 @@ class Observer:
         if ref.error:
             obs.reference_error = ref.error
             return
-        got = outputs.get(self._requests(case, ref)[0])
+        got = outputs.get(self._requests(case)[0])
         if ref.outputs is not None and got is not None:
             obs.accuracy = compare_outputs(ref.ref.compare, ref.outputs, got, "pooling" in case.features)
             obs.accuracy["reference"] = ref.ref.describe()
