@@ -111,15 +111,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
     try:
         deployment = plan(m, cases[0], cluster)
+        shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
     except PlanError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     if args.format == "json":
         print(json.dumps(deployment.to_json(), indent=2))
         return 0
-    for launch in deployment.launches:
+    for launch, shell in zip(deployment.launches, shells):
         print(f"# {launch.name}: {launch.role} on {launch.node} ({launch.host})")
-        print(launch.shell())
+        print(shell)
         print()
     return 0
 

@@ -32,6 +32,7 @@ from harness.matrix.load import Matrix
 from harness.target.model_config import LayerCounts
 from harness.check.diagnose import diagnose
 from harness.cases.partition import stage_ranges, tuning_advice
+from harness.results.redact import Redactor
 from harness.results.repro import write_bundle
 from harness.plan.deployment import Deployment, Ports, group_deployments, plan
 from harness.target.zoo import default_cache_root, ensure_model
@@ -249,6 +250,9 @@ class Runner:
         self.baselines: dict[str, list[Completion]] = {}
         self.leases = Leases()
         self.versions: dict[str, dict[str, str]] = {}
+        # every secret value of the run (launch env and argv, ppconf's own env, which launches
+        # inherit), masked in logs, results and repro bundles
+        self.redactor = Redactor().learn_env(os.environ)
 
     # ---- planning -------------------------------------------------------------------------
     def cases(self) -> list[Case]:
@@ -290,6 +294,9 @@ class Runner:
     def stop(self, live: Live) -> None:
         live.stop()
         (self.run_dir / LIVE).unlink(missing_ok=True)
+        self.redactor.learn(live.deployment)
+        for path in live.log_paths.values():
+            self.redactor.scrub_file(path)
 
     @staticmethod
     def baseline_key(case: Case) -> str:
@@ -317,7 +324,7 @@ class Runner:
             outputs = self._baseline_outputs(d, key, pooling)
         path.parent.mkdir(parents=True, exist_ok=True)
         saved = {"embeddings": outputs} if pooling else {"completions": [c.to_json() for c in outputs]}
-        path.write_text(json.dumps({"model": key, "argv": list(d.launches[0].argv), **saved}, indent=1))
+        path.write_text(json.dumps({"model": key, "argv": d.launches[0].to_json()["argv"], **saved}, indent=1))
         self.baselines[key] = outputs
         return outputs
 
@@ -494,11 +501,13 @@ class Runner:
             "started": started,
             "duration_s": round(duration, 1),
         }
+        if d:
+            self.redactor.learn(d)
         if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
             texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
             rec["diagnosis"] = diagnose(self.m.diagnosis, texts, {k: Path(v) for k, v in obs.logs.items()})
-            rec["repro"] = write_bundle(self.run_dir, rec, d, self.m.root, case.attrs)
-        results.append(self.run_dir, rec)
+            rec["repro"] = write_bundle(self.run_dir, rec, d, self.m.root, case.attrs, self.redactor)
+        results.append(self.run_dir, rec, self.redactor)
         self.summary.outcomes[verdict.outcome.value] = self.summary.outcomes.get(verdict.outcome.value, 0) + 1
         self.progress("result", case, f"{verdict.outcome.value}: {verdict.reason}")
         return rec

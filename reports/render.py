@@ -63,10 +63,10 @@ def _excerpt(record: dict[str, Any], key: str, title: str) -> dict[str, str] | N
     path = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
     if not line or not path:
         return None
+    # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
+    # masked here too, for logs that outlived the values (a run from an older ppconf)
     text = "\n".join(logs.excerpt(Path(path), line["line"], before=8, after=3))
-    secrets = [v for l in (record.get("deployment") or {}).get("launches", []) for k, v in l["env"].items()
-               if redact.SECRET_NAME.search(k)]
-    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text, secrets)}
+    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text)}
 
 
 def _evidence(e: Entry) -> dict[str, Any]:
