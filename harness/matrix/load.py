@@ -159,7 +159,7 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
             for name, entry in body.items():
                 name = str(name)
                 here = doc.where((section, name))
-                if not re.match(NAME, name):
+                if not re.fullmatch(NAME, name):
                     errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
                     continue
                 if name in target:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 # JSON-valued vLLM flags that features may contribute fragments to; fragments from stacked
 # features are deep-merged into one value per flag.
@@ -22,7 +22,15 @@ JSON_FLAGS = (
     "kv-events-config",
 )
 
-NAME = r"^[a-z0-9][a-z0-9._-]*$"
+NAME = r"[a-z0-9][a-z0-9._-]*"  # always with re.fullmatch: "$" would let "name\n" through
+# An environment variable name: it reaches `export NAME=...` lines, so only a shell identifier
+# (pydantic's patterns are Rust regexes, whose "$" is the very end of the text).
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Env = dict[EnvName, str]
+# A partition is "auto" or what vLLM's int() per comma-separated entry reads (signs, spaces and
+# "_" included, so that wrong strings can still be claimed rejected); nothing that can break a
+# line or a comment where a case id is written.
+PARTITION = re.compile(r"auto|[0-9,+_ -]+")
 
 
 def _compiled(patterns: list[str]) -> list[str]:
@@ -43,13 +51,13 @@ class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
     # written into it: a comma list of NPU/GPU ids, or CPU cores with one "|"-separated range per rank.
-    device_env: str
+    device_env: EnvName
     device_format: Literal["comma-list", "cpu-bind"]
-    env: dict[str, str] = {}
+    env: Env = {}
     # Set on every node before Ray starts when the executor backend is Ray.
-    ray_env: dict[str, str] = {}
+    ray_env: Env = {}
     # Per-node communication variables filled from the cluster inventory (value = inventory field).
-    node_env: dict[str, Literal["address", "nic"]] = {}
+    node_env: dict[EnvName, Literal["address", "nic"]] = {}
     serve_args: list[str] = []
 
 
@@ -63,7 +71,7 @@ class Variant(Strict):
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
     drafters: dict[str, str] = {}
     serve_args: list[str] = []
-    env: dict[str, str] = {}
+    env: Env = {}
     platforms: list[str] = []
     title: str = ""
 
@@ -77,7 +85,7 @@ class Family(Strict):
     @classmethod
     def _names(cls, v: dict[str, Variant]) -> dict[str, Variant]:
         for name in v:
-            if not re.match(NAME, name):
+            if not re.fullmatch(NAME, name):
                 raise ValueError(f"variant name {name!r} must match {NAME}")
         if not v:
             raise ValueError("a family needs at least one variant")
@@ -87,7 +95,7 @@ class Family(Strict):
 class Feature(Strict):
     title: str
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
     requires: list[str] = []
     conflicts: list[str] = []
@@ -150,6 +158,14 @@ class Group(Strict):
     features: list[str] = ["none"]
     # Each listed feature becomes its own on/off dimension (for pairwise coverage of stacks).
     toggles: list[str] = []
+
+    @field_validator("partitions")
+    @classmethod
+    def _partitions(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not PARTITION.fullmatch(p):
+                raise ValueError(f"partition {p!r} must be auto or comma-separated integers")
+        return v
 
 
 class Suite(Strict):

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from harness.matrix.schema import Strict
+from harness.matrix.schema import Env, Strict
 from harness.matrix.source import MatrixError, SourceError, load_document, plain
 from harness.matrix.load import _validation_errors
 
@@ -39,7 +39,7 @@ class Node(Strict):
     vllm: list[str] = ["auto"]
     python: str = "python3"
     set_env: str | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
-    env: dict[str, str] = {}
+    env: Env = {}
     bind: str | None = None  # --host for API servers on this node
     # ppconf is importable by the node's vLLM, so workers can load its stage probe and report
     # the layer ranges they built (always true for the local host).
