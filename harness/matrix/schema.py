@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 import re
+import re._constants as _c  # the stdlib's own parse tree, to lint patterns before any log is read
+import re._parser as _parser
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -33,13 +35,51 @@ Env = dict[EnvName, str]
 PARTITION = re.compile(r"auto|[0-9,+_ -]+")
 
 
+def _nested_quantifier(items) -> bool:
+    """Whether a parsed pattern repeats, without bound, something that itself repeats: the shape
+    (``(\\w+\\s?)+``) that backtracks exponentially on a line that almost matches."""
+    for op, av in items:
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            if hi == _c.MAXREPEAT and _repeats(sub):
+                return True
+            if _nested_quantifier(sub):
+                return True
+        elif op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.ASSERT, _c.ASSERT_NOT, _c.BRANCH):
+            subs = av[1] if op == _c.BRANCH else [av[-1]]
+            if any(_nested_quantifier(s) for s in subs):
+                return True
+    return False
+
+
+def _repeats(items) -> bool:
+    for op, av in items:
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT) and av[1] > 1:
+            return True
+        if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.BRANCH):
+            subs = av[1] if op == _c.BRANCH else [av[-1]]
+            if any(_repeats(s) for s in subs):
+                return True
+    return False
+
+
+def check_pattern(pattern: str) -> str:
+    """The pattern, once it compiles and has no nested unbounded quantifier (ValueError if not).
+    Matching is also time-bounded (harness.check.logs), this refuses the obvious cases early."""
+    try:
+        parsed = _parser.parse(pattern)
+    except re.error as err:
+        raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
+    if _nested_quantifier(list(parsed)):
+        raise ValueError(f"{pattern!r} repeats a repetition (nested quantifiers, e.g. (a+)+): it can take "
+                         f"exponential time on a log line; write it without the outer repeat")
+    return pattern
+
+
 def _compiled(patterns: list[str]) -> list[str]:
-    """The patterns, once each is known to compile (re.error becomes a validation error)."""
+    """The patterns, once each is known to compile and not to backtrack without bound."""
     for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
+        check_pattern(pattern)
     return patterns
 
 
@@ -218,10 +258,7 @@ class Rule(Strict):
             if stray:
                 raise ValueError(f"{', '.join(stray)} only apply to expect: rejected")
         if self.error is not None:
-            try:
-                re.compile(self.error)
-            except re.error as err:
-                raise ValueError(f"error is not a valid regular expression: {err}") from err
+            check_pattern(self.error)
         return self
 
 
