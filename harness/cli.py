@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ from harness.cases.expand import expand, select
 from harness.matrix.lint import lint
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.target.model_config import LayerCounts
-from harness.cases.partition import RULE_SETS, PartitionError, stage_ranges, tuning_advice
+from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
 from harness.plan.deployment import PlanError, plan
 from harness.matrix.source import MatrixError
 
@@ -61,6 +62,10 @@ def cmd_expand(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    for flag, value, top in (("--layers", args.layers, MAX_LAYERS), ("--pp", args.pp, MAX_PP)):
+        if not 1 <= value <= top:
+            print(f"error: {flag} {value}: give a whole number from 1 to {top}", file=sys.stderr)
+            return 2
     try:
         ranges = stage_ranges(args.layers, args.pp, args.partition, args.rules)
     except PartitionError as err:
@@ -100,6 +105,9 @@ def _per_stage(text: str | None, n: int, flag: str) -> list[float | None]:
         values = [float(x) for x in text.split(",")]
     except ValueError:
         raise ValueError(f"{flag} {text!r}: give one number per stage, comma-separated") from None
+    bad = next((v for v in values if not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        raise ValueError(f"{flag} {text!r}: {bad} is not a measurement (give finite numbers >= 0)")
     if len(values) != n:
         raise ValueError(f"{flag} {text!r}: {len(values)} values for {n} stages")
     return values
@@ -256,7 +264,11 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from harness.plan.schedule import load_durations, schedule_suite
 
     m = _matrix(args)
-    durations = load_durations(args.durations) if args.durations else None
+    try:
+        durations = load_durations(args.durations) if args.durations else None
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
     print(sched.render())
     return 0

@@ -42,3 +42,57 @@ def test_a_backtracking_pattern_cannot_hang_a_log_search(tmp_path, monkeypatch):
     with pytest.raises(logs.PatternTimeout):
         diagnose([Diagnosis(symptom="s", advice="a", patterns=[r"(a|aa)+$"])], ["a" * 80 + "b"], {})
     assert time.monotonic() - t0 < 10
+
+
+def _cli(*argv):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-5", '"soon"', "true"])
+def test_schedule_durations_must_be_finite_seconds(tmp_path, value):
+    from harness.plan.schedule import load_durations
+
+    path = tmp_path / "d.json"
+    path.write_text('{"qwen3-tiny/pp1-tp1/auto/none": %s}' % value)
+    with pytest.raises(ValueError, match="not a duration"):
+        load_durations(path)
+
+
+def test_schedule_durations_from_a_run_with_a_bad_record(tmp_path):
+    from harness.plan.schedule import load_durations
+
+    (tmp_path / "results.jsonl").write_text('{"case": "c", "outcome": "PASS", "duration_s": "1e999"}\n')
+    with pytest.raises(ValueError, match="results.jsonl: case 'c' duration_s"):
+        load_durations(tmp_path)
+
+
+def test_schedule_cli_gives_one_clean_line_for_nan(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text('{"x": NaN}')
+    out = _cli("schedule", "--suite", "smoke-cpu", "--simulate", "--durations", str(path))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a duration" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--layers", "61", "--pp", "1000000000"], "--pp 1000000000"),
+    (["--layers", "-5", "--pp", "2"], "--layers -5"),
+    (["--layers", "0", "--pp", "2"], "--layers 0"),
+    (["--layers", "5", "--pp", "2", "--step-ms", "nan,1"], "not a measurement"),
+    (["--layers", "5", "--pp", "2", "--step-ms", "inf,1"], "not a measurement"),
+    (["--layers", "5", "--pp", "2", "--step-ms=-1,1"], "not a measurement"),
+    (["--layers", "5", "--pp", "2", "--peak-mib", "1,nan"], "not a measurement"),
+])
+def test_partition_cli_refuses_absurd_numbers_cleanly(argv, says):
+    out = _cli("partition", *argv)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and says in out.stderr, (out.returncode, out.stderr)
+    assert out.stdout == ""
+
+
+def test_partition_oracle_refuses_a_huge_pp():
+    from harness.cases.partition import PartitionError, stage_ranges
+
+    with pytest.raises(PartitionError, match="pp_size"):
+        stage_ranges(61, 10**9)
