@@ -96,3 +96,35 @@ def test_partition_oracle_refuses_a_huge_pp():
 
     with pytest.raises(PartitionError, match="pp_size"):
         stage_ranges(61, 10**9)
+
+
+def _run_with_a_hostile_log_line(tmp_path):
+    from harness.results import store as results
+    from reports.render import report_run
+
+    line = "\x1b[31mERROR\x1b[0m ValueError: bad \x01\x0b\x1f byte <img src=http://x/p.png> <script>alert(1)</script> | x"
+    run = tmp_path / "run"
+    run.mkdir()
+    results.append(run, {"case": "qwen3-tiny/pp2-tp1-mp/auto/none", "suite": "s", "family": "qwen3-tiny",
+                         "variant": "default", "topology": "pp2-tp1-mp", "partition": "auto", "features": [],
+                         "platform": "cpu", "expectation": {"kind": "supported"}, "outcome": "FAIL",
+                         "reason": f"did not start: {line}", "observation": {"root_cause": {"log": "a", "line": 1,
+                                                                                           "text": line}},
+                         "deployment": None, "started": "2026-11-30T20:00:00+00:00", "duration_s": 10.0})
+    report_run(run, run / "report")
+    return run / "report"
+
+
+def test_junit_is_valid_xml_when_a_log_line_carries_control_characters(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    report = _run_with_a_hostile_log_line(tmp_path)
+    root = ET.parse(report / "junit.xml").getroot()  # raises on an invalid document
+    failure = root.find("testcase/failure")
+    assert "ValueError: bad \\x01\\x0b\\x1f byte" in failure.text and "\x1b" not in failure.text
+
+
+def test_support_md_carries_no_raw_html_from_log_lines(tmp_path):
+    md = (_run_with_a_hostile_log_line(tmp_path) / "support.md").read_text()
+    assert "<img" not in md and "<script" not in md and "\x1b" not in md
+    assert "&lt;img src=http://x/p.png&gt;" in md
