@@ -128,3 +128,81 @@ def test_support_md_carries_no_raw_html_from_log_lines(tmp_path):
     md = (_run_with_a_hostile_log_line(tmp_path) / "support.md").read_text()
     assert "<img" not in md and "<script" not in md and "\x1b" not in md
     assert "&lt;img src=http://x/p.png&gt;" in md
+
+
+def _bomb(levels=9):
+    text = "x_bomb:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    prev = "a"
+    for n in "bcdefghijkl"[:levels - 1]:
+        text += f"  {n}: &{n} [" + ", ".join([f"*{prev}"] * 10) + "]\n"
+        prev = n
+    return text
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly_with_its_position(matrix_dir):
+    matrix_dir("bomb.yaml", _bomb())
+    t0 = time.process_time()
+    errs = errors_of(matrix_dir.root)
+    assert time.process_time() - t0 < 10
+    assert any(e.startswith("matrices/bomb.yaml:") and "alias" in e for e in errs), errs
+
+
+def test_a_bomb_of_few_aliases_is_refused_by_its_expanded_size(tmp_path, monkeypatch):
+    from harness.matrix import source
+
+    monkeypatch.setattr(source, "MAX_NODES", 5000)
+    path = tmp_path / "b.yaml"
+    path.write_text(_bomb(5))  # 10**5 values from 40 alias uses
+    with pytest.raises(MatrixError, match=r"b.yaml:\d+:\d+: the file expands to more than 5000 values"):
+        source.load_document(path)
+
+
+def test_a_recursive_alias_is_refused(tmp_path):
+    from harness.matrix.source import load_document
+
+    path = tmp_path / "r.yaml"
+    path.write_text("a: &a\n  b: *a\n")
+    with pytest.raises(MatrixError, match=r"r.yaml:2:3: .*recursive alias"):
+        load_document(path)
+
+
+def test_scalars_read_as_yaml_1_2_and_keys_keep_their_positions(tmp_path):
+    import datetime
+    import math
+
+    from harness.matrix.source import load_document
+
+    path = tmp_path / "s.yaml"
+    path.write_text("a: yes\nb: on\nc: 010\nd: 1:30\ne: 0x1f\nf: 1.5e3\ng: .inf\nh: ~\ni: 2026-01-02\n"
+                    "j: '12'\nk: {n: 2, m: [true, null, 'x']}\nbase: &base {p: 1}\nl:\n  <<: *base\n  q: 2\n")
+    doc = load_document(path)
+    assert doc.root == {"a": "yes", "b": "on", "c": 10, "d": "1:30", "e": 31, "f": 1500.0, "g": math.inf, "h": None,
+                        "i": datetime.date(2026, 1, 2), "j": "12", "k": {"n": 2, "m": [True, None, "x"]},
+                        "base": {"p": 1}, "l": {"p": 1, "q": 2}}
+    assert str(doc.where(("k", "m", 2))) == f"{path}:11:27" and str(doc.value_where(("k", "n"))) == f"{path}:11:8"
+    path.write_text("a: 1\nb: 2\na: 3\n")
+    with pytest.raises(MatrixError, match=r"s.yaml:3:1: duplicate key 'a'"):
+        load_document(path)
+
+
+def test_a_large_matrix_file_loads_in_seconds(matrix_dir):
+    lines = ["features:"]
+    for i in range(7400):  # about 1.6 MB
+        lines += [f"  feat-{i}:", f"    title: Feature number {i}", f"    args: [--flag-{i}, value-{i}, --other-{i}]",
+                  f"    env: {{VAR_{i}: '1', OTHER_{i}: two}}", f"    silent_disable: ['feature {i} is disabled']",
+                  f"    aliases: [f{i}, feature {i}]"]
+    path = matrix_dir("big.yaml", "\n".join(lines) + "\n")
+    assert path.stat().st_size > 1_600_000
+    t0 = time.process_time()  # CPU time: other work on the machine does not count
+    m = load_matrix(matrix_dir.root)
+    assert time.process_time() - t0 < 8  # was about 35 s with the round-trip loader
+    assert m.features["feat-7399"].env == {"VAR_7399": "1", "OTHER_7399": "two"}
+
+
+def test_a_symlinked_folder_of_the_matrices_is_loaded(matrix_dir, tmp_path):
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "extra.yaml").write_text("topologies:\n  pp8-private:\n    pp: 8\n")
+    (matrix_dir.root / "linked").symlink_to(private, target_is_directory=True)
+    (private / "loop").symlink_to(matrix_dir.root, target_is_directory=True)  # a cycle is read once
+    assert "pp8-private" in load_matrix(matrix_dir.root).topologies

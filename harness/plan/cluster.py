@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from harness.matrix.schema import Env, Strict
-from harness.matrix.source import MatrixError, SourceError, load_document, plain
+from harness.matrix.source import MatrixError, SourceError, load_document
 from harness.matrix.load import _validation_errors
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
@@ -87,7 +87,7 @@ def load_cluster(ref: str | Path | None) -> Cluster:
         raise MatrixError([SourceError(None, f"cluster inventory not found: {ref}")])
     doc = load_document(path)
     try:
-        cluster = Cluster.model_validate(plain(doc.root))
+        cluster = Cluster.model_validate(doc.root)
     except ValidationError as err:
         raise MatrixError(_validation_errors(doc, Cluster, (), err)) from err
     names = [n.name for n in cluster.nodes]
