@@ -25,7 +25,7 @@ MASK = "***"
 MIN_SECRET = 6
 # NAME=value and --name value / --name=value in free text (a log line, an error message).
 _ASSIGN = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"]+)")
-_FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>[^\s'\"-][^\s'\"]*)")
+_FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>[^\s'\"-][^\s'\"]*)")
 
 
 def secret_name(name: str) -> bool:
