@@ -17,7 +17,7 @@ import jinja2
 from harness.check import logs
 from harness.results import redact
 from harness.results import store as results
-from harness.plan.deployment import LaunchSpec
+from harness.plan.deployment import LaunchSpec, PlanError
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
@@ -93,7 +93,11 @@ def _evidence(e: Entry) -> dict[str, Any]:
     for l in (r.get("deployment") or {}).get("launches", []):
         spec = LaunchSpec(l["name"], l["role"], l["node"], l["host"], tuple(l["argv"]),
                           tuple(sorted(l["env"].items())), l.get("port"), l.get("set_env"))
-        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": spec.shell()})
+        try:
+            shell = spec.shell()
+        except PlanError as err:  # a record written by hand, or before names were checked
+            shell = f"# not shown: {err}"
+        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": shell})
     exp = e.expectation
     claim = exp.get("kind", "unspecified")
     if exp.get("error"):

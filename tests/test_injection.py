@@ -77,3 +77,19 @@ def test_a_newline_in_the_case_id_or_reason_stays_inside_the_comment(tmp_path):
     info = write_bundle(tmp_path, rec, d, tmp_path / "m", {})
     subprocess.run(["bash", f"{info['dir']}/commands.sh"], check=True)
     assert not marker.exists()
+
+
+def test_a_report_of_a_record_with_an_unquotable_env_name_shows_no_command(tmp_path):
+    from harness.results import store as results
+    from reports.render import report_run
+
+    launch = {"name": "n0", "role": "api", "node": "local", "host": "localhost", "argv": ["vllm", "serve"],
+              "env": {"A=1; touch X; B": "1"}, "port": 8000, "set_env": None}
+    results.append(tmp_path, {"case": "qwen3-tiny/pp2-tp1-mp/auto/none", "suite": "s", "family": "qwen3-tiny",
+                              "variant": "default", "topology": "pp2-tp1-mp", "partition": "auto", "features": [],
+                              "platform": "cpu", "expectation": {"kind": "supported"}, "outcome": "FAIL",
+                              "reason": "x", "observation": {}, "deployment": {"launches": [launch]},
+                              "started": "2026-11-30T20:00:00+00:00", "duration_s": 1.0})
+    report_run(tmp_path, tmp_path / "report")
+    html = (tmp_path / "report" / "support.html").read_text()
+    assert "not shown" in html and "export A=1; touch X; B" not in html
