@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -15,7 +16,7 @@ from harness.cases.expand import expand, select
 from harness.matrix.lint import lint
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.target.model_config import LayerCounts
-from harness.cases.partition import RULE_SETS, PartitionError, stage_ranges, tuning_advice
+from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
 from harness.plan.deployment import PlanError, plan
 from harness.matrix.source import MatrixError
 
@@ -88,6 +89,10 @@ def cmd_expand(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    for flag, value, top in (("--layers", args.layers, MAX_LAYERS), ("--pp", args.pp, MAX_PP)):
+        if not 1 <= value <= top:
+            print(f"error: {flag} {value}: give a whole number from 1 to {top}", file=sys.stderr)
+            return 2
     try:
         ranges = stage_ranges(args.layers, args.pp, args.partition, args.rules)
     except PartitionError as err:
@@ -127,6 +132,9 @@ def _per_stage(text: str | None, n: int, flag: str) -> list[float | None]:
         values = [float(x) for x in text.split(",")]
     except ValueError:
         raise ValueError(f"{flag} {text!r}: give one number per stage, comma-separated") from None
+    bad = next((v for v in values if not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        raise ValueError(f"{flag} {text!r}: {bad} is not a measurement (give finite numbers >= 0)")
     if len(values) != n:
         raise ValueError(f"{flag} {text!r}: {len(values)} values for {n} stages")
     return values
@@ -150,15 +158,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 return 1
         else:
             deployment = plan(m, cases[0], cluster)
+        shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
     except PlanError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     if args.format == "json":
         print(json.dumps(deployment.to_json(), indent=2))
         return 0
-    for launch in deployment.launches:
+    for launch, shell in zip(deployment.launches, shells):
         print(f"# {launch.name}: {launch.role} on {launch.node} ({launch.host})")
-        print(launch.shell())
+        print(shell)
         print()
     return 0
 
@@ -320,7 +329,11 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from harness.plan.schedule import load_durations, schedule_suite
 
     m = _matrix(args)
-    durations = load_durations(args.durations) if args.durations else None
+    try:
+        durations = load_durations(args.durations) if args.durations else None
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
     print(sched.render())
     return 0

@@ -127,9 +127,11 @@ class SuiteRun:
 
     def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float,
                plan_key: str | None = None, harness_error: str | None = None) -> Result:
+        if d is not None:
+            self.launcher.redactor.learn(d)
         result = make_result(self.m, self.run_dir, case, d, obs, started, duration, self.versions, plan_key,
-                             harness_error)
-        store.append(self.run_dir, result.to_json())
+                             harness_error, self.launcher.redactor)
+        store.append(self.run_dir, result.to_json(), self.launcher.redactor)
         self.summary.outcomes[result.outcome] = self.summary.outcomes.get(result.outcome, 0) + 1
         self.progress(Event(Kind.RESULT, result.reason, case, outcome=result.outcome))
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,32 @@ import jinja2
 from harness.check import logs
 from harness.results import redact
 from harness.results import store as results
-from harness.plan.deployment import LaunchSpec
+from harness.plan.deployment import LaunchSpec, PlanError
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+# ANSI colour codes and other terminal sequences, as some log lines carry them
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# characters XML 1.0 cannot hold at all, not even escaped
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _md(value: Any) -> str:
-    """Text safe inside a GitHub-flavoured Markdown table cell."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a GitHub-flavoured Markdown table cell: log lines carry no raw HTML
+    (GitHub renders it), no table breaks and no terminal sequences."""
+    text = _CONTROL.sub(" ", _ANSI.sub("", str(value).replace("\n", " ")))
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\\", "\\\\").replace("|", "\\|"))
+
+
+def _xml(value: Any) -> str:
+    """Text an XML 1.0 document can hold: colour codes dropped, other forbidden characters
+    written as \\xNN."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", _ANSI.sub("", str(value)))
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
@@ -63,10 +80,10 @@ def _excerpt(record: dict[str, Any], key: str, title: str) -> dict[str, str] | N
     path = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
     if not line or not path:
         return None
+    # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
+    # masked here too, for logs that outlived the values (a run from an older ppconf)
     text = "\n".join(logs.excerpt(Path(path), line["line"], before=8, after=3))
-    secrets = [v for l in (record.get("deployment") or {}).get("launches", []) for k, v in l["env"].items()
-               if redact.SECRET_NAME.search(k)]
-    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text, secrets)}
+    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text)}
 
 
 def _evidence(e: Entry) -> dict[str, Any]:
@@ -76,7 +93,11 @@ def _evidence(e: Entry) -> dict[str, Any]:
     for l in (r.get("deployment") or {}).get("launches", []):
         spec = LaunchSpec(l["name"], l["role"], l["node"], l["host"], tuple(l["argv"]),
                           tuple(sorted(l["env"].items())), l.get("port"), l.get("set_env"))
-        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": spec.shell()})
+        try:
+            shell = spec.shell()
+        except PlanError as err:  # a record written by hand, or before names were checked
+            shell = f"# not shown: {err}"
+        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": shell})
     exp = e.expectation
     claim = exp.get("kind", "unspecified")
     if exp.get("error"):
@@ -166,21 +187,21 @@ def write_junit(entries: list[Entry], path: Path) -> None:
     failures = skipped = 0
     for e in entries:
         r = e.record or {}
-        tc = ET.SubElement(suite, "testcase", classname=f"ppconf.{e.family}", name=e.case,
-                           time=str(r.get("duration_s") or 0))
+        tc = ET.SubElement(suite, "testcase", classname=_xml(f"ppconf.{e.family}"), name=_xml(e.case),
+                           time=_xml(r.get("duration_s") or 0))
         props = ET.SubElement(tc, "properties")
         obs = r.get("observation", {})
         for key, value in (("outcome", e.outcome), ("claim", json.dumps(e.expectation, sort_keys=True)),
                            ("partition", json.dumps(obs.get("partition"))),
                            ("root_cause", (obs.get("root_cause") or {}).get("text"))):
             if value is not None:
-                ET.SubElement(props, "property", name=key, value=str(value))
+                ET.SubElement(props, "property", name=key, value=_xml(value))
         if e.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR"):
             failures += 1
-            ET.SubElement(tc, "failure", message=f"{e.outcome}: {e.reason}"[:2000], type=e.outcome).text = e.reason
+            ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(e.reason)
         elif e.outcome in (None, "SKIP", "XFAIL", "KNOWN_ISSUE", "FLAKY"):
             skipped += 1
-            ET.SubElement(tc, "skipped", message=f"{e.outcome or 'not run'}: {e.reason}"[:2000])
+            ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

@@ -72,6 +72,15 @@ class LocalHandle:
 from runners.reaper import MARKER, reap  # noqa: F401 - the local runner's reaping is the reaper's
 
 
+_SOURCE_THEN_EXEC = (
+    'set_env=$1; n=$2; shift 2; saved=(); '
+    'for k in "${@:1:n}"; do saved+=("$k=${!k}"); done; shift "$n"; '
+    'source "$set_env" || exit; '
+    'for kv in "${saved[@]}"; do export "$kv"; done; '
+    'exec "$@"'
+)
+
+
 class LocalNodeRunner:
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> LocalHandle:
         env = dict(os.environ)
@@ -79,10 +88,12 @@ class LocalNodeRunner:
         env.update(extra_env or {})
         argv = list(spec.argv)
         if spec.set_env:
-            # the script path and argv travel as positional arguments, never inside the -c text
-            # and the launch's own env is applied after it, so the script cannot override it
-            argv = ["bash", "-c", 'source "$1" && shift && exec env -- "$@"', "ppconf-launch", spec.set_env,
-                    *(f"{k}={v}" for k, v in spec.env), *argv]
+            # The script path, the launch's variable names and argv travel as positional
+            # arguments, never inside the -c text. The values stay in the environment (argv is
+            # world-readable in the process list): saved before sourcing and re-exported after it,
+            # so the script cannot override the launch's own env.
+            names = [k for k, _ in spec.env]
+            argv = ["bash", "-c", _SOURCE_THEN_EXEC, "ppconf-launch", spec.set_env, str(len(names)), *names, *argv]
         # the guard leads the group and takes it down if ppconf itself dies, even by SIGKILL
         argv = [sys.executable, "-m", "runners.guard", "--", *argv]
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -137,3 +137,32 @@ def test_set_env_is_sourced_first_and_cannot_override_the_launch_env(tmp_path):
     h.proc.wait(20)
     h.stop()
     assert (tmp_path / "n0.log").read_text().strip() == "from-launch only-script"
+
+
+def test_set_env_launch_values_never_show_in_the_process_list(tmp_path):
+    """The launch's env values (a token) reach the process after set_env, but no argv of the
+    guard, bash or the command carries them."""
+    script = tmp_path / "set_env.sh"
+    script.write_text("export HF_TOKEN=from-script\n")
+    token = "hf_planted_0123456789"
+    s = LaunchSpec("n0", "api", "local", "localhost",
+                   (sys.executable, "-c", "import os, time; print(os.environ['HF_TOKEN'], flush=True); time.sleep(30)"),
+                   (("HF_TOKEN", token), ("PPCONF_Z", "a b\nc")), set_env=str(script))
+    h = LocalRunner().start(s, tmp_path / "n0.log")
+    try:
+        deadline = time.monotonic() + 20
+        while token not in (tmp_path / "n0.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "n0.log").read_text().strip() == token
+        pgid = h.pid
+        cmdlines = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.getpgid(int(entry)) == pgid:
+                        cmdlines.append(open(f"/proc/{entry}/cmdline", "rb").read())
+                except (OSError, ProcessLookupError):
+                    continue
+        assert cmdlines and not any(token.encode() in c for c in cmdlines)
+    finally:
+        h.stop()

@@ -25,9 +25,14 @@ class PartitionError(ValueError):
     """A partition the chosen rule set rejects; the message is the text vLLM (or the guide) uses."""
 
 
+# Far beyond any real model or cluster; past them the oracle would only build huge lists.
+MAX_LAYERS = 100_000
+MAX_PP = 4096
+
+
 def auto_partition(num_layers: int, pp_size: int) -> list[int]:
-    if pp_size < 1:
-        raise PartitionError(f"pp_size must be at least 1, got {pp_size}.")
+    if not 1 <= pp_size <= MAX_PP:
+        raise PartitionError(f"pp_size must be from 1 to {MAX_PP}, got {pp_size}.")
     if num_layers < 0:
         raise PartitionError(f"num_hidden_layers must not be negative, got {num_layers}.")
     parts = [num_layers // pp_size] * pp_size

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from harness.check import logs
@@ -16,7 +15,7 @@ def diagnose(table: list[Diagnosis], texts: list[str], log_paths: dict[str, Path
     """The first entry whose pattern matches the verdict's own texts, else any node log line."""
     for entry in table:
         for pattern in entry.patterns:
-            rx = re.compile(pattern)
+            rx = logs.Pattern(pattern)
             hit = next((t for t in texts if t and rx.search(t)), None)
             if hit is None:
                 line = logs.search(log_paths, pattern)

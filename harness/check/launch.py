@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from harness.check.probe import instrument
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, Placement, Ports
 from harness.plan.lease import Leases
+from harness.results.redact import Redactor
 from harness.results.store import write_json_atomic
 from runners.local import MARKER
 
@@ -28,12 +30,14 @@ LEASE_WAIT_S = 6 * 3600.0  # how long a launch waits for devices that other ppco
 
 
 class Launcher:
-    def __init__(self, cluster: Cluster, run_dir: Path, request_timeout_s: float):
+    def __init__(self, cluster: Cluster, run_dir: Path, request_timeout_s: float, redactor: Redactor | None = None):
         self.cluster = cluster
         self.run_dir = run_dir
         self.request_timeout_s = request_timeout_s
         self.leases = Leases()
         self.launches = 0
+        # every secret a launch is given is learnt here, and scrubbed from its logs once it stopped
+        self.redactor = redactor or Redactor().learn_env(os.environ)
 
     def extra_env(self) -> dict[str, str]:
         return {"VLLM_CACHE_ROOT": str(self.run_dir / "vllm-cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
@@ -70,6 +74,9 @@ class Launcher:
             finally:
                 live.stop()
                 (self.run_dir / LIVE).unlink(missing_ok=True)
+                self.redactor.learn(live.deployment)
+                for path in live.log_paths.values():
+                    self.redactor.scrub_file(path)
                 log.info("stopped %s after %.0f s", note, live.elapsed())
 
 

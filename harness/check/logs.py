@@ -8,8 +8,11 @@ all node logs, and wrapper lines never count as a root cause.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex
 
 # Lines that only report that something else failed.
 WRAPPERS = re.compile(
@@ -25,6 +28,36 @@ WARNING = re.compile(r"\bWARNING\b")
 # "LEVEL MM-DD HH:MM:SS [file.py:123] ".
 PREFIX = re.compile(r"^(\(\w[\w ]*pid=\d+\)\s*)")
 HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
+
+
+# Matrix patterns (rule errors, silent_disable, diagnosis) run with the `regex` module's timeout:
+# a pattern that backtracks without end must not hang the run. The budget is for one search over
+# all the logs it is applied to.
+PATTERN_BUDGET_S = 2.0
+
+
+class PatternTimeout(RuntimeError):
+    """A matrix pattern took longer than its budget: a harness problem (ERROR), named plainly."""
+
+
+class Pattern:
+    """A matrix pattern whose searches share one time budget."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self.rx = regex.compile(pattern)
+        self.budget_s = PATTERN_BUDGET_S
+        self.deadline = time.monotonic() + self.budget_s
+
+    def search(self, text: str) -> bool:
+        left = self.deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return self.rx.search(text, timeout=left) is not None
+        except TimeoutError:
+            raise PatternTimeout(f"pattern /{self.pattern}/ took more than {self.budget_s:g} s to search the "
+                                 f"logs (it backtracks); simplify it in the matrix") from None
 
 
 def message(line: str) -> tuple[str | None, str]:
@@ -57,7 +90,7 @@ def read_lines(path: Path) -> list[str]:
 def search(logs: dict[str, Path], pattern: str) -> LogLine | None:
     """The first line in any log that matches ``pattern`` (wrapper lines included: the caller's
     pattern decides). Logs are searched in launch order."""
-    rx = re.compile(pattern)
+    rx = Pattern(pattern)
     for name, path in logs.items():
         for i, line in enumerate(read_lines(path), 1):
             if rx.search(line):
@@ -88,7 +121,7 @@ def root_cause(logs: dict[str, Path]) -> LogLine | None:
 def warnings_matching(logs: dict[str, Path], patterns: list[str]) -> list[LogLine]:
     found = []
     for pattern in patterns:
-        rx = re.compile(pattern)
+        rx = Pattern(pattern)
         for name, path in logs.items():
             for i, line in enumerate(read_lines(path), 1):
                 if WARNING.search(line) and rx.search(line):

@@ -22,7 +22,6 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare, Reference, Topology
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, Placement, PlanError, Ports, plan
-from harness.results.redact import env as masked_env
 
 GOLDEN_FORMAT = 1
 # Outcomes whose case is served and compared; the others never need a reference.
@@ -170,7 +169,7 @@ def golden_record(outputs: Outputs, shape: dict[str, Any], deployment: Deploymen
         "model": model,
         "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "request": shape,
-        "reference": [{"node": s.node, "role": s.role, "argv": list(s.argv), "env": masked_env(dict(s.env))}
+        "reference": [{k: v for k, v in s.to_json().items() if k in ("node", "role", "argv", "env")}
                       for s in deployment.launches] if deployment else [],
         "versions": versions,
         "outputs": outputs.to_json(),

@@ -9,6 +9,7 @@ matches a case decides its expectation.
 
 from __future__ import annotations
 
+import os
 import re
 import types
 import typing
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from harness.matrix import condition as cond
 from harness.cases.case import ATTRIBUTES
 from harness.matrix.schema import NAME, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite, Topology, Variant
-from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, plain, suggest
+from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
 # Folders of data that matrix entries point at (lm-eval task files are YAML too): not matrix files.
@@ -109,12 +110,27 @@ def _validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, .
     return out
 
 
+def _matrix_files(root: Path) -> list[Path]:
+    """Every *.yaml / *.yml under ``root``, through symlinked folders too (a private matrix
+    linked in); a link back into a folder already read is not followed twice."""
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        real = Path(folder).resolve()
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        files += [Path(folder) / n for n in names if n.endswith((".yaml", ".yml")) and (Path(folder) / n).is_file()]
+    return sorted(files)
+
+
 def load_matrix(root: Path | str | None = None) -> Matrix:
     root = Path(root) if root is not None else DEFAULT_MATRICES
     if not root.is_dir():
         raise MatrixError([SourceError(None, f"matrix directory not found: {root}")])
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
-                   and not DATA_DIRS.intersection(p.relative_to(root).parts[:-1]))
+    files = [p for p in _matrix_files(root) if not DATA_DIRS.intersection(p.relative_to(root).parts[:-1])]
     if not files:
         raise MatrixError([SourceError(None, f"no *.yaml files in matrix directory {root}")])
     matrix = Matrix(root=root)
@@ -129,7 +145,7 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
             continue
         if doc.root is None:
             continue
-        data = plain(doc.root)
+        data = doc.root
         if not isinstance(data, dict):
             errors.append(SourceError(doc.where(), "a matrix file must be a mapping of sections"))
             continue
@@ -162,7 +178,7 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
             for name, entry in body.items():
                 name = str(name)
                 here = doc.where((section, name))
-                if not re.match(NAME, name):
+                if not re.fullmatch(NAME, name):
                     errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
                     continue
                 if name in target:

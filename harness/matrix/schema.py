@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Literal
+import re._constants as _c  # the stdlib's own parse tree, to lint patterns before any log is read
+import re._parser as _parser
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 # JSON-valued vLLM flags that features may contribute fragments to; fragments from stacked
 # features are deep-merged into one value per flag.
@@ -22,16 +24,62 @@ JSON_FLAGS = (
     "kv-events-config",
 )
 
-NAME = r"^[a-z0-9][a-z0-9._-]*$"
+NAME = r"[a-z0-9][a-z0-9._-]*"  # always with re.fullmatch: "$" would let "name\n" through
+# An environment variable name: it reaches `export NAME=...` lines, so only a shell identifier
+# (pydantic's patterns are Rust regexes, whose "$" is the very end of the text).
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Env = dict[EnvName, str]
+# A partition is "auto" or what vLLM's int() per comma-separated entry reads (signs, spaces and
+# "_" included, so that wrong strings can still be claimed rejected); nothing that can break a
+# line or a comment where a case id is written.
+PARTITION = re.compile(r"auto|[0-9,+_ -]+")
+
+
+def _nested_quantifier(items) -> bool:
+    """Whether a parsed pattern repeats, without bound, something that itself repeats: the shape
+    (``(\\w+\\s?)+``) that backtracks exponentially on a line that almost matches."""
+    for op, av in items:
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            if hi == _c.MAXREPEAT and _repeats(sub):
+                return True
+            if _nested_quantifier(sub):
+                return True
+        elif op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.ASSERT, _c.ASSERT_NOT, _c.BRANCH):
+            subs = av[1] if op == _c.BRANCH else [av[-1]]
+            if any(_nested_quantifier(s) for s in subs):
+                return True
+    return False
+
+
+def _repeats(items) -> bool:
+    for op, av in items:
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT) and av[1] > 1:
+            return True
+        if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.BRANCH):
+            subs = av[1] if op == _c.BRANCH else [av[-1]]
+            if any(_repeats(s) for s in subs):
+                return True
+    return False
+
+
+def check_pattern(pattern: str) -> str:
+    """The pattern, once it compiles and has no nested unbounded quantifier (ValueError if not).
+    Matching is also time-bounded (harness.check.logs), this refuses the obvious cases early."""
+    try:
+        parsed = _parser.parse(pattern)
+    except re.error as err:
+        raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
+    if _nested_quantifier(list(parsed)):
+        raise ValueError(f"{pattern!r} repeats a repetition (nested quantifiers, e.g. (a+)+): it can take "
+                         f"exponential time on a log line; write it without the outer repeat")
+    return pattern
 
 
 def _compiled(patterns: list[str]) -> list[str]:
-    """The patterns, once each is known to compile (re.error becomes a validation error)."""
+    """The patterns, once each is known to compile and not to backtrack without bound."""
     for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
+        check_pattern(pattern)
     return patterns
 
 
@@ -123,13 +171,13 @@ class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
     # written into it: a comma list of NPU/GPU ids, or CPU cores with one "|"-separated range per rank.
-    device_env: str
+    device_env: EnvName
     device_format: Literal["comma-list", "cpu-bind"]
-    env: dict[str, str] = {}
+    env: Env = {}
     # Set on every node before Ray starts when the executor backend is Ray.
-    ray_env: dict[str, str] = {}
+    ray_env: Env = {}
     # Per-node communication variables filled from the cluster inventory (value = inventory field).
-    node_env: dict[str, Literal["address", "nic"]] = {}
+    node_env: dict[EnvName, Literal["address", "nic"]] = {}
     serve_args: list[str] = []
 
 
@@ -143,7 +191,7 @@ class Variant(Strict):
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
     drafters: dict[str, str] = {}
     serve_args: list[str] = []
-    env: dict[str, str] = {}
+    env: Env = {}
     platforms: list[str] = []
     title: str = ""
     # The fewest devices whose memory holds the weights: a reference on fewer can never start.
@@ -161,7 +209,7 @@ class Family(Strict):
     @classmethod
     def _names(cls, v: dict[str, Variant]) -> dict[str, Variant]:
         for name in v:
-            if not re.match(NAME, name):
+            if not re.fullmatch(NAME, name):
                 raise ValueError(f"variant name {name!r} must match {NAME}")
         if not v:
             raise ValueError("a family needs at least one variant")
@@ -179,7 +227,7 @@ class Side(Strict):
 class Feature(Strict):
     title: str
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
     requires: list[str] = []
     conflicts: list[str] = []
@@ -241,6 +289,14 @@ class Group(Strict):
     features: list[str] = ["none"]
     # Each listed feature becomes its own on/off dimension (for pairwise coverage of stacks).
     toggles: list[str] = []
+
+    @field_validator("partitions")
+    @classmethod
+    def _partitions(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not PARTITION.fullmatch(p):
+                raise ValueError(f"partition {p!r} must be auto or comma-separated integers")
+        return v
 
 
 class Suite(Strict):
@@ -308,10 +364,7 @@ class Rule(Strict):
             if stray:
                 raise ValueError(f"{', '.join(stray)} only apply to expect: rejected")
         if self.error is not None:
-            try:
-                re.compile(self.error)
-            except re.error as err:
-                raise ValueError(f"error is not a valid regular expression: {err}") from err
+            check_pattern(self.error)
         return self
 
 

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from harness.matrix.schema import Strict
-from harness.matrix.source import MatrixError, SourceError, load_document, plain
+from harness.matrix.schema import Env, Strict
+from harness.matrix.source import MatrixError, SourceError, load_document
 from harness.matrix.load import _validation_errors
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
@@ -39,7 +39,7 @@ class Node(Strict):
     vllm: list[str] = ["auto"]
     python: str = "python3"
     set_env: str | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
-    env: dict[str, str] = {}
+    env: Env = {}
     bind: str | None = None  # --host for API servers on this node
     # ppconf is importable by the node's vLLM, so workers can load its stage probe and report
     # the layer ranges they built (always true for the local host).
@@ -91,7 +91,7 @@ def load_cluster(ref: str | Path | None) -> Cluster:
         raise MatrixError([SourceError(None, f"cluster inventory not found: {ref}")])
     doc = load_document(path)
     try:
-        cluster = Cluster.model_validate(plain(doc.root))
+        cluster = Cluster.model_validate(doc.root)
     except ValidationError as err:
         raise MatrixError(_validation_errors(doc, Cluster, (), err)) from err
     names = [n.name for n in cluster.nodes]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -63,14 +64,28 @@ class LaunchSpec:
         lines = []
         if self.set_env:
             lines.append(f"source {shlex.quote(self.set_env)}")
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env]
+        lines += [export(k, v) for k, v in self.env]
         lines.append(" \\\n    ".join(_shell_words(self.argv)))
         return "\n".join(lines)
 
     def to_json(self) -> dict:
-        """For results and reports: secret-looking variables are masked."""
+        """For results and reports: secret-looking variables and flags are masked, and so is
+        any of their values wherever else it appears (inside a JSON config, another flag)."""
+        scrub = redact.Redactor().learn(self).scrub
         return {"name": self.name, "role": self.role, "node": self.node, "host": self.host,
-                "argv": list(self.argv), "env": redact.env(dict(self.env)), "port": self.port, "set_env": self.set_env}
+                "argv": scrub(redact.argv(self.argv)), "env": scrub(redact.env(dict(self.env))),
+                "port": self.port, "set_env": self.set_env}
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def export(name: str, value: str) -> str:
+    """``export NAME=VALUE`` for a shell; a name that is not a shell identifier is refused, since
+    it cannot be quoted (``A=1; touch X; B`` would run ``touch X``)."""
+    if not ENV_NAME.fullmatch(name):
+        raise PlanError(f"environment variable name {name!r} is not a valid identifier")
+    return f"export {name}={shlex.quote(value)}"
 
 
 def _shell_words(argv: tuple[str, ...]) -> list[str]:

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.results import store as results
 from harness.plan.cluster import Cluster
@@ -114,23 +116,34 @@ def duration_of(need: Need, durations: Mapping[str, float] | None) -> tuple[floa
     estimate."""
     durations = durations or {}
     if need.key in durations:
-        return float(durations[need.key]), True
-    known = [float(durations[c]) for c in need.cases if c in durations]
+        return _seconds(durations[need.key], f"duration of deployment {need.key}"), True
+    known = [_seconds(durations[c], f"duration of case {c}") for c in need.cases if c in durations]
     if known:
         return max(known), True
     return estimate_s(need), False
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A duration: a finite number of seconds >= 0 (NaN would never be placed, inf never end)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{where}: {value!r} is not a duration (give finite seconds >= 0)")
+    return seconds
 
 
 def durations_from_results(run_dir: Path) -> dict[str, float]:
     """Durations from a finished run: per case, and per deployment (plan_key) the longest."""
     out: dict[str, float] = {}
     for rec in results.read(run_dir):
-        seconds = rec.get("duration_s")
-        if not seconds:
+        if not rec.get("duration_s"):
             continue  # recorded without a launch
-        out[rec["case"]] = float(seconds)
+        seconds = _seconds(rec["duration_s"], f"{run_dir / results.RESULTS}: case {rec['case']!r} duration_s")
+        out[str(rec["case"])] = seconds
         if rec.get("plan_key"):
-            out[rec["plan_key"]] = max(out.get(rec["plan_key"], 0.0), float(seconds))
+            out[str(rec["plan_key"])] = max(out.get(str(rec["plan_key"]), 0.0), seconds)
     return out
 
 
@@ -139,10 +152,13 @@ def load_durations(path: Path | str) -> dict[str, float]:
     path = Path(path)
     if path.is_dir():
         return durations_from_results(path)
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read durations: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object of deployment key or case id -> seconds")
-    return {str(k): float(v) for k, v in data.items()}
+    return {str(k): _seconds(v, f"{path}: {k!r}") for k, v in data.items()}
 
 
 # ---- the schedule ---------------------------------------------------------------------------

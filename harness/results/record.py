@@ -10,13 +10,14 @@ from harness.check.diagnose import diagnose
 from harness.check.judge import Observation, Outcome, judge
 from harness.matrix.load import Matrix
 from harness.plan.deployment import Deployment
+from harness.results.redact import Redactor
 from harness.results.repro import write_bundle
 from harness.results.result import Result
 
 
 def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs: Observation, started: str,
                 duration: float, versions: dict[str, dict[str, str]], plan_key: str | None = None,
-                harness_error: str | None = None) -> Result:
+                harness_error: str | None = None, redactor: Redactor | None = None) -> Result:
     verdict = judge(case.expectation, obs)
     nodes = dict.fromkeys(s.node for s in d.launches) if d else {}
     result = Result(
@@ -32,5 +33,5 @@ def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs:
         record = result.to_json()
         if harness_error:
             record["harness_error"] = harness_error
-        result.repro = write_bundle(run_dir, record, d, m.root, case.attrs)
+        result.repro = write_bundle(run_dir, record, d, m.root, case.attrs, redactor)
     return result

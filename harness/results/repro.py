@@ -9,30 +9,39 @@ from pathlib import Path
 from typing import Any
 
 from harness.check import logs
-from harness.plan.deployment import Deployment
+from harness.plan.deployment import Deployment, export
+from harness.results.redact import Redactor
 
 
 def bundle_dir(run_dir: Path, case_id: str) -> Path:
     return run_dir / "repro" / re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)
 
 
+def _comment(text: str) -> str:
+    """One shell comment line, whatever the text holds: a newline in a case id or a reason must
+    not end the comment and run what follows."""
+    return "# " + " ".join(str(text).splitlines())
+
+
 def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, matrices: Path,
-                 attrs: dict[str, Any]) -> dict[str, str]:
+                 attrs: dict[str, Any], redactor: Redactor | None = None) -> dict[str, str]:
     """Per-node commands with env, the case and the rule that applied, versions, the log excerpt
-    around the root cause, and the one command that re-runs just this case."""
+    around the root cause, and the one command that re-runs just this case. Everything written
+    has the run's secrets masked (``redactor``; env and flags by name in any case)."""
+    redactor = redactor or Redactor()
     out = bundle_dir(run_dir, record["case"])
     out.mkdir(parents=True, exist_ok=True)
     rerun = " ".join(shlex.quote(w) for w in ["ppconf", "run", "--matrices", str(matrices), "--suite",
                                                record["suite"], "--case", record["case"]])
-    lines = ["#!/usr/bin/env bash", f"# Reproduce {record['case']} ({record['outcome']}): {record['reason']}",
-             f"# Re-run just this case through ppconf: {rerun}", ""]
+    lines = ["#!/usr/bin/env bash", _comment(f"Reproduce {record['case']} ({record['outcome']}): {record['reason']}"),
+             _comment(f"Re-run just this case through ppconf: {rerun}"), ""]
     for launch in (d.to_json()["launches"] if d else []):
-        lines.append(f"# --- {launch['name']}: {launch['role']} on {launch['node']} ({launch['host']})")
+        lines.append(_comment(f"--- {launch['name']}: {launch['role']} on {launch['node']} ({launch['host']})"))
         if launch.get("set_env"):
             lines.append(f"source {shlex.quote(launch['set_env'])}")
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(launch["env"].items())]
+        lines += [export(k, v) for k, v in sorted(launch["env"].items())]
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
-    (out / "commands.sh").write_text("\n".join(lines))
+    (out / "commands.sh").write_text(redactor.text("\n".join(lines)))
     versions = record.get("versions")
     if not versions and (run_dir / "run.json").exists():
         versions = json.loads((run_dir / "run.json").read_text()).get("versions")
@@ -43,10 +52,11 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
         path = obs.get("logs", {}).get(line["log"]) if line else None
         if line and path:
             excerpts[key] = logs.excerpt(Path(path), line["line"], before=15, after=5)
-    (out / "case.json").write_text(json.dumps({
+    case = json.loads(json.dumps({
         "case": record["case"], "outcome": record["outcome"], "reason": record["reason"],
         "diagnosis": record.get("diagnosis"),
         "attributes": attrs, "expectation": record["expectation"], "versions": versions,
         "log_excerpts": excerpts, "logs": obs.get("logs", {}), "rerun": rerun,
-    }, indent=2, default=str))
+    }, default=str))
+    (out / "case.json").write_text(json.dumps(redactor.scrub(case), indent=2))
     return {"dir": str(out), "rerun": rerun}

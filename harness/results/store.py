@@ -11,12 +11,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.results.redact import Redactor
+
 RESULTS = "results.jsonl"
 
 
-def append(run_dir: Path, record: dict[str, Any]) -> None:
+def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = None) -> None:
+    """Every string of the record (reasons, log lines, argv) enters the store with the run's
+    secrets masked: the values ``redactor`` learned, and any secret-looking NAME=value or flag."""
     path = run_dir / RESULTS
-    line = json.dumps(record, sort_keys=True, default=str) + "\n"
+    clean = (redactor or Redactor()).scrub(json.loads(json.dumps(record, default=str)))
+    line = json.dumps(clean, sort_keys=True) + "\n"
     with open(path, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
