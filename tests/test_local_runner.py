@@ -148,7 +148,7 @@ def test_set_env_launch_values_never_show_in_the_process_list(tmp_path):
     s = LaunchSpec("n0", "api", "local", "localhost",
                    (sys.executable, "-c", "import os, time; print(os.environ['HF_TOKEN'], flush=True); time.sleep(30)"),
                    (("HF_TOKEN", token), ("PPCONF_Z", "a b\nc")), set_env=str(script))
-    h = LocalRunner().start(s, tmp_path / "n0.log")
+    h = LocalNodeRunner().start(s, tmp_path / "n0.log")
     try:
         deadline = time.monotonic() + 20
         while token not in (tmp_path / "n0.log").read_text() and time.monotonic() < deadline:

@@ -57,8 +57,8 @@ def test_the_most_specific_declaration_wins(matrix_dir):
             compare: {mode: first-divergence, diverge_after: 4}
         """)
     text = (matrix_dir.root / "cpu/families.yaml").read_text()
-    assert "  qwen3-moe-tiny:\n" in text
-    text = text.replace("  qwen3-moe-tiny:\n", "  qwen3-moe-tiny:\n    reference: {kind: counterpart, fold: tp}\n", 1)
+    assert "      kind: counterpart\n      score:" in text
+    text = text.replace("      kind: counterpart\n      score:", "      kind: counterpart\n      fold: tp\n      score:", 1)
     (matrix_dir.root / "cpu/families.yaml").write_text(text)
     m = load_matrix(matrix_dir.root)
     plain = resolve(m, case(m, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none"))
