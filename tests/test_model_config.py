@@ -26,6 +26,7 @@ def test_the_text_models_count_is_the_one_partitioned():
     assert layers_in({}) is None
 
 
+@pytest.mark.needs_torch
 def test_counts_come_from_the_matrix_then_a_local_checkpoint_then_the_hf_cache(tmp_path, monkeypatch):
     ckpt = tmp_path / "DeepSeek-V4"
     ckpt.mkdir()

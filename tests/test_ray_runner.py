@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[default]')")
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_root]
 
 from harness.plan.deployment import LaunchSpec  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
@@ -72,8 +72,6 @@ def gone(pgid: int, timeout: float = 30.0) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a network namespace for the Ray cluster (ip netns)")
     c = RayCluster(("node0", "node1"))
     try:
         c.start()
