@@ -68,7 +68,6 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
           depth-read:
             title: custom partitions on a read count
             platform: ascend
-            partition_rules: ascend-doc
             groups:
               - families: [unknown-depth]
                 topologies: [tp8-pp2-2node-mp]
