@@ -1,7 +1,6 @@
 """Hidden-layer counts the matrix leaves out come from the model's config.json."""
 
 import json
-import textwrap
 
 import pytest
 

@@ -66,7 +66,3 @@ def repair(run_dir: Path) -> bool:
     with open(path, "r+b") as f:
         f.truncate(cut)
     return True
-
-
-def finished(run_dir: Path) -> set[str]:
-    return {r["case"] for r in read(run_dir)}
