@@ -63,7 +63,8 @@ def test_in_ci_a_module_skipped_by_importorskip_fails(pytester, monkeypatch):
 
 def test_ci_false_is_not_ci(project, monkeypatch):
     monkeypatch.setenv("CI", "false")
-    project.runpytest_inprocess("-p", "tests.needs", "-p", "no:cacheprovider", "test_needy.py").assert_outcomes(passed=1, skipped=2)
+    result = project.runpytest_inprocess("-p", "tests.needs", "-p", "no:cacheprovider", "test_needy.py")
+    result.assert_outcomes(passed=1, skipped=2)
 
 
 def test_a_met_need_runs(pytester, monkeypatch):
