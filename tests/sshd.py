@@ -159,7 +159,3 @@ class Sshd:
             except ProcessLookupError:
                 pass
         self.proc.wait()
-
-    def sessions(self) -> list[int]:
-        """The per-connection sshd processes (and what they run) serving clients now."""
-        return descendants(self.proc.pid)

@@ -72,17 +72,17 @@ def flag_value(launch, flag):
 
 # -- families ("Model Support for PP") ---------------------------------------------------------
 
-@pytest.mark.parametrize("family, variants, arch, origin", [
-    ("deepseek-v4", {"text": "DeepseekV4ForCausalLM", "multimodal": "DeepseekV4ForConditionalGeneration"}, None, "ascend"),
-    ("deepseek-v4.1", {"text": "DeepseekV41ForCausalLM", "multimodal": "DeepseekV41ForCausalLM"}, None, "ascend"),
-    ("glm-5.2", {"text": "GlmMoeDsaForCausalLM"}, None, "ascend"),
+@pytest.mark.parametrize("family, variants, origin", [
+    ("deepseek-v4", {"text": "DeepseekV4ForCausalLM", "multimodal": "DeepseekV4ForConditionalGeneration"}, "ascend"),
+    ("deepseek-v4.1", {"text": "DeepseekV41ForCausalLM", "multimodal": "DeepseekV41ForCausalLM"}, "ascend"),
+    ("glm-5.2", {"text": "GlmMoeDsaForCausalLM"}, "ascend"),
     ("minimax-m3", {"sparse-text": "MiniMaxM3SparseForCausalLM",
-                    "multimodal": "MiniMaxM3SparseForConditionalGeneration"}, None, "ascend"),
-    ("qwen3.6", {"dense": "Qwen3_5ForCausalLM", "moe": "Qwen3_5MoeForCausalLM"}, None, "upstream"),
+                    "multimodal": "MiniMaxM3SparseForConditionalGeneration"}, "ascend"),
+    ("qwen3.6", {"dense": "Qwen3_5ForCausalLM", "moe": "Qwen3_5MoeForCausalLM"}, "upstream"),
     ("kimi-k3", {"text": "KimiK3ForConditionalGeneration", "multimodal": "KimiK3ForConditionalGeneration"},
-     None, "upstream+ascend-adapter"),
+     "upstream+ascend-adapter"),
 ])
-def test_guide_families_with_registered_architectures(shipped, family, variants, arch, origin):
+def test_guide_families_with_registered_architectures(shipped, family, variants, origin):
     fam = shipped.families[family]
     assert {name: v.architecture for name, v in fam.variants.items()} == variants
     for v in fam.variants.values():

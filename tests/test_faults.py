@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm")
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
 
 from harness.results import store as results  # noqa: E402
 from harness.plan.cluster import load_cluster  # noqa: E402

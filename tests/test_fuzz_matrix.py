@@ -2,6 +2,7 @@
 
 import string
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ KEYS = ["platforms", "families", "features", "topologies", "suites", "rules", "t
 yaml_soup = st.lists(st.one_of(st.sampled_from(KEYS), st.text(string.printable, max_size=6)), max_size=60).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=yaml_soup)
 def test_any_extra_file_loads_or_fails_cleanly(matrix_dir, text):
@@ -29,6 +31,7 @@ def test_any_extra_file_loads_or_fails_cleanly(matrix_dir, text):
             assert str(e)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(when=st.text(max_size=80))
 def test_any_rule_condition_loads_or_fails_cleanly(matrix_dir, when):

@@ -3,6 +3,8 @@
 import sys
 import time
 
+import pytest
+
 from harness.plan.deployment import Deployment, LaunchSpec
 from harness.check.live import LiveDeployment as Live, free_port
 from tests.test_local_runner import TREE, group_members
@@ -24,6 +26,7 @@ def test_exit_is_seen_within_a_second(tmp_path):
     assert 1.0 <= elapsed < 2.5
 
 
+@pytest.mark.slow
 def test_startup_deadline_then_nothing_left(tmp_path):
     live = Live(deployment(TREE, "600"), tmp_path, {}, 5)
     live.start()

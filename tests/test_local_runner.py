@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 
 from harness.plan.deployment import LaunchSpec
 from runners.local import LocalNodeRunner
@@ -41,6 +42,7 @@ def wait_for_tree(handle, n=3, timeout=20):
     raise AssertionError(f"tree never grew: {group_members(handle.pid)}")
 
 
+@pytest.mark.slow
 def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(tmp_path):
     h = LocalNodeRunner().start(spec(600), tmp_path / "n0.log")
     wait_for_tree(h)
@@ -48,6 +50,7 @@ def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(tmp_path):
     assert group_members(h.pid) == []
 
 
+@pytest.mark.slow
 def test_leader_exit_leaves_workers_that_stop_still_kills(tmp_path):
     h = LocalNodeRunner().start(spec(1), tmp_path / "n0.log")
     wait_for_tree(h)
@@ -75,6 +78,7 @@ def test_shell_metacharacters_in_argv_and_env_arrive_literally(tmp_path):
     assert not os.path.exists("/tmp/ppconf-pwned")
 
 
+@pytest.mark.slow
 def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
     """A driver that holds a live launch and gets SIGINT leaves no process behind."""
     driver = textwrap.dedent(f"""\
@@ -101,6 +105,7 @@ def test_ctrl_c_of_the_driver_tears_the_launch_down(tmp_path):
     assert group_members(pgid) == []
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_driver_still_takes_the_group_down(tmp_path):
     """Nothing can run in a SIGKILLed driver; the guard leading the group does the teardown."""
     driver = textwrap.dedent(f"""\

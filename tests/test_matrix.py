@@ -27,6 +27,24 @@ def test_unknown_key_names_file_line_and_closest_key(matrix_dir):
     assert any("extra.yaml:4:5" in e and "unknown key 'argz'" in e and "did you mean 'args'" in e for e in errs), errs
 
 
+def test_a_suite_cannot_pick_the_partition_rule_set(matrix_dir):
+    # each case carries both partition checks and the rules choose; a suite-level choice that
+    # nothing reads is refused, pointing at the line and at where the choice lives
+    matrix_dir("extra.yaml", """\
+        suites:
+          mine:
+            title: x
+            platform: ascend
+            partition_rules: ascend-doc
+            groups:
+              - families: [guide-61-layer]
+                topologies: [tp8-pp2]
+        """)
+    errs = errors_of(matrix_dir.root)
+    assert any("extra.yaml:5:5" in e and "suites.mine.partition_rules: 'partition_rules' is no longer a setting" in e
+               and "partition_doc_error" in e and "did you mean" not in e for e in errs), errs
+
+
 def test_unknown_feature_in_suite_is_an_error_not_an_empty_selection(matrix_dir):
     matrix_dir("extra.yaml", """\
         suites:

@@ -1,7 +1,6 @@
 """Hidden-layer counts the matrix leaves out come from the model's config.json."""
 
 import json
-import textwrap
 
 import pytest
 
@@ -26,6 +25,7 @@ def test_the_text_models_count_is_the_one_partitioned():
     assert layers_in({}) is None
 
 
+@pytest.mark.needs_torch
 def test_counts_come_from_the_matrix_then_a_local_checkpoint_then_the_hf_cache(tmp_path, monkeypatch):
     ckpt = tmp_path / "DeepSeek-V4"
     ckpt.mkdir()
@@ -67,7 +67,6 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
           depth-read:
             title: custom partitions on a read count
             platform: ascend
-            partition_rules: ascend-doc
             groups:
               - families: [unknown-depth]
                 topologies: [tp8-pp2-2node-mp]

@@ -76,14 +76,16 @@ def test_custom_properties(parts):
 
 @pytest.fixture(scope="module")
 def vllm_get_pp_indices():
-    pytest.importorskip("torch")
     from harness.target import vllm_cpu
 
     vllm_cpu.install_alias()
-    utils = pytest.importorskip("vllm.distributed.utils")
-    return utils.get_pp_indices
+    from vllm.distributed.utils import get_pp_indices
+
+    return get_pp_indices
 
 
+@pytest.mark.slow
+@pytest.mark.needs_vllm
 @settings(max_examples=150, deadline=None)
 @given(layers=st.integers(1, 80), pp=st.integers(1, 8),
        custom=st.one_of(st.none(), st.lists(st.integers(-2, 30), min_size=1, max_size=8).map(lambda p: ",".join(map(str, p)))))

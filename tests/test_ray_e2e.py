@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm")
-pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_ray, pytest.mark.needs_root]
 
 from harness.results import store as results  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
@@ -17,10 +16,6 @@ from tests.test_faults import ours, wait_until  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("the test's Ray cluster lives in a network namespace, which needs root")
     cluster = RayCluster(("node0", "node1"))
     try:
         cluster.start()

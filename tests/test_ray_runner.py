@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[default]')")
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_root]
 
 from harness.plan.deployment import LaunchSpec  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
@@ -72,8 +72,6 @@ def gone(pgid: int, timeout: float = 30.0) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a network namespace for the Ray cluster (ip netns)")
     c = RayCluster(("node0", "node1"))
     try:
         c.start()
@@ -254,7 +252,7 @@ def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_
 
 
 def test_a_resumed_run_reaps_only_its_own_groups_on_a_ray_node(driver, tmp_path):
-    from harness.run import REAPER_SOURCE
+    from runners.leftovers import REAPER_SOURCE
     from runners.reaper import MARKER
 
     run_dir = str(tmp_path / "run")

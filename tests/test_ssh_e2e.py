@@ -5,20 +5,17 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm")
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_root, pytest.mark.needs_sshd]
 
 from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
 from harness.run import RunConfig, SuiteRun  # noqa: E402
-from tests.sshd import Sshd, unavailable  # noqa: E402
+from tests.sshd import Sshd  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        pytest.skip(f"no OpenSSH server to test against: {reason}")
     server = Sshd.start(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()

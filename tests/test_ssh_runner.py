@@ -17,7 +17,7 @@ import pytest
 from harness.plan.cluster import Node
 from harness.plan.deployment import LaunchSpec
 from runners.ssh import SshError, SshOptions, SshNodeRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
-from tests.sshd import Sshd, unavailable
+from tests.sshd import Sshd
 from tests.test_local_runner import TREE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,9 +100,6 @@ def assert_nothing_left(handle):
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        pytest.skip(f"no OpenSSH server to test against: {reason}", allow_module_level=True)
     try:
         server = Sshd.start(tmp_path_factory.mktemp("sshd"))
     except Exception as err:  # noqa: BLE001 - any failure to start is the same skip
@@ -183,6 +180,9 @@ def test_env_block_is_a_sized_list_of_quoted_exports():
 # ---- against the real sshd -------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_stop_kills_the_whole_remote_group_even_when_it_ignores_sigterm(runner, tmp_path):
     h = runner.start(tree(600), tmp_path / "n0.log")
     assert h.pgid and h.pgid != h.proc.pid
@@ -197,6 +197,9 @@ def test_stop_kills_the_whole_remote_group_even_when_it_ignores_sigterm(runner, 
     h.stop(grace_s=1.0)  # a second stop is harmless
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_stop_of_a_launch_that_obeys_sigterm_does_not_wait_for_the_grace(runner, tmp_path):
     h = runner.start(python("import time; print('up', flush=True); time.sleep(600)"), tmp_path / "n0.log")
     assert wait_until(lambda: "up" in h.log_path.read_text(), 20)
@@ -207,6 +210,9 @@ def test_stop_of_a_launch_that_obeys_sigterm_does_not_wait_for_the_grace(runner,
     assert_nothing_left(h)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_exit_status_and_log_arrive_locally(runner, tmp_path):
     log = tmp_path / "logs" / "n0.log"
     h = runner.start(python("import sys; print('to stdout', flush=True); print('to stderr', file=sys.stderr); sys.exit(7)"),
@@ -221,6 +227,9 @@ def test_exit_status_and_log_arrive_locally(runner, tmp_path):
     assert_nothing_left(h)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_leader_exit_with_orphaned_workers_is_seen_and_stop_still_kills_them(runner, tmp_path):
     h = runner.start(tree(2), tmp_path / "n0.log")
     wait_for_tree(h)
@@ -231,6 +240,9 @@ def test_leader_exit_with_orphaned_workers_is_seen_and_stop_still_kills_them(run
     assert_nothing_left(h)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_shell_metacharacters_arrive_literally(runner, tmp_path):
     pwned, canary = tmp_path / "pwned", tmp_path / "canary"
     canary.mkdir()
@@ -265,6 +277,9 @@ def test_shell_metacharacters_arrive_literally(runner, tmp_path):
     assert canary.is_dir()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_environment_values_are_not_on_any_remote_command_line(runner, tmp_path):
     secret = "hf_" + uuid.uuid4().hex  # as a token in HF_TOKEN would be
     h = runner.start(python("import os, time; print('HAS', os.environ['HF_TOKEN'] == os.environ['SECRET_TWIN'], "
@@ -293,6 +308,9 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_set_env_script_is_sourced_first(runner, tmp_path):
     script = tmp_path / "set env $(x);.sh"  # a path a shell would split and expand
     script.write_text("export FROM_SET_ENV='sourced ok'\nexport OVERRIDDEN=by-script\n")
@@ -305,6 +323,9 @@ def test_set_env_script_is_sourced_first(runner, tmp_path):
     assert "GOT sourced ok by-spec" in h.log_path.read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_a_failing_set_env_script_fails_the_launch(runner, tmp_path):
     h = runner.start(python("print('never')", set_env=str(tmp_path / "missing.sh")), tmp_path / "n0.log")
     assert wait_until(lambda: h.returncode() is not None, 20)
@@ -314,6 +335,9 @@ def test_a_failing_set_env_script_fails_the_launch(runner, tmp_path):
     assert "missing.sh" in h.log_path.read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_extra_env_reaches_the_launch(runner, tmp_path):
     h = runner.start(python("import os; print('X', os.environ['PPCONF_EXTRA'])"), tmp_path / "n0.log",
                      {"PPCONF_EXTRA": "a b;$(c)"})
@@ -322,12 +346,18 @@ def test_extra_env_reaches_the_launch(runner, tmp_path):
     assert "X a b;$(c)" in h.log_path.read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_reachable(node, opts, sshd, tmp_path):
     assert reachable(node, 5, opts) is None
     assert (opts.known_hosts).read_text().strip(), "the host key is pinned in ppconf's own known_hosts"
     assert reachable(Node(name="l", host="localhost", address="127.0.0.1", devices=[0]), 5, opts) is None
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_unreachable_host_gives_a_clear_error_quickly(node, opts, sshd, tmp_path):
     from tests.sshd import free_port
 
@@ -369,6 +399,9 @@ def test_unreachable_host_gives_a_clear_error_quickly(node, opts, sshd, tmp_path
     r.close()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_known_hosts_live_in_ppconfs_state_dir(node, tmp_path, sshd):
     home_known = Path.home() / ".ssh" / "known_hosts"
     before = home_known.read_bytes() if home_known.exists() else None
@@ -381,6 +414,9 @@ def test_known_hosts_live_in_ppconfs_state_dir(node, tmp_path, sshd):
     end_master(node, opts)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_connections_are_reused_through_one_control_master(runner, node, opts, tmp_path):
     handles = [runner.start(python("import time; time.sleep(600)"), tmp_path / f"n{i}.log") for i in range(3)]
     argv = ssh_argv(SshTarget.from_node(node), opts)
@@ -420,6 +456,9 @@ def driver(node, opts, tmp_path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_ctrl_c_of_the_driver_tears_the_remote_launch_down(node, opts, tmp_path):
     p = driver(node, opts, tmp_path)
     try:
@@ -437,6 +476,9 @@ def test_ctrl_c_of_the_driver_tears_the_remote_launch_down(node, opts, tmp_path)
             p.kill()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_sigkill_of_the_driver_still_takes_the_remote_group_down(node, opts, tmp_path):
     """No finally runs: the remote watchdog sees the session's stdin close and ends the group."""
     p = driver(node, opts, tmp_path)
@@ -455,6 +497,9 @@ def test_sigkill_of_the_driver_still_takes_the_remote_group_down(node, opts, tmp
             p.kill()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_lost_connection_takes_the_group_down_and_stop_says_so(opts, tmp_path):
     """The node's sshd dies under a live launch: the session closes, the watchdog ends the group,
     and stop() returns promptly with the reason instead of hanging on a dead node."""
@@ -503,9 +548,11 @@ def _ssh_cluster(node):
     return Cluster(name="ssh-test", platform="cpu", nodes=[node.model_copy(update={"python": sys.executable})])
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runner, tmp_path, monkeypatch):
-    from harness.matrix.load import load_matrix
-    from harness.run import RunConfig, Runner
+    from runners.leftovers import reap_left_behind
     from runners.reaper import MARKER
 
     monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
@@ -519,14 +566,12 @@ def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runne
         _orphan(other)
         time.sleep(3)  # longer than the watchdogs' grace: nothing else is taking these groups down
         assert group_members(mine.pgid) and group_members(other.pgid)
-        said = []
-        resumed = Runner(RunConfig(load_matrix(), "smoke-cpu", _ssh_cluster(node), run_dir),
-                         lambda event, case, text: said.append((event, text)))
-        resumed.reap_left_behind([{"node": "remote", "reach": "ssh", "pgid": mine.pgid},
-                                  {"node": "remote", "reach": "ssh", "pgid": other.pgid}])
+        reaped, problems = reap_left_behind(run_dir, _ssh_cluster(node),
+                                            [{"node": "remote", "reach": "ssh", "pgid": mine.pgid},
+                                             {"node": "remote", "reach": "ssh", "pgid": other.pgid}])
         assert group_members(mine.pgid) == []
         assert group_members(other.pgid), "a group of another run was signalled"
-        assert ("reaped", "stopped 1 process group(s) an earlier ppconf left behind") in said
+        assert reaped == [mine.pgid] and problems == []
     finally:
         for pgid in (mine.pgid, other.pgid):
             try:
@@ -536,6 +581,9 @@ def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runne
     assert wait_until(lambda: not group_members(other.pgid), 10)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, monkeypatch):
     from harness.plan.cluster import local_cluster
     from harness.target.versions import probe
@@ -552,6 +600,9 @@ def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, mo
     assert out["gone"]["error"].startswith("version probe failed on gone: cannot reach")
 
 
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
 def test_hidden_layers_are_read_from_the_checkpoint_on_the_first_node(node, tmp_path, monkeypatch):
     import harness.target.model_config as mc
     from harness.matrix.schema import Variant

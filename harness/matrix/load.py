@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from harness.matrix import condition as cond
 from harness.cases.case import ATTRIBUTES
-from harness.matrix.schema import NAME, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite, Topology, Variant
+from harness.matrix.schema import (NAME, REMOVED_KEYS, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite,
+                                   Topology, Variant)
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
@@ -96,6 +97,10 @@ def _validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, .
         dotted = ".".join(str(p) for p in full)
         if e["type"] == "extra_forbidden":
             key = loc[-1]
+            if key in REMOVED_KEYS:
+                out.append(SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: "
+                                                        f"{REMOVED_KEYS[key]}"))
+                continue
             out.append(SourceError(doc.where(full), f"{dotted}: unknown key '{key}'"
                                    f"{suggest(str(key), _field_names(model, loc[:-1]))}"))
             continue

@@ -83,6 +83,15 @@ def _compiled(patterns: list[str]) -> list[str]:
     return patterns
 
 
+# Keys that were settings once, with where their choice lives now: a matrix that still sets one
+# gets this, not a typo suggestion.
+REMOVED_KEYS = {
+    "partition_rules": "a suite does not pick the partition rule set; each case carries both checks "
+                       "(`partition_error`: vLLM's, `partition_doc_error`: the Ascend guide's stricter one) "
+                       "and the rules say which one decides (see matrices/ascend/rules.yaml)",
+}
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -306,7 +315,6 @@ class Suite(Strict):
     seed: int = 0
     # Upper bound on the devices one case may use; larger cases are impossible in this suite.
     max_devices: int | None = Field(None, ge=1)
-    partition_rules: Literal["upstream", "ascend-doc"] = "upstream"
     startup_timeout_s: float = Field(300.0, gt=0)
     request_timeout_s: float = Field(60.0, gt=0)
     accuracy: Accuracy = Accuracy()

@@ -73,10 +73,6 @@ def repair(run_dir: Path) -> bool:
     return True
 
 
-def finished(run_dir: Path) -> set[str]:
-    return {r["case"] for r in read(run_dir)}
-
-
 def write_json_atomic(path: Path, value: Any) -> None:
     """Write JSON so a reader never sees a torn file: a temporary file renamed over the target."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
