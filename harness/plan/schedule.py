@@ -392,7 +392,6 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
-    topology: dict[str, Topology] = {}
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
             continue
@@ -402,7 +401,7 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
         planned.append(d)
-        topology[c.id] = m.topologies[c.topology]
-    needs = [need_of(d, topology[d.case_ids[0]]) for d in group_deployments(planned)]
+    # the placement plan chose states the device counts (the topology's own omit PCP)
+    needs = [need_of(d) for d in group_deployments(planned)]
     s = simulate(needs, cluster, durations)
     return Schedule(s.cluster, s.nodes, s.entries, tuple(unplaceable) + s.unplaceable, no_launch)
