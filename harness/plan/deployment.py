@@ -240,13 +240,14 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
     head = cluster.node(placement.nodes[0][0])
     launches: list[LaunchSpec] = []
 
-    def serve(node: Node, extra: list[str], api: bool) -> tuple[tuple[str, ...], tuple]:
+    def serve(node: Node, extra: list[str], api: bool, rank: int = 0) -> tuple[tuple[str, ...], tuple]:
         net = []
         if api and node.bind:
             net += ["--host", node.bind]
         if api and ports.api != API_PORT:
             net += ["--port", str(ports.api)]
-        argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *net, *mg.args("tail"), *json_args(mg.configs))
+        configs = _kv_port_apart(mg.configs, placement, rank, per_node)
+        argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *net, *mg.args("tail"), *json_args(configs))
         return argv, origins(mg, extra + net)
 
     if topo.backend == "ray" and nnodes > 1:
@@ -273,11 +274,24 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
                 if rank > 0:
                     extra.append("--headless")
             role = "api" if rank == 0 else "headless"
-            argv, why = serve(node, extra, rank == 0)
+            argv, why = serve(node, extra, rank == 0, rank)
             launches.append(LaunchSpec(f"node{rank}-{role}", role, node.name, node.host, argv,
                                        node_env(mg, node, devices, per_node, True),
                                        ports.api if rank == 0 else None, node.set_env, why, env_origins(mg)))
     return Deployment((case.id,), tuple(launches), "node0-api", model, model, placement)
+
+
+def _kv_port_apart(configs: dict, placement: Placement, rank: int, per_node: int) -> dict:
+    """Node ranks packed onto one host (the local host playing two nodes) each bind a KV port
+    per device from kv_port up: later ranks on the same host start past the earlier ones'."""
+    kv = configs.get("kv-transfer-config")
+    if not kv or "kv_port" not in kv:
+        return configs
+    host = placement.nodes[rank][0]
+    before = sum(1 for name, _ in placement.nodes[:rank] if name == host)
+    if not before:
+        return configs
+    return {**configs, "kv-transfer-config": {**kv, "kv_port": str(int(kv["kv_port"]) + before * per_node)}}
 
 
 def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins) -> Deployment:
