@@ -227,6 +227,14 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         return _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins)
 
     mg = merged(topo)
+    sized = case.attrs.get("pcp", mg.pcp)
+    if mg.pcp != sized:  # a rule's flags changed what the case (and the run's lease) was sized for
+        raise MergeError(case.id, [
+            f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
+            f"DP {topo.dp}) but the case is planned on {case.attrs.get('devices')} device(s) "
+            f"({case.attrs.get('devices', 0) // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
+            f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
+            f"give it in a feature, suite or group instead of a rule"])
     per_rank = topo.tp * topo.pp * mg.pcp  # vLLM's world size of one DP rank
     if topo.dp_mode is not None:
         return _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins)
@@ -291,7 +299,8 @@ def _kv_port_apart(configs: dict, placement: Placement, rank: int, per_node: int
     before = sum(1 for name, _ in placement.nodes[:rank] if name == host)
     if not before:
         return configs
-    return {**configs, "kv-transfer-config": {**kv, "kv_port": str(int(kv["kv_port"]) + before * per_node)}}
+    port = int(kv["kv_port"]) + before * per_node
+    return {**configs, "kv-transfer-config": {**kv, "kv_port": str(port) if isinstance(kv["kv_port"], str) else port}}
 
 
 def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins) -> Deployment:
