@@ -361,7 +361,7 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
     for l in d.launches:
         args = list(l.argv)
         ports = [l.port] if l.port else []
-        if l.role in ("api", "prefill", "decode", "dp-rank") and "--headless" not in args:
+        if l.role == "api":  # the head binds the rendezvous ports the other nodes connect to
             for flag in ("--master-port", "--data-parallel-rpc-port"):
                 v = _value(args, (flag,))
                 if v and v.isdigit() and not (flag == "--master-port" and _value(args, ("--node-rank",)) not in (None, "0")):
