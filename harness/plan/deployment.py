@@ -227,12 +227,14 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         return _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins)
 
     mg = merged(topo)
-    sized = case.attrs.get("pcp", mg.pcp)
-    if mg.pcp != sized:  # a rule's flags changed what the case (and the run's lease) was sized for
+    # what the case (and a run's lease) was sized for: the layers before the rule
+    sized = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite,
+                                case.group)).pcp
+    if mg.pcp != sized:  # a rule's flags changed it
         raise MergeError(case.id, [
             f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
-            f"DP {topo.dp}) but the case is planned on {case.attrs.get('devices')} device(s) "
-            f"({case.attrs.get('devices', 0) // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
+            f"DP {topo.dp}) but the case is planned on {topo.world * sized} device(s) "
+            f"({topo.world * sized // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
             f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
             f"give it in a feature, suite or group instead of a rule"])
     per_rank = topo.tp * topo.pp * mg.pcp  # vLLM's world size of one DP rank

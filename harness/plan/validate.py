@@ -347,7 +347,9 @@ def _world_errors(m: Matrix, case: Case, d: Deployment, parsed: dict[str, tuple[
             spread = ", ".join(f"{by_name[h].node}: {devices([h])}" for h in holders)
             out.append(f"case {case.id} (suite {case.suite}), {label}: vLLM's world size is {want} ({how}) but the "
                        f"plan gives it {have} device(s) ({spread})")
-    claimed = case.attrs.get("devices")
+    # a case made from another with replace() (a reference) carries the other's attributes
+    own = case.attrs.get("topology") == case.topology and case.attrs.get("features") == list(case.features)
+    claimed = case.attrs.get("devices") if own else None
     if not out and claimed and total and claimed != total:
         out.append(f"case {case.id} (suite {case.suite}): its launches use {total} device(s) but the case claims "
                    f"{claimed} (what a run leases); a rule's flags must not change the parallel sizes")
