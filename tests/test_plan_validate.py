@@ -117,6 +117,17 @@ features:
     assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "2"
 
 
+def test_a_flag_the_planner_also_gives_is_reported_twice_with_both_origins(private):
+    features = """
+features:
+  pinned: {title: a feature that pins the node rank, args: [--node-rank, "0"]}
+"""
+    m = private(FAMILY + RULES + features + suite("- {families: [tiny], topologies: [pp2-tp1-2node-mp], features: [pinned]}"))
+    errors = summarize(check(m).errors)
+    assert any("--node-rank and --node-rank set the same option 2 times" in e and "private/private.yaml:20:" in e
+               and "planned by ppconf for this node" in e for e in errors), errors
+
+
 @pytest.mark.needs_vllm
 def test_unknown_key_in_a_speculative_config(private, vllm_engine):
     features = """

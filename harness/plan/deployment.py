@@ -217,7 +217,7 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         out.update({f"--{k}": tuple(v) for k, v in mg.config_origins.items()})
         for token in extra:
             if token.startswith("--"):
-                out.setdefault(token, (PLANNER,))
+                out[token] = (*out.get(token, ()), PLANNER)
         return tuple(out.items())
 
     def env_origins(mg: Merged) -> tuple[tuple[str, tuple[str, ...]], ...]:
