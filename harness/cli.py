@@ -22,7 +22,7 @@ from harness.matrix.source import MatrixError
 
 
 def _matrix(args: argparse.Namespace) -> Matrix:
-    return load_matrix(args.matrices)
+    return load_matrix(args.matrices or [DEFAULT_MATRICES])
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -37,12 +37,42 @@ def cmd_lint(args: argparse.Namespace) -> int:
         print(f"error: {e}")
     print(f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
           f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings")
-    return 0 if report.ok and not unfit else 1
+    ok = report.ok and not unfit
+    if args.plans:
+        ok = _lint_plans(m, args.suite, args.cluster) and ok
+    return 0 if ok else 1
+
+
+def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> bool:
+    """Plan every case of the suites on the cluster(s) and check the plans against the engine."""
+    from harness.plan.cluster import DEFAULT_CLUSTERS
+    from harness.plan.validate import PlanReport, summarize, validate_cases
+
+    for name in suites or []:
+        m.suite(name)  # an unknown suite is an error before anything is planned
+    if cluster_ref:
+        cluster = load_cluster(cluster_ref)
+        pairs = [(s, cluster) for s in (suites or sorted(n for n, x in m.suites.items() if x.platform == cluster.platform))]
+    else:  # each suite on every shipped inventory of its platform (the local host for cpu)
+        clusters = [load_cluster(None)] + [load_cluster(p) for p in sorted(DEFAULT_CLUSTERS.glob("*.yaml"))]
+        pairs = [(s, c) for s in (suites or sorted(m.suites)) for c in clusters if c.platform == m.suites[s].platform]
+    total = PlanReport()
+    for suite, cluster in pairs:
+        report = validate_cases(m, expand(m, suite, LayerCounts(cluster)).cases, cluster)
+        for note in summarize(report.notes):
+            print(f"note: {suite} on {cluster.name}: {note}")
+        for err in summarize(report.errors):
+            print(f"error: {suite} on {cluster.name}: {err}")
+        total.extend(report)
+    print(f"plans: {total.plans} launch plans of {total.cases} cases in {len(pairs)} suite/cluster pairs: "
+          f"{len(summarize(total.errors))} errors, {len(summarize(total.notes))} notes")
+    return total.ok
 
 
 def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
     """Every case of the cluster's platform whose reference cannot be planned or read there."""
-    from harness.check.references import NEEDS_REFERENCE, check_plannable
+    from harness.check.references import check_plannable
+    from harness.plan.reference import NEEDS_REFERENCE
 
     cluster = load_cluster(args.cluster)
     platform = cluster.platform if getattr(cluster, "platform", None) else None
@@ -146,7 +176,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
     try:
         if args.reference:
-            from harness.check.references import ReferenceUnavailable, plan_reference, resolve
+            from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 
             ref = resolve(m, cases[0])
             print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}",
@@ -202,6 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = RunConfig(matrix=m, suite=suite, cluster=load_cluster(args.cluster), run_dir=run_dir,
                     case_ids=args.case, select=args.select, resume=bool(args.resume),
                     reference_cache=args.reference_cache)
+    if not _plans_ok(m, suite, cfg.cluster, args.case, args.select):
+        return 2
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
@@ -254,6 +286,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
     print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
     return 1 if summary.failed else 0
+
+
+def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: str | None) -> bool:
+    """Check the launch plans of the selected cases before anything launches."""
+    from harness.plan.validate import summarize, validate_cases
+
+    cases = select(expand(m, suite, LayerCounts(cluster)).cases, ids=case_ids, expr=expr)
+    report = validate_cases(m, cases, cluster)
+    for err in summarize(report.errors):
+        print(f"error: {err}", file=sys.stderr)
+    if not report.ok:
+        print(f"error: {len(summarize(report.errors))} problem(s) in the launch plans; nothing was launched "
+              f"(`ppconf lint --plans --suite {suite}` shows them too)", file=sys.stderr)
+    return report.ok
 
 
 def cmd_golden_record(args: argparse.Namespace) -> int:
@@ -346,14 +392,20 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
-        p.add_argument("--matrices", type=Path, default=DEFAULT_MATRICES,
-                       help="matrix directory (default: the shipped matrices/)")
+        p.add_argument("--matrices", type=Path, action="append",
+                       help="matrix directory; repeat to layer one over another, later ones adding and "
+                            "overriding (default: the shipped matrices/)")
         p.add_argument("-v", "--verbose", action="store_true", help="log what ppconf does (to stderr)")
         return p
 
     p = add("lint", cmd_lint, "check the rules against every case before anything runs")
-    p.add_argument("--cluster", help="also list every case whose reference cannot be planned on this cluster")
-    p.add_argument("--suite", action="append", help="with --cluster: suites to check (default: the cluster's platform's)")
+    p.add_argument("--plans", action="store_true",
+                   help="also plan every case and check the launches against the installed vLLM's serve parser, "
+                        "its config classes, world sizes, env names and ports")
+    p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
+    p.add_argument("--cluster", help="list every case whose reference cannot be planned on this cluster; with "
+                                     "--plans, the cluster to plan on (default: every shipped inventory of each "
+                                     "suite's platform, and this host for cpu suites)")
 
     p = add("expand", cmd_expand, "list the cases of one or all suites with their expectations")
     p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")

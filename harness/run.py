@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 

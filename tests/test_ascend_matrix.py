@@ -13,7 +13,7 @@ import pytest
 from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
-from harness.plan.deployment import plan
+from harness.plan.deployment import PlanError, plan
 from harness.target.model_config import LayerCounts
 from reports.drift import docs_drift
 
@@ -413,8 +413,14 @@ def test_plan_speculative_and_parallel_flags(shipped, cases):
                                                      "pass_config": {"enable_sp": True}}
     xlite = plan(shipped, cases["glm-5.2/text/tp8-pp2-2node-mp/auto/xlite-graph"], cluster).launches[0]
     assert argv_json(xlite, "--additional-config") == {"xlite_graph_config": {"enabled": True}}
-    pcp = plan(shipped, cases["glm-5.2/text/tp8-pp2-2node-mp/auto/pcp"], cluster).launches[0]
-    assert flag_value(pcp, "--prefill-context-parallel-size") == "2"
+    # vLLM's world is TP x PP x PCP: TP8 x PP2 x PCP2 needs 16 NPUs on each of the two nodes
+    pcp_case = cases["glm-5.2/text/tp8-pp2-2node-mp/auto/pcp"]
+    assert pcp_case.attrs["pcp"] == 2 and pcp_case.attrs["devices"] == 32
+    with pytest.raises(PlanError, match="cannot hold 2 node.s. of 16 device"):
+        plan(shipped, pcp_case, cluster)
+    pcp = plan(shipped, pcp_case, load_cluster("a3-pd")).launches
+    assert flag_value(pcp[0], "--prefill-context-parallel-size") == "2"
+    assert [len(l.env_dict()["ASCEND_RT_VISIBLE_DEVICES"].split(",")) for l in pcp] == [16, 16]
     moe = plan(shipped, cases["deepseek-v4/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel"], cluster).launches[0]
     assert flag_value(moe, "--data-parallel-size") == "2" and "--enable-expert-parallel" in moe.argv
 

@@ -9,17 +9,13 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.check.compare import Outputs
-from harness.check.references import (
+from harness.check.references import cache_key, check_plannable, golden_record, load_golden, stack_difference
+from harness.plan.reference import (
     NEEDS_REFERENCE,
     ReferenceUnavailable,
-    cache_key,
-    check_plannable,
     counterpart_topology,
-    golden_record,
-    load_golden,
     plan_reference,
     resolve,
-    stack_difference,
 )
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Topology

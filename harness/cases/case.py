@@ -8,6 +8,7 @@ from typing import Any
 
 # The attributes a rule condition may use, with their types (checked when the matrix loads).
 ATTRIBUTES: dict[str, type] = {
+    "suite": str,
     "platform": str,
     "family": str,
     "variant": str,
@@ -19,9 +20,10 @@ ATTRIBUTES: dict[str, type] = {
     "tp": int,
     "pp": int,
     "dp": int,
+    "pcp": int,  # prefill context parallel size the case's flags give (1 without PCP)
     "nnodes": int,
     "backend": str,  # "mp", "ray", or "default" when vLLM chooses
-    "devices": int,
+    "devices": int,  # every device the case's launches use: TP x PP x PCP x DP (+ the decode instance)
     "pd": bool,
     "decode_tp": int,  # 0 when the case is not P/D
     "decode_pp": int,
@@ -82,6 +84,7 @@ class Case:
     features: tuple[str, ...]
     attrs: dict[str, Any] = field(hash=False, compare=False)
     expectation: Expectation = UNSPECIFIED
+    group: int | None = None  # the suite group it was expanded from (its args and env apply)
 
     @property
     def model_key(self) -> str:

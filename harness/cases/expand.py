@@ -75,18 +75,10 @@ def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group)
     return dims
 
 
-def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int]], bool]:
+def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> Callable[[Mapping[int, int]], bool]:
     features = m.features
 
     def allowed(p: Mapping[int, int]) -> bool:
-        if 1 in p:
-            topo = m.topologies[dims.topologies[p[1]]]
-            if suite.max_devices is not None and topo.devices > suite.max_devices:
-                return False
-            if topo.world % topo.nnodes:
-                return False
-            if 2 in p and topo.pp == 1 and dims.partitions[p[2]] != "auto":
-                return False
         on: set[str] = set()
         known_off: set[str] = set()
         if 3 in p:
@@ -94,6 +86,16 @@ def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int
         for i, name in enumerate(dims.toggles):
             if 4 + i in p:
                 (on if p[4 + i] else known_off).add(name)
+        if 1 in p:
+            topo = m.topologies[dims.topologies[p[1]]]
+            # PCP multiplies the world (features switched on so far can only add to it)
+            pcp = _pcp(m, suite_name, suite, gi, tuple(sorted(on))) if on or suite.args or suite.groups[gi].args else 1
+            if suite.max_devices is not None and _devices(topo, pcp) > suite.max_devices:
+                return False
+            if (topo.world * pcp) % topo.nnodes:
+                return False
+            if 2 in p and topo.pp == 1 and dims.partitions[p[2]] != "auto":
+                return False
         all_known = 3 in p and all(4 + i in p for i in range(len(dims.toggles)))
         groups: dict[str, str] = {}
         for name in on:
@@ -114,12 +116,31 @@ def _allowed(m: Matrix, suite: Suite, dims: _Dims) -> Callable[[Mapping[int, int
     return allowed
 
 
-def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_name: str, partition: str,
+def _pcp(m: Matrix, suite_name: str, suite: Suite, gi: int, feats: tuple[str, ...]) -> int:
+    # the variant's flags cannot change the PCP size a stack gives; any variant of the suite will do
+    from harness.plan.merge import pcp_size
+
+    fam = next(f for f, fam in m.families.items() for v in fam.variants.values()
+               if not v.platforms or suite.platform in v.platforms)
+    var = next(n for n, v in m.families[fam].variants.items() if not v.platforms or suite.platform in v.platforms)
+    return pcp_size(m, suite.platform, fam, var, feats, suite_name, gi)
+
+
+def _devices(t, pcp: int) -> int:
+    return t.world * pcp + (t.decode.tp * t.decode.pp * t.decode.dp if t.decode else 0)
+
+
+def _attrs(m: Matrix, suite_name: str, suite: Suite, gi: int, fam: str, var: str, topo_name: str, partition: str,
            feats: tuple[str, ...], layers: Callable[[Variant], int | None], network: str) -> dict:
+    from harness.plan.merge import matrix_layers, merge
+    from harness.target.model_config import layers_in
+
     v = m.variant(fam, var)
     t = m.topologies[topo_name]
     part = None if partition == "auto" else partition
-    n = layers(v) or 0  # 0: unknown, so only the auto partition can be claimed
+    merged = merge(matrix_layers(m, suite.platform, fam, var, feats, suite_name, gi))
+    # a model shrunk with --hf-overrides {"num_hidden_layers": N} is partitioned as N layers
+    n = layers_in(merged.configs.get("hf-overrides", {})) or layers(v) or 0  # 0: unknown, only auto can be claimed
     if part is not None and not n:
         where = getattr(layers, "where", {}).get(v.model, f"{v.model}/config.json")
         raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
@@ -127,7 +148,9 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_na
                                        f"its hidden-layer count is unknown (no hidden_layers in the matrix, and none "
                                        f"in {where}); state hidden_layers, make the config readable, or claim only "
                                        f"the auto partition")])
+    pcp = merged.pcp
     return {
+        "suite": suite_name,
         "platform": suite.platform,
         "family": fam,
         "variant": var,
@@ -139,9 +162,10 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_na
         "tp": t.tp,
         "pp": t.pp,
         "dp": t.dp,
+        "pcp": pcp,
         "nnodes": t.nnodes,
         "backend": t.backend or "default",
-        "devices": t.devices,
+        "devices": _devices(t, pcp),
         "pd": t.decode is not None,
         "decode_tp": t.decode.tp if t.decode else 0,
         "decode_pp": t.decode.pp if t.decode else 0,
@@ -157,7 +181,7 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, fam: str, var: str, topo_na
     }
 
 
-def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int, ...],
+def _case(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims, row: tuple[int, ...],
           layers: Callable[[Variant], int | None], network: str) -> Case:
     fam, var = dims.variants[row[0]]
     topo = dims.topologies[row[1]]
@@ -174,7 +198,8 @@ def _case(m: Matrix, suite_name: str, suite: Suite, dims: _Dims, row: tuple[int,
         topology=topo,
         partition=partition,
         features=features,
-        attrs=_attrs(m, suite_name, suite, fam, var, topo, partition, features, layers, network),
+        attrs=_attrs(m, suite_name, suite, gi, fam, var, topo, partition, features, layers, network),
+        group=gi,
     )
 
 
@@ -193,7 +218,7 @@ def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] |
     covered = possible = product = 0
     for gi, group in enumerate(suite.groups):
         dims = _group_dims(m, suite_name, suite, gi, group)
-        allowed = _allowed(m, suite, dims)
+        allowed = _allowed(m, suite_name, suite, gi, dims)
         size = math.prod(dims.sizes)
         product += size
         if suite.mode == "pairwise":
@@ -209,7 +234,7 @@ def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] |
             rows = [r for r in itertools.product(*(range(n) for n in dims.sizes))
                     if allowed(dict(enumerate(r)))]
         for row in rows:
-            case = _case(m, suite_name, suite, dims, row, layers, network)
+            case = _case(m, suite_name, suite, gi, dims, row, layers, network)
             cases.setdefault(case.id, case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":

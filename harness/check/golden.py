@@ -4,7 +4,6 @@ they came from, for cases whose reference cannot run where the case runs."""
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +11,12 @@ from harness.cases.case import Case
 from harness.check import logs
 from harness.check.compare import collect
 from harness.check.launch import Launcher
-from harness.check.references import ResolvedReference, golden_record, plan_reference, resolve, shape_for
+from harness.check.references import golden_record, shape_for
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, Placement, Ports, plan
+from harness.plan.reference import ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 from harness.target.versions import probe
 from harness.target.zoo import default_cache_root, ensure_model

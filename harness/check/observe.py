@@ -14,18 +14,18 @@ from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.check import logs
 from harness.check.compare import Outputs, collect, compare_outputs
-from harness.matrix.schema import Compare
 from harness.check.features import prefix_cache_check
 from harness.check.judge import Observation
 from harness.check.launch import Launcher
 from harness.check.live import LiveDeployment
 from harness.check.probe import read_partition, stage_costs, start_timing
 from harness.check.reference_runs import ReferenceResult, ReferenceRuns
-from harness.check.references import NEEDS_REFERENCE, resolve
 from harness.check.watch import watch_request
 from harness.matrix.load import Matrix
+from harness.matrix.schema import Compare
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, plan
+from harness.plan.reference import NEEDS_REFERENCE, resolve
 
 # A log line from one of these processes means the configuration was accepted and the engine began.
 ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"

@@ -18,19 +18,11 @@ from harness.cases.case import Case
 from harness.check import logs
 from harness.check.compare import Outputs, collect
 from harness.check.launch import Launcher
-from harness.check.references import (
-    ReferenceUnavailable,
-    ResolvedReference,
-    cache_key,
-    load_golden,
-    plan_reference,
-    resolve,
-    shape_for,
-    stack_difference,
-)
+from harness.check.references import cache_key, load_golden, shape_for, stack_difference
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import PlanError
+from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 
 log = logging.getLogger(__name__)

@@ -46,10 +46,11 @@ class LintReport:
 
 def lint(m: Matrix) -> LintReport:
     report = LintReport()
-    cases: dict[str, Case] = {}
+    # keyed by suite too: one case id in two suites may be claimed differently (a `suite` condition)
+    cases: dict[tuple[str, str], Case] = {}
     for suite in m.suites:
         for case in expand(m, suite).cases:
-            cases.setdefault(case.id, case)
+            cases.setdefault((suite, case.id), case)
     report.cases = len(cases)
     matched = {e.index: 0 for e in m.rules}
     decided = {e.index: 0 for e in m.rules}

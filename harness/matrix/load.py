@@ -5,6 +5,10 @@ A file holds any of the sections ``platforms``, ``families``, ``features``, ``to
 symptoms with the log patterns that identify them and advice). Names are global across
 files; rules are taken in file path order, then in order within a file, and the first rule that
 matches a case decides its expectation.
+
+Several directories can be layered (``load_matrix([shipped, private])``): a later directory adds
+entries and replaces an earlier directory's entry of the same name, whole; its rules come before
+the earlier directories' rules, so its claims decide first.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,18 @@ class Matrix:
     rules: list[RuleEntry] = field(default_factory=list)
     diagnosis: list[Diagnosis] = field(default_factory=list)
     where: dict[tuple[str, str], Where] = field(default_factory=dict)
+    # every layered directory, least specific first (root is the first)
+    roots: tuple[Path, ...] = ()
+    # (section, name) or ("rules", index) -> the document and the path of that entry in it
+    positions: dict[tuple[str, str], tuple[Document, tuple]] = field(default_factory=dict)
+
+    def at(self, section: str, name: str, *path: Any) -> Where | None:
+        """Position of ``path`` inside an entry (e.g. a serve flag in a variant's list)."""
+        found = self.positions.get((section, str(name)))
+        if found is None:
+            return self.where.get((section, str(name)))
+        doc, base = found
+        return doc.where((*base, *path))
 
     def variant(self, family: str, variant: str) -> Variant:
         return self.families[family].variants[variant]
@@ -68,6 +85,7 @@ class Matrix:
             "topology": set(self.topologies),
             "features": set(self.features),
             "backend": {"mp", "ray", "default"},
+            "suite": set(self.suites),
             "origin": {"upstream", "ascend", "upstream+ascend-adapter"},
         }
 
@@ -131,74 +149,36 @@ def _matrix_files(root: Path) -> list[Path]:
     return sorted(files)
 
 
-def load_matrix(root: Path | str | None = None) -> Matrix:
-    root = Path(root) if root is not None else DEFAULT_MATRICES
-    if not root.is_dir():
-        raise MatrixError([SourceError(None, f"matrix directory not found: {root}")])
-    files = [p for p in _matrix_files(root) if not DATA_DIRS.intersection(p.relative_to(root).parts[:-1])]
-    if not files:
-        raise MatrixError([SourceError(None, f"no *.yaml files in matrix directory {root}")])
-    matrix = Matrix(root=root)
+def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix:
+    """One matrix directory, or several layered (later ones add and override)."""
+    if root is None:
+        roots = [DEFAULT_MATRICES]
+    elif isinstance(root, (str, Path)):
+        roots = [Path(root)]
+    else:
+        roots = [Path(r) for r in root] or [DEFAULT_MATRICES]
+    matrix = Matrix(root=roots[0], roots=tuple(roots))
     errors: list[SourceError] = []
-    raw_rules: list[tuple[Document, int, Any]] = []
-    for path in files:
-        display = str(path.relative_to(root.parent)) if root.parent in path.parents else str(path)
-        try:
-            doc = load_document(path, display)
-        except MatrixError as err:
-            errors.extend(err.errors)
+    layers_rules: list[list[tuple[Document, int, Any]]] = []
+    for layer, base in enumerate(roots):
+        if not base.is_dir():
+            errors.append(SourceError(None, f"matrix directory not found: {base}"))
             continue
-        if doc.root is None:
+        files = [p for p in _matrix_files(base) if not DATA_DIRS.intersection(p.relative_to(base).parts[:-1])]
+        if not files:
+            errors.append(SourceError(None, f"no *.yaml files in matrix directory {base}"))
             continue
-        data = doc.root
-        if not isinstance(data, dict):
-            errors.append(SourceError(doc.where(), "a matrix file must be a mapping of sections"))
-            continue
-        for section, body in data.items():
-            if section == "rules":
-                if not isinstance(body, list):
-                    errors.append(SourceError(doc.where(("rules",)), "rules must be a list"))
-                    continue
-                raw_rules.extend((doc, i, entry) for i, entry in enumerate(body))
-                continue
-            if section == "diagnosis":
-                if not isinstance(body, list):
-                    errors.append(SourceError(doc.where(("diagnosis",)), "diagnosis must be a list"))
-                    continue
-                for i, entry in enumerate(body):
-                    try:
-                        matrix.diagnosis.append(Diagnosis.model_validate(entry))
-                    except ValidationError as err:
-                        errors.extend(_validation_errors(doc, Diagnosis, ("diagnosis", i), err))
-                continue
-            model = SECTIONS.get(section)
-            if model is None:
-                errors.append(SourceError(doc.where((section,)), f"unknown section '{section}'"
-                                          f"{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}"))
-                continue
-            if not isinstance(body, dict):
-                errors.append(SourceError(doc.where((section,)), f"{section} must be a mapping of name -> entry"))
-                continue
-            target: dict[str, Any] = getattr(matrix, section)
-            for name, entry in body.items():
-                name = str(name)
-                here = doc.where((section, name))
-                if not re.fullmatch(NAME, name):
-                    errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
-                    continue
-                if name in target:
-                    errors.append(SourceError(here, f"{section}: '{name}' is already defined at "
-                                                    f"{matrix.where[(section, name)]}"))
-                    continue
-                try:
-                    target[name] = model.model_validate(entry)
-                    matrix.where[(section, name)] = here
-                except ValidationError as err:
-                    errors.extend(_validation_errors(doc, model, (section, name), err))
+        raw_rules: list[tuple[Document, int, Any]] = []
+        layers_rules.append(raw_rules)
+        defined_here: set[tuple[str, str]] = set()
+        for path in files:
+            errors.extend(_load_file(matrix, base, path, raw_rules, defined_here))
     errors.extend(_check_references(matrix))
     attrs = dict(ATTRIBUTES)
     domains = matrix.domains()
-    for index, (doc, i, entry) in enumerate(raw_rules):
+    # the most specific layer's rules decide first
+    ordered = [r for raw in reversed(layers_rules) for r in raw]
+    for doc, i, entry in ordered:
         here = doc.where(("rules", i))
         try:
             rule = Rule.model_validate(entry)
@@ -210,10 +190,72 @@ def load_matrix(root: Path | str | None = None) -> Matrix:
         except cond.ConditionError as err:
             errors.append(SourceError(doc.value_where(("rules", i, "when")), f"rules[{i}].when: {err}"))
             continue
+        index = len(matrix.rules)
+        matrix.positions[("rules", str(index))] = (doc, ("rules", i))
         matrix.rules.append(RuleEntry(index=index, rule=rule, condition=condition, where=here))
     if errors:
         raise MatrixError(errors)
     return matrix
+
+
+def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_here: set) -> list[SourceError]:
+    errors: list[SourceError] = []
+    display = str(path.relative_to(base.parent)) if base.parent in path.parents else str(path)
+    try:
+        doc = load_document(path, display)
+    except MatrixError as err:
+        return list(err.errors)
+    if doc.root is None:
+        return errors
+    data = doc.root
+    if not isinstance(data, dict):
+        return [SourceError(doc.where(), "a matrix file must be a mapping of sections")]
+    for section, body in data.items():
+        if section == "rules":
+            if not isinstance(body, list):
+                errors.append(SourceError(doc.where(("rules",)), "rules must be a list"))
+                continue
+            raw_rules.extend((doc, i, entry) for i, entry in enumerate(body))
+            continue
+        if section == "diagnosis":
+            if not isinstance(body, list):
+                errors.append(SourceError(doc.where(("diagnosis",)), "diagnosis must be a list"))
+                continue
+            for i, entry in enumerate(body):
+                try:
+                    matrix.diagnosis.append(Diagnosis.model_validate(entry))
+                except ValidationError as err:
+                    errors.extend(_validation_errors(doc, Diagnosis, ("diagnosis", i), err))
+            continue
+        model = SECTIONS.get(section)
+        if model is None:
+            errors.append(SourceError(doc.where((section,)), f"unknown section '{section}'"
+                                      f"{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}"))
+            continue
+        if not isinstance(body, dict):
+            errors.append(SourceError(doc.where((section,)), f"{section} must be a mapping of name -> entry"))
+            continue
+        target: dict[str, Any] = getattr(matrix, section)
+        for name, entry in body.items():
+            name = str(name)
+            here = doc.where((section, name))
+            if not re.fullmatch(NAME, name):
+                errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
+                continue
+            if (section, name) in defined_here:
+                errors.append(SourceError(here, f"{section}: '{name}' is already defined at "
+                                                f"{matrix.where[(section, name)]}"))
+                continue
+            try:
+                target[name] = model.model_validate(entry)
+            except ValidationError as err:
+                errors.extend(_validation_errors(doc, model, (section, name), err))
+                continue
+            # an earlier layer's entry of this name is replaced whole
+            defined_here.add((section, name))
+            matrix.where[(section, name)] = here
+            matrix.positions[(section, name)] = (doc, (section, name))
+    return errors
 
 
 def _check_references(m: Matrix) -> list[SourceError]:

@@ -14,9 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-# JSON-valued vLLM flags that features may contribute fragments to; fragments from stacked
-# features are deep-merged into one value per flag.
+# JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
+# in its args); fragments are merged key by key into one value per flag (harness.plan.merge).
 JSON_FLAGS = (
+    "hf-overrides",
     "additional-config",
     "compilation-config",
     "kv-transfer-config",
@@ -176,6 +177,16 @@ class Reference(Strict):
         return self
 
 
+Backend = Literal["mp", "ray"]
+
+
+class ConfigKey(Strict):
+    """A key a platform's engine accepts in a JSON flag, and where that was read."""
+
+    source: str  # URL or file of the platform's source or guide that defines the key
+    title: str = ""
+
+
 class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
@@ -188,6 +199,14 @@ class Platform(Strict):
     # Per-node communication variables filled from the cluster inventory (value = inventory field).
     node_env: dict[EnvName, Literal["address", "nic"]] = {}
     serve_args: list[str] = []
+    # Env for the vLLM processes of one executor backend only (never `ray start`).
+    backend_env: dict[Backend, Env] = {}
+    # The keys of --additional-config this platform's engine reads (top level), each with its
+    # source; a plan's additional-config is checked against them.
+    additional_config: dict[str, ConfigKey] = {}
+    # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
+    # installed one, dotted ("compilation-config.pass_config.enable_sp").
+    config_keys: dict[str, ConfigKey] = {}
 
 
 class Variant(Strict):
@@ -201,6 +220,7 @@ class Variant(Strict):
     drafters: dict[str, str] = {}
     serve_args: list[str] = []
     env: Env = {}
+    configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
     platforms: list[str] = []
     title: str = ""
     # The fewest devices whose memory holds the weights: a reference on fewer can never start.
@@ -229,7 +249,7 @@ class Side(Strict):
     """How a feature is expressed on one instance of a P/D pair."""
 
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
 
 
@@ -274,7 +294,13 @@ class Topology(Strict):
     dp: int = Field(1, ge=1)
     nnodes: int = Field(1, ge=1)
     # None: let vLLM choose (and print no flag), as the single-node examples of the guide do.
-    backend: Literal["mp", "ray"] | None = None
+    backend: Backend | None = None
+    # DP across nodes, the two ways vLLM offers (each DP rank holds its own TP x PP):
+    # internal — one `vllm serve` per node (--data-parallel-size-local ranks on it, --headless off
+    # the head, --data-parallel-address/--data-parallel-rpc-port/--data-parallel-start-rank);
+    # external — one engine per DP rank (--data-parallel-rank), each on its own device slice and
+    # API port. None: vLLM's multi-node launch of the whole world (--nnodes, --node-rank).
+    dp_mode: Literal["internal", "external"] | None = None
     # Present for P/D disaggregation: this topology's tp/pp/dp describe the prefill instance.
     decode: Instance | None = None
     connector: str | None = None
@@ -283,11 +309,23 @@ class Topology(Strict):
 
     @property
     def world(self) -> int:
+        """Devices of the (prefill) instance without context parallelism; harness.plan.merge
+        multiplies in the PCP size the case's flags give (vLLM: TP x PP x PCP per DP rank)."""
         return self.tp * self.pp * self.dp
 
     @property
     def devices(self) -> int:
         return self.world + (self.decode.tp * self.decode.pp * self.decode.dp if self.decode else 0)
+
+    @model_validator(mode="after")
+    def _dp_layout(self) -> Topology:
+        if self.dp_mode is not None:
+            if self.dp < 2 or self.dp % self.nnodes:
+                raise ValueError(f"dp_mode {self.dp_mode} needs dp > 1 and a multiple of nnodes "
+                                 f"(dp={self.dp}, nnodes={self.nnodes}): each node holds whole DP ranks")
+            if self.decode is not None or self.backend == "ray":
+                raise ValueError("dp_mode applies to an mp (or default) topology without P/D")
+        return self
 
 
 class Group(Strict):
@@ -298,6 +336,10 @@ class Group(Strict):
     features: list[str] = ["none"]
     # Each listed feature becomes its own on/off dimension (for pairwise coverage of stacks).
     toggles: list[str] = []
+    # Serve flags, env and per-backend env for this group's launches (over the suite's).
+    args: list[str] = []
+    env: Env = {}
+    backend_env: dict[Backend, Env] = {}
 
     @field_validator("partitions")
     @classmethod
@@ -323,6 +365,10 @@ class Suite(Strict):
     partition_tuning: bool = False
     # The reference of every case of the suite unless its family, variant or rule names another.
     reference: Reference = Reference()
+    # Serve flags, env and per-backend env for every launch of the suite (under its groups').
+    args: list[str] = []
+    env: Env = {}
+    backend_env: dict[Backend, Env] = {}
     groups: list[Group] = Field(min_length=1)
 
 
@@ -352,6 +398,9 @@ class Rule(Strict):
     # false: the published guide says nothing of this claim (an exception it is silent about);
     # the claims table, docs-drift and reports say so instead of showing the guide's cell.
     documented: bool = True
+    # Serve flags and env for the cases this rule decides: the most specific layer of a plan.
+    args: list[str] = []
+    env: Env = {}
 
     @model_validator(mode="after")
     def _fields_for_outcome(self) -> Rule:

@@ -19,13 +19,15 @@ from harness.results import redact
 from harness.cases.case import Case
 from harness.plan.cluster import Cluster, Node
 from harness.matrix.load import Matrix
-from harness.matrix.schema import JSON_FLAGS, Topology
+from harness.matrix.schema import Topology
+from harness.plan.merge import Merged, json_args, matrix_layers, merge, topology_layer
 
 API_PORT = 8000
 MASTER_PORT = 29501
 RAY_PORT = 6379
 KV_PORT = 30000
 PD_PORTS = (8100, 8200)  # prefill, decode API ports behind the proxy
+DP_RPC_PORT = 29550  # vLLM's --data-parallel-rpc-port default
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Ports:
     kv: int = KV_PORT
     prefill: int = PD_PORTS[0]
     decode: int = PD_PORTS[1]
+    dp_rpc: int = DP_RPC_PORT
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class LaunchSpec:
     env: tuple[tuple[str, str], ...]  # set on top of the node's environment
     port: int | None = None  # HTTP port when this process serves the OpenAI API
     set_env: str | None = None  # script sourced first on the node
+    # flag -> the matrix entries (file:line:col) that gave it, for messages about the plan
+    origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
+    env_origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
@@ -156,17 +162,6 @@ def _device_value(fmt: str, devices: tuple[int, ...], ranks: int) -> str:
     return "|".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in groups)
 
 
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _json(value: dict) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
 ModelResolver = Callable[[str], str]
 
 
@@ -178,6 +173,17 @@ def resolve_model_default(ref: str) -> str:
     return ref
 
 
+class MergeError(PlanError):
+    """The case's layers disagree (harness.plan.merge); every message names its origins."""
+
+    def __init__(self, case_id: str, errors: list[str]):
+        self.errors = errors
+        super().__init__(f"case {case_id}: " + "; ".join(errors))
+
+
+PLANNER = "planned by ppconf for this node"
+
+
 def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = None,
          ports: Ports = Ports(), resolve_model: ModelResolver = resolve_model_default,
          topology: Topology | None = None) -> Deployment:
@@ -186,32 +192,34 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
     variant = m.variant(case.family, case.variant)
     platform = m.platforms[case.platform]
     model = resolve_model(variant.model)
-    features = [m.features[f] for f in case.features]
+    where = str(m.where.get(("topologies", case.topology), ""))
 
-    def expression(role: str | None) -> tuple[list[str], dict[str, str], dict[str, dict]]:
-        """The stacked features' args, env and JSON-config fragments on one instance (``role``:
-        a P/D side, or None)."""
-        args: list[str] = []
-        env: dict[str, str] = dict(platform.env)
-        env.update(variant.env)
-        configs: dict[str, dict] = {}
-        for f in features:
-            side = f.side(role)
-            args += side.args
-            env.update(side.env)
-            for flag, fragment in side.configs.items():
-                configs[flag] = _merge(configs.get(flag, {}), fragment)
-        spec = configs.get("speculative-config")
+    def merged(inst, extra_configs: dict | None = None, role: str | None = None) -> Merged:
+        """The launch's flags, env and JSON configs on one instance (``role``: a P/D side, or None)."""
+        layers = matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group,
+                               case.expectation.rule, topo.backend, role)
+        head: list[str] = []
+        if topo.backend:
+            head += ["--distributed-executor-backend", topo.backend]
+        head += ["--tensor-parallel-size", str(inst.tp), "--pipeline-parallel-size", str(inst.pp)]
+        if inst.dp > 1:
+            head += ["--data-parallel-size", str(inst.dp)]
+        mg = merge([*layers, topology_layer(case.topology, head, extra_configs, where)])
+        if mg.errors:
+            raise MergeError(case.id, mg.errors)
+        spec = mg.configs.get("speculative-config")
         if spec and spec.get("method") in variant.drafters and "model" not in spec:
-            configs["speculative-config"] = {**spec, "model": resolve_model(variant.drafters[spec["method"]])}
-        return args, env, configs
+            mg.configs["speculative-config"] = {**spec, "model": resolve_model(variant.drafters[spec["method"]])}
+            mg.config_origins["speculative-config"].append(
+                f"{m.at('families', case.family, 'variants', case.variant, 'drafters', spec['method'])} "
+                f"(drafter of {case.family}/{case.variant})")
+        return mg
 
-    args, env, configs = expression(None)
     custom = case.partition != "auto"
 
-    def node_env(node: Node, devices: tuple[int, ...], ranks: int, partition: bool,
-                 role: str | None = None) -> dict[str, str]:
-        e = dict(expression(role)[1] if role else env)
+    def node_env(mg: Merged, node: Node, devices: tuple[int, ...], ranks: int, partition: bool,
+                 vllm: bool = True) -> tuple[tuple[str, str], ...]:
+        e = dict(mg.vllm_env if vllm else mg.env)
         for var, attr in platform.node_env.items():
             e[var] = getattr(node, attr)
         e[platform.device_env] = _device_value(platform.device_format, devices, ranks)
@@ -220,49 +228,61 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         if partition and custom:
             e["VLLM_PP_LAYER_PARTITION"] = case.partition
         e.update(node.env)
-        return e
+        return tuple(sorted(e.items()))
 
-    def json_args(extra: dict[str, dict] | None = None, role: str | None = None,
-                  replace: dict[str, dict] | None = None) -> list[str]:
-        """``extra`` is merged under the features' fragments; ``replace`` stands in for them."""
-        merged = dict(expression(role)[2] if role else configs)
-        for flag, value in (extra or {}).items():
-            merged[flag] = _merge(value, merged.get(flag, {}))
-        merged.update(replace or {})
-        out: list[str] = []
-        for flag in JSON_FLAGS:
-            if flag in merged:
-                out += [f"--{flag}", _json(merged[flag])]
-        return out
+    def origins(mg: Merged, extra: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        out = {k: tuple(v) for k, v in mg.flag_origins.items()}
+        out.update({f"--{k}": tuple(v) for k, v in mg.config_origins.items()})
+        for token in extra:
+            if token.startswith("--"):
+                out[token] = (*out.get(token, ()), PLANNER)
+        return tuple(out.items())
 
-    tail = [*variant.serve_args, *platform.serve_args, *args]
+    def env_origins(mg: Merged) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple((k, tuple(v)) for k, v in mg.env_origins.items())
+
     if topo.decode is not None:
-        def side(role: str) -> tuple[list[str], dict]:
-            """A P/D side's flags, and the kv-transfer-config its features bring (else {})."""
-            side_args, _, side_configs = expression(role)
-            return [*variant.serve_args, *platform.serve_args, *side_args], side_configs.get("kv-transfer-config", {})
+        def own_kv(role: str) -> dict:
+            """The kv-transfer-config a feature brings for one P/D side (the layerwise / sparse KV
+            offload), which then stands in for the topology's connector there; else {}."""
+            return next((dict(m.features[f].side(role).configs["kv-transfer-config"]) for f in case.features
+                         if "kv-transfer-config" in m.features[f].side(role).configs), {})
 
-        return _plan_pd(m, case, cluster, topo, placement, ports, model, side, node_env, json_args)
+        return _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv)
 
+    mg = merged(topo)
+    # what the case (and a run's lease) was sized for: the layers before the rule
+    sized = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite,
+                                case.group)).pcp
+    if mg.pcp != sized:  # a rule's flags changed it
+        raise MergeError(case.id, [
+            f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
+            f"DP {topo.dp}) but the case is planned on {topo.world * sized} device(s) "
+            f"({topo.world * sized // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
+            f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
+            f"give it in a feature, suite or group instead of a rule"])
+    per_rank = topo.tp * topo.pp * mg.pcp  # vLLM's world size of one DP rank
+    if topo.dp_mode is not None:
+        return _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins)
     nnodes = topo.nnodes
-    per_node = topo.world // nnodes
+    world = per_rank * topo.dp
+    if world % nnodes:
+        raise PlanError(f"case {case.id}: a world of {world} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
+                        f"DP {topo.dp}) does not split over {nnodes} nodes")
+    per_node = world // nnodes
     placement = placement or default_placement(cluster, per_node, nnodes)
     head = cluster.node(placement.nodes[0][0])
     launches: list[LaunchSpec] = []
-    base = [model]
-    if topo.backend:
-        base += ["--distributed-executor-backend", topo.backend]
-    base += ["--tensor-parallel-size", str(topo.tp), "--pipeline-parallel-size", str(topo.pp)]
-    if topo.dp > 1:
-        base += ["--data-parallel-size", str(topo.dp)]
 
-    def serve(node: Node, extra: list[str], api: bool) -> tuple[str, ...]:
+    def serve(node: Node, extra: list[str], api: bool, rank: int = 0) -> tuple[tuple[str, ...], tuple]:
         net = []
         if api and node.bind:
             net += ["--host", node.bind]
         if api and ports.api != API_PORT:
             net += ["--port", str(ports.api)]
-        return (*node.vllm, "serve", *base, *extra, *net, *tail, *json_args())
+        configs = _kv_port_apart(mg.configs, placement, rank, per_node)
+        argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *net, *mg.args("tail"), *json_args(configs))
+        return argv, origins(mg, extra + net)
 
     if topo.backend == "ray" and nnodes > 1:
         for rank, (node_name, devices) in enumerate(placement.nodes):
@@ -271,13 +291,13 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
             start += ["--head", "--port", str(ports.ray)] if rank == 0 else ["--address", f"{head.address}:{ports.ray}"]
             launches.append(LaunchSpec(f"node{rank}-{'ray-head' if rank == 0 else 'ray-worker'}",
                                        "ray-head" if rank == 0 else "ray-worker", node.name, node.host,
-                                       tuple(start), tuple(sorted(node_env(node, devices, per_node, True).items())),
-                                       set_env=node.set_env))
+                                       tuple(start), node_env(mg, node, devices, per_node, True, vllm=False),
+                                       set_env=node.set_env, env_origins=env_origins(mg)))
         node_name, devices = placement.nodes[0]
-        launches.append(LaunchSpec("node0-api", "api", head.name, head.host, serve(head, [], True),
-                                   tuple(sorted(node_env(head, devices, per_node, True).items())),
-                                   ports.api, head.set_env))
-        api = "node0-api"
+        argv, why = serve(head, [], True)
+        launches.append(LaunchSpec("node0-api", "api", head.name, head.host, argv,
+                                   node_env(mg, head, devices, per_node, True), ports.api, head.set_env,
+                                   why, env_origins(mg)))
     else:
         for rank, (node_name, devices) in enumerate(placement.nodes):
             node = cluster.node(node_name)
@@ -288,11 +308,66 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
                 if rank > 0:
                     extra.append("--headless")
             role = "api" if rank == 0 else "headless"
-            launches.append(LaunchSpec(f"node{rank}-{role}", role, node.name, node.host,
-                                       serve(node, extra, rank == 0),
-                                       tuple(sorted(node_env(node, devices, per_node, True).items())),
-                                       ports.api if rank == 0 else None, node.set_env))
-        api = "node0-api"
+            argv, why = serve(node, extra, rank == 0, rank)
+            launches.append(LaunchSpec(f"node{rank}-{role}", role, node.name, node.host, argv,
+                                       node_env(mg, node, devices, per_node, True),
+                                       ports.api if rank == 0 else None, node.set_env, why, env_origins(mg)))
+    return Deployment((case.id,), tuple(launches), "node0-api", model, model, placement)
+
+
+def _kv_port_apart(configs: dict, placement: Placement, rank: int, per_node: int) -> dict:
+    """Node ranks packed onto one host (the local host playing two nodes) each bind a KV port
+    per device from kv_port up: later ranks on the same host start past the earlier ones'."""
+    kv = configs.get("kv-transfer-config")
+    if not kv or "kv_port" not in kv:
+        return configs
+    host = placement.nodes[rank][0]
+    before = sum(1 for name, _ in placement.nodes[:rank] if name == host)
+    if not before:
+        return configs
+    port = int(kv["kv_port"]) + before * per_node
+    return {**configs, "kv-transfer-config": {**kv, "kv_port": str(port) if isinstance(kv["kv_port"], str) else port}}
+
+
+def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins) -> Deployment:
+    """DP across nodes, each DP rank holding TP x PP (x PCP): internal (one `vllm serve` per node
+    running its local DP ranks, headless off the head) or external (one engine per DP rank)."""
+    local = topo.dp // topo.nnodes
+    placement = placement or default_placement(cluster, local * per_rank, topo.nnodes)
+    head = cluster.node(placement.nodes[0][0])
+    dp_net = ["--data-parallel-address", head.address, "--data-parallel-rpc-port", str(ports.dp_rpc)]
+    launches: list[LaunchSpec] = []
+    for index, (node_name, devices) in enumerate(placement.nodes):
+        node = cluster.node(node_name)
+        if topo.dp_mode == "internal":
+            extra = ["--data-parallel-size-local", str(local), *dp_net]
+            if index > 0:
+                extra += ["--data-parallel-start-rank", str(index * local), "--headless"]
+            elif node.bind:
+                extra += ["--host", node.bind]
+            if index == 0 and ports.api != API_PORT:
+                extra += ["--port", str(ports.api)]
+            role = "api" if index == 0 else "headless"
+            argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs))
+            launches.append(LaunchSpec(f"node{index}-{role}", role, node.name, node.host, argv,
+                                       node_env(mg, node, devices, local * per_rank, True),
+                                       ports.api if index == 0 else None, node.set_env,
+                                       origins(mg, extra), env_origins(mg)))
+            continue
+        for slot in range(local):
+            rank = index * local + slot
+            port = ports.api + rank
+            extra = ["--data-parallel-rank", str(rank), *dp_net]
+            if node.bind:
+                extra += ["--host", node.bind]
+            if port != API_PORT:
+                extra += ["--port", str(port)]
+            argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs))
+            mine = devices[slot * per_rank:(slot + 1) * per_rank]
+            launches.append(LaunchSpec(f"dp{rank}", "api" if rank == 0 else "dp-rank", node.name, node.host, argv,
+                                       node_env(mg, node, mine, per_rank, True), port, node.set_env,
+                                       origins(mg, extra), env_origins(mg)))
+    api = launches[0].name
     return Deployment((case.id,), tuple(launches), api, model, model, placement)
 
 
@@ -305,10 +380,27 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     return {"prefill": prefill, "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp}}
 
 
-def _plan_pd(m, case, cluster, topo, placement, ports, model, side, node_env, json_args) -> Deployment:
+def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins,
+             own_kv) -> Deployment:
     decode = topo.decode
-    p_devices = topo.world
-    d_devices = decode.tp * decode.pp * decode.dp
+    extra_config = kv_parallel_config(topo, case)
+    connector = topo.connector or "MooncakeConnectorV1"
+    sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
+    merged_sides = []
+    for role, kv_role, inst, port, index in sides:
+        # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
+        kv_port = str(ports.kv + index * 100)
+        own = own_kv(role)
+        kv = {} if own else {"kv-transfer-config": {
+            "kv_connector": connector, "kv_role": kv_role, "kv_port": kv_port, "engine_id": str(index),
+            "kv_connector_extra_config": extra_config,
+        }}
+        mg = merged(inst, kv, role)
+        if own and "kv_port" in own:  # the feature's own connector: the plan assigns only its port
+            mg.configs["kv-transfer-config"] = {**mg.configs["kv-transfer-config"], "kv_port": kv_port}
+        # vLLM's world of each instance: TP x PP x PCP per DP rank
+        merged_sides.append((mg, inst.tp * inst.pp * mg.pcp * inst.dp))
+    p_devices, d_devices = merged_sides[0][1], merged_sides[1][1]
     if placement is None:
         if len(cluster.nodes) >= 2:
             second = cluster.nodes[1]
@@ -320,36 +412,16 @@ def _plan_pd(m, case, cluster, topo, placement, ports, model, side, node_env, js
         else:
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
-    extra_config = kv_parallel_config(topo, case)
-    connector = topo.connector or "MooncakeConnectorV1"
     launches = []
-    sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
-    for role, kv_role, inst, port, index in sides:
+    for (role, kv_role, inst, port, index), (mg, world) in zip(sides, merged_sides):
         node_name, devices = placement.nodes[index]
         node = cluster.node(node_name)
-        world = inst.tp * inst.pp * inst.dp
-        tail, own_kv = side(role)
-        # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
-        kv_port = str(ports.kv + index * 100)
-        if own_kv:
-            # a feature that brings its own connector for this side (the layerwise / sparse KV
-            # offload) replaces the topology's Mooncake config there; the plan only assigns the port
-            kv = {"kv-transfer-config": {**own_kv, **({"kv_port": kv_port} if "kv_port" in own_kv else {})}}
-        else:
-            kv = {"kv-transfer-config": {
-                "kv_connector": connector, "kv_role": kv_role, "kv_port": kv_port, "engine_id": str(index),
-                "kv_connector_extra_config": extra_config,
-            }}
-        argv = [*node.vllm, "serve", model, "--tensor-parallel-size", str(inst.tp),
-                "--pipeline-parallel-size", str(inst.pp)]
-        if inst.dp > 1:
-            argv += ["--data-parallel-size", str(inst.dp)]
-        if node.bind:
-            argv += ["--host", node.bind]
-        argv += ["--port", str(port), *tail, *(json_args(replace=kv, role=role) if own_kv else json_args(kv, role))]
+        extra = ["--host", node.bind] if node.bind else []
+        extra += ["--port", str(port)]
+        argv = [*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs)]
         launches.append(LaunchSpec(role, role, node.name, node.host, tuple(argv),
-                                   tuple(sorted(node_env(node, devices, world, role == "prefill", role).items())),
-                                   port, node.set_env))
+                                   node_env(mg, node, devices, world, role == "prefill"),
+                                   port, node.set_env, origins(mg, extra), env_origins(mg)))
     head = cluster.node(placement.nodes[0][0])
     p_node = cluster.node(placement.nodes[0][0])
     d_node = cluster.node(placement.nodes[1][0])

@@ -404,13 +404,12 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     """Expand ``suite``, plan each case that needs a launch and each reference launch the cases
     need, group launches that are identical, and simulate the result on ``cluster``. A launch that
     cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
-    from harness.check.references import NEEDS_REFERENCE, ReferenceUnavailable, plan_reference, resolve
+    from harness.plan.reference import NEEDS_REFERENCE, ReferenceUnavailable, plan_reference, resolve
 
     cases = expand(m, suite).cases
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
-    topology: dict[str, Topology] = {}
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
             continue
@@ -420,7 +419,6 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
         planned.append(d)
-        topology[c.id] = m.topologies[c.topology]
         if c.expectation.kind not in NEEDS_REFERENCE:
             continue
         ref = resolve(m, c)
@@ -432,7 +430,8 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
             unplaceable.append(Unplaceable(f"{c.id} (reference)", (c.id,), str(err)))
             continue
         planned.append(r)  # its placement, as planned, states its device counts
-    needs = [need_of(d, topology.get(d.case_ids[0])) for d in group_deployments(planned)]
+    # the placement plan chose states the device counts (the topology's own omit PCP)
+    needs = [need_of(d) for d in group_deployments(planned)]
     s = simulate(needs, cluster, durations)
     return Schedule(s.cluster, s.nodes, s.entries, tuple(unplaceable) + s.unplaceable, no_launch)
 

@@ -14,7 +14,7 @@ META = "run.json"
 
 
 def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:

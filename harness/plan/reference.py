@@ -1,0 +1,123 @@
+"""The reference a supported case is compared with, resolved from the matrix and planned like a
+case: the most specific declaration wins (the rule that decided the case, then its variant, its
+family, its suite; the default is the case's counterpart, the same launch with PP folded away).
+Pure: nothing here launches or reads outputs (``harness.check.references`` does)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.cases.case import Case
+from harness.matrix.load import Matrix
+from harness.matrix.schema import Compare, Reference, Topology
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, ModelResolver, Placement, Ports, plan, resolve_model_default
+
+# Outcomes whose case is served and compared; the others never need a reference.
+NEEDS_REFERENCE = ("supported", "known-issue", "flaky")
+
+
+class ReferenceUnavailable(Exception):
+    """The reference could not be planned, started or read: the case cannot be judged for accuracy."""
+
+
+@dataclass(frozen=True)
+class ResolvedReference:
+    spec: Reference
+    compare: Compare
+    source: str  # where the declaration came from, for the evidence
+    base_dir: Path  # files the declaration names are relative to this directory
+
+    @property
+    def launches(self) -> bool:
+        return self.spec.kind in ("counterpart", "topology")
+
+    def path(self, name: str) -> Path:
+        p = Path(name)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def describe(self) -> str:
+        s = self.spec
+        what = {"counterpart": f"counterpart (PP folded away{', TP×PP folded into TP' if s.fold == 'tp' else ''})",
+                "topology": f"topology {s.topology}", "golden": f"golden {s.golden}",
+                "score": "task score only"}[s.kind]
+        return f"{what}, declared by {self.source}"
+
+
+def _dir_of(where: Any, m: Matrix) -> Path:
+    """The directory of the matrix file a declaration stands in (positions name files relative to
+    the matrix directory's parent)."""
+    if where is None or not getattr(where, "file", None):
+        return m.root
+    path = Path(where.file)
+    return (path if path.is_absolute() else m.root.parent / path).parent
+
+
+def resolve(m: Matrix, case: Case) -> ResolvedReference:
+    """The case's reference and comparison mode: rule > variant > family > suite > counterpart."""
+    suite = m.suite(case.suite)
+    family = m.families[case.family]
+    variant = family.variants[case.variant]
+    rule = next((e for e in m.rules if e.index == case.expectation.rule), None) if case.expectation.rule is not None \
+        else None
+    compare = suite.accuracy.compare
+    if rule is not None and rule.rule.compare is not None:
+        compare = rule.rule.compare
+    layers = [
+        (rule.rule.reference if rule else None, f"rule {rule.index} ({rule.where})" if rule else "",
+         _dir_of(rule.where if rule else None, m)),
+        (variant.reference, f"variant {case.family}/{case.variant}", _dir_of(m.where.get(("families", case.family)), m)),
+        (family.reference, f"family {case.family}", _dir_of(m.where.get(("families", case.family)), m)),
+    ]
+    for spec, source, base in layers:
+        if spec is not None:
+            return ResolvedReference(spec, compare, source, base)
+    where = m.where.get(("suites", case.suite))
+    source = f"suite {case.suite}" if "reference" in suite.model_fields_set else f"suite {case.suite} (default)"
+    return ResolvedReference(suite.reference, compare, source, _dir_of(where, m))
+
+
+def counterpart_topology(name: str, topo: Topology, fold: str) -> tuple[str, Topology]:
+    """The case's layout with PP folded away: PP=1 with the case's TP (``none``), or TP×PP folded
+    into TP (``tp``), on as many of the case's nodes as those ranks need. A P/D pair folds into its
+    prefill instance served alone; DP folds to one rank (outputs of one request do not depend on it)."""
+    tp = topo.tp * (topo.pp if fold == "tp" else 1)
+    per_node = max(1, topo.world // topo.nnodes)
+    nnodes = max(1, -(-tp // per_node))
+    backend = topo.backend if nnodes == 1 else (topo.backend or "mp")
+    ref = Topology(tp=tp, pp=1, dp=1, nnodes=nnodes, backend=backend,
+                   title=f"reference of {name}: PP folded away" + (" into TP" if fold == "tp" else ""))
+    return f"{name}~{'tp' + str(tp) if fold == 'tp' else 'pp1'}", ref
+
+
+def reference_case(m: Matrix, case: Case, ref: ResolvedReference) -> tuple[Case, Topology]:
+    """The launch a counterpart or topology reference stands for, as a case of its own."""
+    if ref.spec.kind == "topology":
+        name = ref.spec.topology or ""
+        if name not in m.topologies:
+            raise ReferenceUnavailable(f"reference topology '{name}' is not in the matrix")
+        topo = m.topologies[name]
+        if topo.pp != 1 or topo.decode is not None:
+            raise ReferenceUnavailable(f"reference topology '{name}' must be a PP=1 layout without P/D")
+    else:
+        name, topo = counterpart_topology(case.topology, m.topologies[case.topology], ref.spec.fold)
+    rid = f"{case.model_key}/reference/{name}/{'+'.join(case.features) or 'none'}"
+    return replace(case, id=rid, topology=name, partition="auto"), topo
+
+
+def plan_reference(m: Matrix, case: Case, cluster: Cluster, ref: ResolvedReference | None = None,
+                   placement: Placement | None = None, ports: Ports | None = None,
+                   resolve_model: ModelResolver = resolve_model_default) -> Deployment:
+    """The reference launch of a case, exactly as ``plan`` plans a case (PlanError when it does not fit)."""
+    ref = ref or resolve(m, case)
+    if not ref.launches:
+        raise ReferenceUnavailable(f"the reference of {case.id} is {ref.describe()}: nothing to launch")
+    rcase, topo = reference_case(m, case, ref)
+    need = m.variant(case.family, case.variant).min_devices
+    if need and topo.devices < need:
+        raise ReferenceUnavailable(f"{case.family}/{case.variant} needs at least {need} devices to hold its weights; "
+                                   f"this reference has {topo.devices} (fold TP×PP into TP, or use a golden or score)")
+    return plan(m, rcase, cluster, placement=placement, ports=ports or Ports(), resolve_model=resolve_model,
+                topology=topo)
