@@ -36,8 +36,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
 
 
 def load_meta(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return results.read_meta(run_dir)
 
 
 def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
@@ -58,18 +57,19 @@ def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return " · ".join(parts)
 
 
-def _excerpt(record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
+def _excerpt(run_dir: Path, record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
     line = record.get("observation", {}).get(key)
-    path = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
+    ref = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
+    path = results.log_path(run_dir, ref) if ref else None
     if not line or not path:
         return None
-    text = "\n".join(logs.excerpt(Path(path), line["line"], before=8, after=3))
+    text = "\n".join(logs.excerpt(path, line["line"], before=8, after=3))
     secrets = [v for l in (record.get("deployment") or {}).get("launches", []) for k, v in l["env"].items()
                if redact.SECRET_NAME.search(k)]
     return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text, secrets)}
 
 
-def _evidence(e: Entry) -> dict[str, Any]:
+def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
     r = e.record or {}
     obs = r.get("observation", {})
     launches = []
@@ -85,8 +85,8 @@ def _evidence(e: Entry) -> dict[str, Any]:
         claim += f" — {exp['why']}"
     if exp.get("where"):
         claim += f" ({exp['where']})"
-    excerpts = [x for x in (_excerpt(r, "expected_error_line", "expected error"),
-                            _excerpt(r, "root_cause", "root cause")) if x]
+    excerpts = [x for x in (_excerpt(run_dir, r, "expected_error_line", "expected error"),
+                            _excerpt(run_dir, r, "root_cause", "root cause")) if x] if run_dir else []
     return {"case": e.case, "outcome": e.outcome, "reason": e.reason, "claim": claim,
             "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
             "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
@@ -128,7 +128,7 @@ def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles: dict[str, str],
-           records: list[dict[str, Any]], features: list | None = None) -> list[Table]:
+           records: list[dict[str, Any]], features: list | None = None, run_dir: Path | None = None) -> list[Table]:
     out.mkdir(parents=True, exist_ok=True)
     tables = build_tables(entries, titles)
     ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only,
@@ -141,7 +141,7 @@ def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles
         **ctx, row_features=row_features,
         features=sorted({f for e in entries for f in e.features}),
         outcomes=sorted({e.outcome for e in entries if e.outcome}),
-        evidence=[_evidence(e) for e in entries], timeline=_timeline(records))
+        evidence=[_evidence(run_dir, e) for e in entries], timeline=_timeline(records))
     (out / "support.html").write_text(html)
     (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, default=str))
     write_junit(entries, out / "junit.xml")
@@ -186,9 +186,9 @@ def write_junit(entries: list[Entry], path: Path) -> None:
 
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:
-    records = results.read(run_dir)
+    records = results.read(results.check_run_dir(run_dir))
     return render(entries_from_results(records), out, header(load_meta(run_dir), records), False,
-                  titles or {}, records)
+                  titles or {}, records, run_dir=run_dir)
 
 
 def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None) -> list[Table]:
