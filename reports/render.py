@@ -155,7 +155,7 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
                    "platform": e.platform, "partition": e.partition, "features": e.features,
                    "claim": e.expectation, "outcome": e.outcome, "reason": e.reason} for e in entries],
         "cells": [{"family": t.family, "row": row, "column": col, "symbol": c.symbol, "claimed": c.claimed,
-                   "outcome": c.outcome, "note": c.note, "cases": [e.case for e in c.entries]}
+                   "outcome": c.outcome, "fails_run": c.fails_run, "note": c.note, "cases": [e.case for e in c.entries]}
                   for t in tables for (row, col), c in t.cells.items()],
     }
 

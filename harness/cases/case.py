@@ -54,7 +54,8 @@ class Expectation:
     until: datetime.date | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if v not in (None, False, "")}
+        # only the unset defaults go: ``rule: 0`` (the first rule) and ``within_s: 0`` are values
+        out = {k: v for k, v in self.__dict__.items() if not (v is None or v is False or v == "")}
         if self.until is not None:
             out["until"] = self.until.isoformat()
         return out

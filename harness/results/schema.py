@@ -72,6 +72,24 @@ class Tuning(_Model):
     by_memory: Advice
 
 
+class AccuracyDiff(_Model):
+    prompt: str
+    first_token_mismatch: int | None
+    baseline_ids: list[int]
+    observed_ids: list[int]
+    max_logprob_diff: float
+
+
+class Accuracy(_Model):
+    summary: str
+    diffs: list[AccuracyDiff] = []
+
+
+class FeatureCheck(_Model):
+    ok: bool
+    detail: str
+
+
 class Observation(_Model):
     ready_s: float | None = None
     root_cause: LogLine | None = None
@@ -79,9 +97,9 @@ class Observation(_Model):
     partition: list[list[int]] | None = None
     partition_expected: list[list[int]] | None = None
     partition_source: str | None = None
-    accuracy: dict[str, Any] | None = None
+    accuracy: Accuracy | None = None
     tuning: Tuning | None = None
-    feature_checks: dict[str, dict[str, Any]] = {}
+    feature_checks: dict[str, FeatureCheck] = {}
     notes: list[str] = []
     logs: dict[str, str] = {}
 
