@@ -60,9 +60,12 @@ def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
 def _excerpt(run_dir: Path, record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
     line = record.get("observation", {}).get(key)
     ref = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
-    path = results.log_path(run_dir, ref) if ref else None
-    if not line or not path:
+    if not line or not ref:
         return None
+    path = results.log_path(run_dir, ref)
+    if path is None:
+        return {"title": f"{title} — {line['log']} line {line['line']}",
+                "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)"}
     text = "\n".join(logs.excerpt(path, line["line"], before=8, after=3))
     secrets = [v for l in (record.get("deployment") or {}).get("launches", []) for k, v in l["env"].items()
                if redact.SECRET_NAME.search(k)]

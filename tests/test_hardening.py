@@ -256,12 +256,21 @@ def test_log_excerpts_resolve_in_the_run_and_nothing_outside_is_read(tmp_path, m
     html = (tmp_path / "out" / "support.html").read_text()
     assert "ValueError: inside-the-run" in html.split("root cause — api line 2")[1]
     assert "outside-the-run" not in html
+    assert html.count("in the run directory") == 3  # each refused log says so, not an empty block
 
 
-def test_log_refs_are_relative_to_the_run(tmp_path):
-    run = tmp_path / "run"
+def test_log_refs_are_relative_to_the_run(tmp_path, monkeypatch):
+    run = tmp_path / "runs" / "smoke"
+    (run / "logs" / "k").mkdir(parents=True)
+    (run / "logs" / "k" / "a.log").write_text("x\n")
     assert results.log_ref(run, run / "logs" / "k" / "a.log") == "logs/k/a.log"
     assert results.log_path(run, "logs/k/a.log") == (run / "logs" / "k" / "a.log").resolve()
+    # an older record names it from where ppconf ran; found wherever the run now is
+    moved = tmp_path / "archive" / "smoke"
+    moved.parent.mkdir()
+    run.rename(moved)
+    assert results.log_path(moved, "runs/smoke/logs/k/a.log") == (moved / "logs" / "k" / "a.log").resolve()
+    assert results.log_path(moved, "logs/k/missing.log") is None
     assert results.log_path(run, "../../etc/passwd") is None and results.log_path(run, "/etc/passwd") is None
 
 

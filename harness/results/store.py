@@ -131,12 +131,18 @@ def log_ref(run_dir: Path, path: Path) -> str:
 
 
 def log_path(run_dir: Path, ref: str) -> Path | None:
-    """The file a record's log reference names, or None when it lies outside the run directory
-    (reports read nothing else)."""
+    """The log file a record's reference names, or None when there is none inside the run
+    directory (reports read nothing else, whatever a record says)."""
     root = Path(run_dir).resolve()
-    # records written before paths were stored this way name them from where ppconf ran
-    inside = [p for p in ((root / ref).resolve(), Path(ref).resolve()) if p.is_relative_to(root)]
-    return next((p for p in inside if p.exists()), inside[0] if inside else None)
+    parts = Path(ref).parts
+    # records written before references were relative to the run name the file from where
+    # ppconf ran (``runs/X/logs/...``): try that, and the part from the run's logs/ folder on
+    candidates = [root / ref, Path(ref)] + [root.joinpath(*parts[i:]) for i, p in enumerate(parts) if p == "logs"]
+    for candidate in candidates:
+        path = candidate.resolve()
+        if path.is_relative_to(root) and path.is_file():
+            return path
+    return None
 
 
 def repair(run_dir: Path) -> bool:
