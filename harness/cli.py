@@ -40,7 +40,10 @@ def _run_matrix(args: argparse.Namespace, run_dir: Path) -> Matrix:
     if missing:
         raise CliError(f"{run_dir} was made with the matrices {', '.join(missing)}, which are not here; "
                        f"give --matrices DIR")
-    return load_matrix(recorded[0] if len(recorded) == 1 else recorded)
+    if len(recorded) > 1:
+        raise CliError(f"{run_dir} was made with several matrix directories ({', '.join(map(str, recorded))}); "
+                       f"give --matrices DIR")
+    return load_matrix(recorded[0])
 
 
 def _check_select(expr: str | None) -> None:

@@ -46,7 +46,8 @@ def records(draw):
 
 META = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "suite": st.one_of(st.sampled_from(["smoke-cpu", "gone"]), JSON),
-    "matrices": st.sampled_from([str(DEFAULT_MATRICES), [str(DEFAULT_MATRICES)], "/nonexistent/m", None, 3]),
+    "matrices": st.sampled_from([str(DEFAULT_MATRICES), [str(DEFAULT_MATRICES)], "/nonexistent/m", None, 3,
+                                  [str(DEFAULT_MATRICES), str(DEFAULT_MATRICES)]]),
     "started": st.one_of(st.sampled_from(["2026-11-30T20:00:00+00:00", "never"]), JSON),
     "versions": st.one_of(st.just({"n1": {"vllm": "0.32.0"}}), JSON),
     "pid": JSON,

@@ -119,6 +119,8 @@ def test_signoff_and_report_use_the_matrices_the_run_recorded(tmp_path, capsys, 
     moved = make_run(tmp_path / "moved", [rec], {"suite": "private", "matrices": str(tmp_path / "gone")})
     capsys.readouterr()
     one_error(capsys, main(["signoff", str(moved)]), "give --matrices")
+    several = make_run(tmp_path / "several", [rec], {"suite": "private", "matrices": [root, root]})
+    one_error(capsys, main(["signoff", str(several)]), "several matrix directories")
 
 
 # ---- verdicts as they read --------------------------------------------------------------------
@@ -220,14 +222,37 @@ def test_a_live_process_named_in_run_json_holds_the_run(tmp_path, capsys):
     assert live_owner(meta) is None
 
 
-def test_xdist_workers_get_run_directories_of_their_own(tmp_path):
-    from conformance.plugin import run_dir_of_worker
+class _Config:
+    def __init__(self, out):
+        self.options = {"--ppconf-matrices": str(DEFAULT_MATRICES), "--ppconf-resume": None,
+                        "--ppconf-out": str(out), "--ppconf-cluster": None}
 
-    base = tmp_path / "out"
-    assert run_dir_of_worker(base, None) == base
-    assert run_dir_of_worker(base, "gw0") != run_dir_of_worker(base, "gw1")
-    with run_lock(run_dir_of_worker(base, "gw0")), run_lock(run_dir_of_worker(base, "gw1")):
-        pass
+    def getoption(self, name):
+        return self.options[name]
+
+
+def test_pytest_sessions_lock_their_run_and_xdist_workers_get_their_own(tmp_path, monkeypatch):
+    from conformance.plugin import Session
+
+    out = tmp_path / "out"
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    first = Session(_Config(out))
+    try:
+        assert first.run_dir == out
+        with pytest.raises(pytest.UsageError, match="in use by a running ppconf"):
+            Session(_Config(out))
+    finally:
+        first.close()
+    Session(_Config(out)).close()  # free again once the first session ended
+    workers = []
+    try:
+        for name in ("gw0", "gw1"):  # xdist workers sharing --ppconf-out neither clash nor reap each other
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", name)
+            workers.append(Session(_Config(out)))
+        assert [w.run_dir for w in workers] == [out / "gw0", out / "gw1"]
+    finally:
+        for w in workers:
+            w.close()
 
 
 def test_out_on_an_existing_run_is_refused_and_points_to_resume(tmp_path, capsys):
