@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,8 +73,9 @@ def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None
             raise RunBusy(f"{run_dir} belongs to ppconf process {pid}, which is still running; "
                           f"wait for it to finish, or stop it, then resume")
         os.ftruncate(fd, 0)
+        # who holds it, for the refusal message; never argv, which may carry a secret
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "argv": sys.argv}).encode())
+                                 "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}).encode())
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays, so no holder ever locks an unlinked inode
