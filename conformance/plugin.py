@@ -8,6 +8,7 @@ SKIP -> skipped, FAIL/BAD_REJECT/ERROR -> failed. Evidence goes into the JUnit p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -19,6 +20,7 @@ from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.results import store as results
+from harness.results.lock import RunBusy, run_lock
 from harness.run import RunConfig, SuiteRun
 
 FIXED_MARKERS = {
@@ -120,12 +122,21 @@ class Session:
         self.m = _matrix(config)
         resume = config.getoption("--ppconf-resume")
         out = resume or config.getoption("--ppconf-out") or f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run_dir = Path(out)
+        self.run_dir = run_dir_of_worker(Path(out), os.environ.get("PYTEST_XDIST_WORKER"))
         self.cluster = load_cluster(config.getoption("--ppconf-cluster"))
         self.resume = bool(resume)
         self.runners: dict[str, SuiteRun] = {}
         self.deployments: dict[str, list] = {}
         self.records: dict[str, dict] = {}
+        # held for the whole session: no other ppconf (or worker) reaps this run's servers
+        self.hold = contextlib.ExitStack()
+        try:
+            self.hold.enter_context(run_lock(self.run_dir, results.read_meta(self.run_dir)))
+        except (RunBusy, results.RunDirError) as err:
+            raise pytest.UsageError(str(err)) from None
+
+    def close(self) -> None:
+        self.hold.close()
 
     def record(self, suite: str, case_id: str) -> dict:
         if case_id in self.records:
@@ -148,9 +159,17 @@ class Session:
         return self.records[case_id]
 
 
+def run_dir_of_worker(base: Path, worker: str | None) -> Path:
+    """Each pytest-xdist worker is a run of its own, in BASE/WORKER: workers sharing one directory
+    would each take the others' live servers for ones a killed ppconf left behind and stop them."""
+    return base / worker if worker else base
+
+
 @pytest.fixture(scope="session")
 def ppconf_session(request):
-    return Session(request.config)
+    session = Session(request.config)
+    yield session
+    session.close()
 
 
 def evidence(record: dict) -> dict[str, str]:

@@ -18,11 +18,43 @@ from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.target.model_config import LayerCounts
 from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
 from harness.plan.deployment import PlanError, plan
+from harness.matrix.condition import ConditionError
 from harness.matrix.source import MatrixError
+from harness.results import store
+from harness.results.lock import RunBusy, run_lock
+
+
+class CliError(Exception):
+    """A usage error reported as one line, exit status 2."""
 
 
 def _matrix(args: argparse.Namespace) -> Matrix:
     return load_matrix(args.matrices or [DEFAULT_MATRICES])
+
+
+def _run_matrix(args: argparse.Namespace, run_dir: Path) -> Matrix:
+    """The matrices a run was made with (as run.json records them), unless --matrices says
+    otherwise: a run of a private suite is judged against its own claims, not the shipped ones."""
+    recorded = store.recorded_matrices(store.read_meta(run_dir))
+    if args.matrices is not None or not recorded:
+        return _matrix(args)
+    missing = [str(p) for p in recorded if not p.is_dir()]
+    if missing:
+        raise CliError(f"{run_dir} was made with the matrices {', '.join(missing)}, which are not here; "
+                       f"give --matrices DIR")
+    return load_matrix(recorded)
+
+
+def _check_select(expr: str | None) -> None:
+    if expr is not None:
+        from harness.cases.case import ATTRIBUTES
+        from harness.matrix import condition
+
+        try:
+            condition.parse(expr, dict(ATTRIBUTES))
+        except ConditionError as err:
+            raise CliError(f"--select {expr!r}: {err.reason} at column {err.column}"
+                           + (f" (did you mean '{err.hint}'?)" if err.hint else "")) from None
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -94,6 +126,7 @@ def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
+    _check_select(args.select)
     m = _matrix(args)
     suites = args.suite or sorted(m.suites)
     out = []
@@ -203,6 +236,48 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.check.launch import LIVE
+
+    _check_select(args.select)
+    run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    meta: dict = {}
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CliError(f"{run_dir} exists and is not a directory")
+    if args.resume:
+        if not (run_dir / store.META).is_file():
+            raise CliError(f"{run_dir} is not a run directory (no {store.META})")
+        meta = store.read_meta(run_dir)
+        live = run_dir / LIVE
+        if live.exists():
+            try:
+                json.loads(live.read_text(errors="replace") or "[]")
+            except ValueError:
+                raise CliError(f"{live} is unreadable (a torn write), so the process groups its interrupted case "
+                               f"left running are unknown; stop them (their environment carries "
+                               f"PPCONF_RUN_DIR={run_dir}), delete {live}, and resume again") from None
+        # a resumed run keeps the suite, selection and matrices it was started with
+        suite = args.suite or meta.get("suite")
+        args.case = args.case or meta.get("cases")
+        args.select = args.select or meta.get("select")
+        _check_select(args.select)
+        # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
+        args.cluster = args.cluster or meta.get("cluster_ref")
+        args.reference_cache = args.reference_cache or (Path(meta["reference_cache"])
+                                                        if meta.get("reference_cache") else None)
+        m = _run_matrix(args, run_dir)
+    else:
+        if (run_dir / store.META).exists() or (run_dir / store.RESULTS).exists():
+            raise CliError(f"{run_dir} already holds a run; finish it with: ppconf run --resume {run_dir} "
+                           f"(or give --out a new directory)")
+        suite = args.suite
+        m = _matrix(args)
+    if not suite:
+        raise CliError("--suite is required (or --resume DIR)")
+    with run_lock(run_dir, meta):
+        return _run(args, m, suite, run_dir)
+
+
+def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -210,25 +285,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.results.meta import write_meta
     from harness.run import RunConfig, SuiteRun
 
-    m = _matrix(args)
-    run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if args.resume and not (run_dir / "run.json").exists():
-        print(f"error: {run_dir} is not a run directory (no run.json)", file=sys.stderr)
-        return 2
-    suite = args.suite
-    if args.resume:
-        # a resumed run keeps the suite and the selection it was started with
-        meta = json.loads((run_dir / "run.json").read_text())
-        suite = suite or meta["suite"]
-        args.case = args.case or meta.get("cases")
-        args.select = args.select or meta.get("select")
-        # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
-        args.cluster = args.cluster or meta.get("cluster_ref")
-        args.reference_cache = args.reference_cache or (Path(meta["reference_cache"])
-                                                        if meta.get("reference_cache") else None)
-    if not suite:
-        print("error: --suite is required (or --resume DIR)", file=sys.stderr)
-        return 2
     cfg = RunConfig(matrix=m, suite=suite, cluster=load_cluster(args.cluster), run_dir=run_dir,
                     case_ids=args.case, select=args.select, resume=bool(args.resume),
                     reference_cache=args.reference_cache)
@@ -259,12 +315,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 bar.update(task, description=f"{suite}: {event.kind.value} {case_id or event.text}")
 
         runner = SuiteRun(cfg, progress)
-        run_dir.mkdir(parents=True, exist_ok=True)
         if not args.resume:  # the run adds the nodes' versions when it starts
             ref = args.cluster
             if ref and Path(ref).exists():
                 ref = str(Path(ref).resolve())
-            write_meta(run_dir, suite, cfg.cluster.name, [str(m.root.resolve())],
+            write_meta(run_dir, suite, cfg.cluster.name, [str(r.resolve()) for r in m.roots],
                        {"argv": sys.argv, "cases": args.case, "select": args.select, "cluster_ref": ref,
                         "network": cfg.cluster.network,
                         "reference_cache": str(args.reference_cache) if args.reference_cache else None})
@@ -319,9 +374,11 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.render import report_claims, report_run
 
-    m = _matrix(args)
-    titles = {name: f.title for name, f in m.families.items()}
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out {args.out}: exists and is not a directory")
     if args.claims_only:
+        m = _matrix(args)
+        titles = {name: f.title for name, f in m.families.items()}
         suites = args.suite or sorted(m.suites)
         cases = {c.id: c for s in suites for c in expand(m, s).cases}
         out = args.out or Path("reports-out") / "claims"
@@ -330,8 +387,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             print("error: give a run directory, or --claims-only", file=sys.stderr)
             return 2
+        store.check_run_dir(args.run_dir)
+        m = _run_matrix(args, args.run_dir)
         out = args.out or args.run_dir / "report"
-        report_run(args.run_dir, out, titles)
+        report_run(args.run_dir, out, {name: f.title for name, f in m.families.items()})
     for name in ("support.md", "support.html", "summary.json", "junit.xml"):
         print(out / name)
     return 0
@@ -349,7 +408,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_signoff(args: argparse.Namespace) -> int:
     from reports.signoff import current_claims, signoff
 
-    verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, _matrix(args)))
+    store.check_run_dir(args.run_dir)
+    if args.baseline is not None:
+        store.check_run_dir(args.baseline)
+    verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, _run_matrix(args, args.run_dir)))
     (args.run_dir / "signoff.md").write_text(verdict.page)
     print(verdict.page, end="")
     return 0 if verdict.ok else 1
@@ -359,10 +421,12 @@ def cmd_docs_drift(args: argparse.Namespace) -> int:
     from harness.results import store as results
     from reports.drift import docs_drift
 
+    if not args.doc.is_file():
+        raise CliError(f"{args.doc}: no such file")
     m = _matrix(args)
     suites = args.suite or sorted(n for n, s in m.suites.items() if s.platform == args.platform)
     cases = list({c.id: c for s in suites for c in expand(m, s).cases}.values())
-    records = results.read(args.run) if args.run else None
+    records = results.read(results.check_run_dir(args.run)) if args.run else None
     drifts = docs_drift(args.doc, m, cases, records)
     for d in drifts:
         print(f"{args.doc}:{d}")
@@ -394,7 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         p.add_argument("--matrices", type=Path, action="append",
                        help="matrix directory; repeat to layer one over another, later ones adding and "
-                            "overriding (default: the shipped matrices/)")
+                            "overriding (default: the shipped matrices/; for a run directory, the matrices "
+                            "the run recorded)")
         p.add_argument("-v", "--verbose", action="store_true", help="log what ppconf does (to stderr)")
         return p
 
@@ -496,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixError as err:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (CliError, store.RunDirError, RunBusy) as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
 
 

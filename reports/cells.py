@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
+FAILS = "❗"  # after the symbol of a cell whose case failed the run: it must never read as fine or untested
 LEGEND = (f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
-          f"{UNTESTED} not tested or unspecified")
+          f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)")
+FAILING = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
 
 # How bad an outcome is, to pick the one that speaks for a cell holding several cases.
 SEVERITY = {"ERROR": 8, "UNEXPECTED_ACCEPT": 7, "BAD_REJECT": 6, "FAIL": 5, "FLAKY": 4, "KNOWN_ISSUE": 3,
@@ -31,16 +33,16 @@ def claim_symbol(exp: dict[str, Any]) -> str:
 
 def observed_symbol(exp: dict[str, Any], outcome: str | None) -> str:
     """What the evidence shows, in the legend's terms."""
-    claimed = claim_symbol(exp)
     if outcome in ("PASS", "UNEXPECTED_ACCEPT"):
         return EXPERIMENTAL if exp.get("experimental") else SUPPORTED
     if outcome == "XFAIL":
         return REJECTED
     if outcome in ("FAIL", "BAD_REJECT", "KNOWN_ISSUE", "FLAKY"):
-        return REJECTED if claimed != REJECTED else UNTESTED
+        # tested, and it did not work: never the untested symbol (the footnote says how it failed)
+        return REJECTED
     if outcome == "SKIP" and exp.get("kind") == "unsupported-on-platform":
         return REJECTED
-    return UNTESTED  # not run, skipped without a claim, or the harness failed
+    return UNTESTED  # not run, skipped without a claim, or the harness failed (footnoted)
 
 
 @dataclass
@@ -78,6 +80,10 @@ class Cell:
     outcome: str | None
     note: str = ""  # footnote text when the cell contradicts its claim or carries a waiver
     footnote: int | None = None
+
+    @property
+    def fails_run(self) -> bool:
+        return self.outcome in FAILING
 
 
 @dataclass

@@ -53,8 +53,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
 
 
 def load_meta(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return results.read_meta(run_dir)
 
 
 def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
@@ -75,18 +74,22 @@ def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return " · ".join(parts)
 
 
-def _excerpt(record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
+def _excerpt(run_dir: Path, record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
     line = record.get("observation", {}).get(key)
-    path = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
-    if not line or not path:
+    ref = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
+    if not line or not ref:
         return None
+    path = results.log_path(run_dir, ref)
+    if path is None:
+        return {"title": f"{title} — {line['log']} line {line['line']}",
+                "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)"}
+    text = "\n".join(logs.excerpt(path, line["line"], before=8, after=3))
     # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
     # masked here too, for logs that outlived the values (a run from an older ppconf)
-    text = "\n".join(logs.excerpt(Path(path), line["line"], before=8, after=3))
     return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text)}
 
 
-def _evidence(e: Entry) -> dict[str, Any]:
+def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
     r = e.record or {}
     obs = r.get("observation", {})
     launches = []
@@ -106,8 +109,8 @@ def _evidence(e: Entry) -> dict[str, Any]:
         claim += f" — {exp['why']}"
     if exp.get("where"):
         claim += f" ({exp['where']})"
-    excerpts = [x for x in (_excerpt(r, "expected_error_line", "expected error"),
-                            _excerpt(r, "root_cause", "root cause")) if x]
+    excerpts = [x for x in (_excerpt(run_dir, r, "expected_error_line", "expected error"),
+                            _excerpt(run_dir, r, "root_cause", "root cause")) if x] if run_dir else []
     return {"case": e.case, "outcome": e.outcome, "reason": e.reason, "claim": claim,
             "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
             "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
@@ -150,7 +153,7 @@ def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles: dict[str, str],
-           records: list[dict[str, Any]], features: list | None = None) -> list[Table]:
+           records: list[dict[str, Any]], features: list | None = None, run_dir: Path | None = None) -> list[Table]:
     out.mkdir(parents=True, exist_ok=True)
     tables = build_tables(entries, titles)
     ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only,
@@ -163,7 +166,7 @@ def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles
         **ctx, row_features=row_features,
         features=sorted({f for e in entries for f in e.features}),
         outcomes=sorted({e.outcome for e in entries if e.outcome}),
-        evidence=[_evidence(e) for e in entries], timeline=_timeline(records))
+        evidence=[_evidence(run_dir, e) for e in entries], timeline=_timeline(records))
     (out / "support.html").write_text(html)
     (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, default=str))
     write_junit(entries, out / "junit.xml")
@@ -177,7 +180,7 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
                    "platform": e.platform, "partition": e.partition, "features": e.features,
                    "claim": e.expectation, "outcome": e.outcome, "reason": e.reason} for e in entries],
         "cells": [{"family": t.family, "row": row, "column": col, "symbol": c.symbol, "claimed": c.claimed,
-                   "outcome": c.outcome, "note": c.note, "cases": [e.case for e in c.entries]}
+                   "outcome": c.outcome, "fails_run": c.fails_run, "note": c.note, "cases": [e.case for e in c.entries]}
                   for t in tables for (row, col), c in t.cells.items()],
     }
 
@@ -208,9 +211,9 @@ def write_junit(entries: list[Entry], path: Path) -> None:
 
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:
-    records = results.read(run_dir)
+    records = results.read(results.check_run_dir(run_dir))
     return render(entries_from_results(records), out, header(load_meta(run_dir), records), False,
-                  titles or {}, records)
+                  titles or {}, records, run_dir=run_dir)
 
 
 def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None) -> list[Table]:

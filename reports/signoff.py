@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from harness.results import store as results
@@ -39,8 +40,8 @@ def _fails(outcome: str | None) -> bool:
 
 
 def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
-    now = {e.case: e for e in entries_from_results(results.read(run_dir))}
-    before = {e.case: e for e in entries_from_results(results.read(baseline_dir))}
+    now = {e.case: e for e in entries_from_results(results.read(results.check_run_dir(run_dir)))}
+    before = {e.case: e for e in entries_from_results(results.read(results.check_run_dir(baseline_dir)))}
     d = Diff()
     for case, e in sorted(now.items()):
         b = before.get(case)
@@ -66,11 +67,20 @@ class Verdict:
     page: str
 
 
-def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, dict] | None = None,
+def _one_line(text: object) -> str:
+    """A value as one line, so that no text a run recorded (an HTTP error body, a log line) can
+    end a bullet early or start a line of its own in signoff.md."""
+    return re.sub(r"\s*[\r\n\v\f\x85\u2028\u2029]+\s*", " ", str(text)).strip()
+
+
+def signoff(run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str,
             today: datetime.date | None = None) -> Verdict:
-    """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged."""
+    """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged.
+    A string instead says why the claims could not be known: then coverage cannot be checked and
+    the answer is NO."""
     today = today or datetime.date.today()
-    records = results.read(run_dir)
+    records = results.read(results.check_run_dir(run_dir))
+    baseline = results.read(results.check_run_dir(baseline_dir)) if baseline_dir is not None else None
     entries = entries_from_results(records)
     reasons: list[str] = []
     if not records:
@@ -85,7 +95,9 @@ def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, d
                            f"owner {e.expectation.get('owner')})")
         if kind in ("supported", "rejected", "known-issue", "flaky") and e.outcome == "SKIP":
             reasons.append(f"claimed {kind} but not tested: {e.case} — {e.reason}")
-    if claims is not None:
+    if isinstance(claims, str):
+        reasons.append(f"coverage cannot be checked: {claims}")
+    else:
         have = {e.case: e for e in entries}
         for case, claim in claims.items():
             if case not in have:
@@ -93,22 +105,25 @@ def signoff(run_dir: Path, baseline_dir: Path | None = None, claims: dict[str, d
             elif have[case].expectation != claim:
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
     if baseline_dir is not None:
+        if not baseline:
+            reasons.append(f"the baseline {baseline_dir} holds no results to compare with")
         reasons += [f"regressed since the baseline: {r}" for r in diff_runs(run_dir, baseline_dir).regressed]
     signed, why_not = signed_stack(records)
     reasons += why_not
     ok = not reasons
     meta = load_meta(run_dir)
-    page = [f"# Sign-off: {'YES' if ok else 'NO'}", "", f"Run: {run_dir}", "", header(meta, records), ""]
+    page = [f"# Sign-off: {'YES' if ok else 'NO'}", "", f"Run: {_one_line(run_dir)}", "",
+            _one_line(header(meta, records)), ""]
     if signed:
         page += ["Signed stack (as probed on each node when its cases ran):", ""]
-        page += [f"- {node}: {line}" for node, line in sorted(signed.items())] + [""]
+        page += [f"- {_one_line(node)}: {_one_line(line)}" for node, line in sorted(signed.items())] + [""]
     if baseline_dir is not None:
-        page += [f"Baseline: {baseline_dir}", ""]
+        page += [f"Baseline: {_one_line(baseline_dir)}", ""]
     if ok:
         page.append(f"All {len(entries)} cases match their claims; no waiver has expired"
                     + ("; nothing regressed since the baseline." if baseline_dir else "."))
     else:
-        page += ["Reasons:", ""] + [f"- {r}" for r in reasons]
+        page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
     return Verdict(ok, reasons, "\n".join(page) + "\n")
 
 
@@ -134,13 +149,17 @@ def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:
     return signed, reasons
 
 
-def current_claims(run_dir: Path, matrix) -> dict[str, dict] | None:
-    """What the run's suite claims today, case by case."""
+def current_claims(run_dir: Path, matrix) -> dict[str, dict] | str:
+    """What the run's suite claims today, case by case; or why that cannot be known."""
     from harness.cases.expand import expand
 
+    if not (run_dir / results.META).exists():
+        return f"{run_dir} has no {results.META}, so the suite it claims to cover is unknown"
     meta = load_meta(run_dir)
     suite = meta.get("suite")
-    if not suite or suite not in matrix.suites:
-        return None
+    if not suite:
+        return f"{run_dir / results.META} names no suite"
+    if suite not in matrix.suites:
+        return f"the suite {suite!r} of this run is not in the matrices {matrix.root}"
     # claims that depend on the links are read as on the run's cluster (run.json's `network`)
     return {c.id: c.expectation.to_json() for c in expand(matrix, suite, network=meta.get("network")).cases}

@@ -64,8 +64,12 @@ def test_schedule_durations_must_be_finite_seconds(tmp_path, value):
 def test_schedule_durations_from_a_run_with_a_bad_record(tmp_path):
     from harness.plan.schedule import load_durations
 
-    (tmp_path / "results.jsonl").write_text('{"case": "c", "outcome": "PASS", "duration_s": "1e999"}\n')
-    with pytest.raises(ValueError, match="results.jsonl: case 'c' duration_s"):
+    import json
+
+    from tests.records import record
+
+    (tmp_path / "results.jsonl").write_text(json.dumps(record("c", duration_s="1e999")) + "\n")
+    with pytest.raises(ValueError, match=r"results.jsonl:1: duration_s"):
         load_durations(tmp_path)
 
 

@@ -41,8 +41,11 @@ def test_text_masks_learned_values_and_secret_looking_assignments():
 
 def test_store_scrubs_every_string_of_a_record(tmp_path):
     r = Redactor().learn_argv(["--api-key", KEY])
-    results.append(tmp_path, {"case": "c", "outcome": "FAIL", "reason": f"HTTP 401: bad key {KEY}",
-                              "observation": {"root_cause": {"text": f"ValueError: {KEY}"}, "notes": [KEY]}}, r)
+    from tests.records import record
+
+    results.append(tmp_path, record("c", "FAIL", reason=f"HTTP 401: bad key {KEY}",
+                                    observation={"root_cause": {"log": "node0-api", "line": 1,
+                                                                "text": f"ValueError: {KEY}"}, "notes": [KEY]}), r)
     raw = (tmp_path / results.RESULTS).read_text()
     assert KEY not in raw and results.read(tmp_path)[0]["reason"] == f"HTTP 401: bad key {MASK}"
 

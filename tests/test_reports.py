@@ -51,8 +51,8 @@ def test_markdown_is_valid_gfm_with_no_blank_cells(tmp_path):
         for line in rows[2:]:
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             assert all(cells), line
-    # the cell that contradicts its claim is marked and footnoted; pipes in text are escaped
-    assert "| ✅ [1] |" in text and "1. claimed ❌, observed working: it \\| worked" in text
+    # the cell that contradicts its claim (and fails the run) is marked and footnoted; pipes in text are escaped
+    assert "| ✅❗ [1] |" in text and "1. claimed ❌, observed working: it \\| worked" in text
     assert "| 🟡 |" in text  # 1,2 partition on the 2-node column was not tested
 
 

@@ -2,7 +2,7 @@ import json
 import subprocess
 
 from harness.plan.deployment import Deployment, LaunchSpec
-from harness.results.repro import write_bundle
+from harness.results.repro import bundle_dir, write_bundle
 
 
 def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):
@@ -15,15 +15,37 @@ def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):
     rec = {"case": "fam/pp2/1,2/none", "suite": "s", "outcome": "FAIL", "reason": "boom",
            "expectation": {"kind": "supported"},
            "observation": {"root_cause": {"log": "node0-api", "line": 40, "text": "ValueError: boom"},
-                           "logs": {"node0-api": str(log)}}}
+                           "logs": {"node0-api": "api.log"}}}
     info = write_bundle(tmp_path, rec, d, tmp_path / "matrices", {"pp": 2})
-    script = (tmp_path / "repro" / "fam_pp2_1_2_none" / "commands.sh").read_text()
+    script = (bundle_dir(tmp_path, "fam/pp2/1,2/none") / "commands.sh").read_text()
     assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
     assert "hf_secretsecret" not in script and "HF_TOKEN='***'" in script
     # the evil value survives as one literal word
     words = subprocess.run(["bash", "-c", script.split("\nvllm serve")[0].split("\n", 3)[-1] + "\nprintf %s \"$X\""],
                            capture_output=True, text=True).stdout
     assert words == evil
-    case = json.loads((tmp_path / "repro" / "fam_pp2_1_2_none" / "case.json").read_text())
+    case = json.loads((bundle_dir(tmp_path, "fam/pp2/1,2/none") / "case.json").read_text())
     assert case["log_excerpts"]["root_cause"][-1] == "ValueError: boom"
     assert info["rerun"].startswith("ppconf run --matrices") and "--case fam/pp2/1,2/none" in info["rerun"]
+
+
+def test_bundle_dirs_of_ids_that_differ_only_in_punctuation_do_not_collide(tmp_path):
+    ids = ["fam/pp2/1,4/none", "fam/pp2/1;4/none", "fam/pp2/1 4/none", "fam/pp2/1_4/none"]
+    dirs = {bundle_dir(tmp_path, i) for i in ids}
+    assert len(dirs) == len(ids)
+    assert all(d.parent == tmp_path / "repro" and d.name.startswith("fam_pp2_1_4_none-") for d in dirs)
+    assert bundle_dir(tmp_path, ids[0]) == bundle_dir(tmp_path, ids[0])  # stable across runs
+
+
+def test_bundle_reads_no_log_outside_the_run_directory(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    secret = tmp_path / "outside.txt"
+    secret.write_text("do-not-quote-me\n")
+    (run / "link.log").symlink_to(secret)
+    for ref in (str(secret), "../outside.txt", "link.log"):
+        rec = {"case": "c", "suite": "s", "outcome": "FAIL", "reason": "r", "expectation": {"kind": "supported"},
+               "observation": {"root_cause": {"log": "a", "line": 1, "text": "x"}, "logs": {"a": ref}}}
+        write_bundle(run, rec, None, tmp_path, {})
+        case = (bundle_dir(run, "c") / "case.json").read_text()
+        assert "do-not-quote-me" not in case, ref

@@ -5,6 +5,7 @@ import random
 import pytest
 
 from harness.results import store as results
+from tests.records import record
 from harness.plan.cluster import Cluster, Node, load_cluster
 from harness.cases.expand import expand, select
 from harness.plan.deployment import plan
@@ -136,9 +137,9 @@ def test_durations_by_key_then_case_then_estimate(tmp_path):
 
 
 def test_durations_from_an_earlier_run(tmp_path):
-    results.append(tmp_path, {"case": "a", "outcome": "PASS", "duration_s": 40.0, "plan_key": "K"})
-    results.append(tmp_path, {"case": "b", "outcome": "PASS", "duration_s": 42.0, "plan_key": "K"})
-    results.append(tmp_path, {"case": "c", "outcome": "SKIP", "duration_s": 0.0, "plan_key": None})
+    results.append(tmp_path, record("a", "PASS", duration_s=40.0, plan_key="K"))
+    results.append(tmp_path, record("b", "PASS", duration_s=42.0, plan_key="K"))
+    results.append(tmp_path, record("c", "SKIP", duration_s=0.0, plan_key=None))
     assert durations_from_results(tmp_path) == {"a": 40.0, "b": 42.0, "K": 42.0}
     assert load_durations(tmp_path) == durations_from_results(tmp_path)
 

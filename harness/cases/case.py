@@ -61,7 +61,8 @@ class Expectation:
     undocumented: bool = False  # the published guide is silent about this claim
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if v not in (None, False, "", ())}
+        # only the unset defaults go: ``rule: 0`` (the first rule) and ``within_s: 0`` are values
+        out = {k: v for k, v in self.__dict__.items() if not (v is None or v is False or v == "" or v == ())}
         if self.until is not None:
             out["until"] = self.until.isoformat()
         if self.waives:

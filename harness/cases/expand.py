@@ -258,9 +258,16 @@ def resolve(m: Matrix, case: Case) -> Case:
         return replace(case, expectation=UNSPECIFIED)
     r = entry.rule
     error = r.error
-    if error is not None:
+    if error is not None and "{partition_error}" in error:
         # the oracle's exact rejection text, escaped, where the rule asks for it
-        error = error.replace("{partition_error}", re.escape(case.attrs["partition_error"]))
+        text = case.attrs["partition_error"]
+        if not text:
+            # an empty pattern matches every log line: any failure would pass as this rejection
+            raise MatrixError([SourceError(entry.where, f"rule {entry.index}: error {r.error!r} uses "
+                                                        f"{{partition_error}}, but the case {case.id} has a partition "
+                                                        f"vLLM accepts, so the pattern would match any line; narrow "
+                                                        f"`when` to cases with partition_error != \"\"")])
+        error = error.replace("{partition_error}", re.escape(text))
     return replace(case, expectation=Expectation(
         kind=r.expect, why=r.why, rule=entry.index, where=str(entry.where), link=r.link,
         experimental=r.experimental, error=error, phase=r.phase, within_s=r.within_s,

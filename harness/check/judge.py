@@ -63,7 +63,8 @@ class Observation:
     logs: dict[str, str] = field(default_factory=dict)  # launch name -> log file
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, [], {}, False)}
+        # only the unset defaults go; 0 and 0.0 (an exit status, a time) are values
+        return {k: v for k, v in self.__dict__.items() if not (v is None or v is False or v == [] or v == {})}
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,10 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
         cause = f" (root cause: {obs.root_cause['text']})" if obs.root_cause else ""
         out.append(("request", f"request failed: {obs.request_error}{cause}"))
     if obs.partition_expected is not None:
-        if obs.partition is None:
+        if obs.partition is None and obs.request_error:
+            out.append(("partition", "the partition the workers built was not checked: the request failed before "
+                                     "it could be read"))
+        elif obs.partition is None:
             out.append(("partition", "the partition the workers built could not be read (no stage probe, no log line)"))
         elif obs.partition != obs.partition_expected:
             out.append(("partition", f"partition {obs.partition} differs from the oracle's {obs.partition_expected}"))

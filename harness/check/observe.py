@@ -25,6 +25,7 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, plan
+from harness.results import store
 from harness.plan.reference import NEEDS_REFERENCE, resolve
 
 # A log line from one of these processes means the configuration was accepted and the engine began.
@@ -66,7 +67,7 @@ class Observer:
             obs.exit_codes = live.exit_codes()
         real = live.deployment
         paths = live.log_paths
-        obs.logs = {name: str(path) for name, path in paths.items()}
+        obs.logs = {name: store.log_ref(self.run_dir, path) for name, path in paths.items()}
         obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
         cause = logs.root_cause(paths)
         obs.root_cause = cause.to_json() if cause else None

@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from harness.results.store import write_json_atomic
-
-META = "run.json"
+from harness.results.store import META, read_meta, write_json_atomic
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / META
-    try:
-        meta = json.loads(path.read_text()) if path.exists() else {}
-    except ValueError:
-        meta = {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def write_meta(run_dir: Path, suite: str, cluster: str, matrices: list[str], extra: dict[str, Any]) -> None:

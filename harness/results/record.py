@@ -10,6 +10,7 @@ from harness.check.diagnose import diagnose
 from harness.check.judge import Observation, Outcome, judge
 from harness.matrix.load import Matrix
 from harness.plan.deployment import Deployment
+from harness.results import store
 from harness.results.redact import Redactor
 from harness.results.repro import write_bundle
 from harness.results.result import Result
@@ -29,7 +30,8 @@ def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs:
         duration_s=round(duration, 1), harness_error=harness_error)
     if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
         texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
-        result.diagnosis = diagnose(m.diagnosis, texts, {k: Path(v) for k, v in obs.logs.items()})
+        paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
+        result.diagnosis = diagnose(m.diagnosis, texts, paths)
         record = result.to_json()
         if harness_error:
             record["harness_error"] = harness_error

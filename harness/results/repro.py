@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -10,11 +11,15 @@ from typing import Any
 
 from harness.check import logs
 from harness.plan.deployment import Deployment, export
+from harness.results import store
 from harness.results.redact import Redactor
 
 
 def bundle_dir(run_dir: Path, case_id: str) -> Path:
-    return run_dir / "repro" / re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)
+    """A readable slug of the case id plus a short hash of the whole id: ids that differ only in
+    characters the slug folds (``1,4``, ``1;4``, ``1 4``) still get folders of their own."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)[:120]
+    return run_dir / "repro" / f"{slug}-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}"
 
 
 def _comment(text: str) -> str:
@@ -42,16 +47,15 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
         lines += [export(k, v) for k, v in sorted(launch["env"].items())]
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
     (out / "commands.sh").write_text(redactor.text("\n".join(lines)))
-    versions = record.get("versions")
-    if not versions and (run_dir / "run.json").exists():
-        versions = json.loads((run_dir / "run.json").read_text()).get("versions")
+    versions = record.get("versions") or store.read_meta(run_dir).get("versions")
     obs = record.get("observation", {})
     excerpts = {}
     for key in ("root_cause", "expected_error_line"):
         line = obs.get(key)
-        path = obs.get("logs", {}).get(line["log"]) if line else None
+        ref = obs.get("logs", {}).get(line["log"]) if line else None
+        path = store.log_path(run_dir, ref) if ref else None
         if line and path:
-            excerpts[key] = logs.excerpt(Path(path), line["line"], before=15, after=5)
+            excerpts[key] = logs.excerpt(path, line["line"], before=15, after=5)
     case = json.loads(json.dumps({
         "case": record["case"], "outcome": record["outcome"], "reason": record["reason"],
         "diagnosis": record.get("diagnosis"),

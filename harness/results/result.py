@@ -43,6 +43,13 @@ class Result:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:
+        """A record as the store keeps it; one that does not fit is refused with the reason
+        (``harness.results.schema`` holds the checks every reader relies on)."""
+        from harness.results.schema import Record, problem
+
+        why = problem(Record, d)
+        if why:
+            raise ValueError(why)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values.setdefault("schema", 1)

@@ -2,18 +2,41 @@
 
 A killed run loses nothing already written; a torn last line (the process died mid-write) is
 detected and dropped, so ``--resume`` re-runs exactly the cases without a complete record.
+Every other line must be a record of the shape ``harness.results.schema.Record`` describes;
+one that is not is a ``RunDirError`` naming the file, line and value.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.results import schema
 from harness.results.redact import Redactor
 
 RESULTS = "results.jsonl"
+META = "run.json"
+
+
+class RunDirError(ValueError):
+    """A run directory, or a file in it, that cannot be read as one."""
+
+
+def check_run_dir(run_dir: Path) -> Path:
+    """``run_dir`` if it is a run directory (it holds results.jsonl or run.json), else RunDirError."""
+    if not run_dir.exists():
+        raise RunDirError(f"{run_dir}: no such directory")
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory; give the run directory that holds {RESULTS}")
+    for name in (RESULTS, META):
+        if (run_dir / name).exists() and not (run_dir / name).is_file():
+            raise RunDirError(f"{run_dir / name} is not a file")
+    if not (run_dir / RESULTS).exists() and not (run_dir / META).exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no {RESULTS} or {META})")
+    return run_dir
 
 
 def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = None) -> None:
@@ -33,16 +56,22 @@ def read_all(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / RESULTS
     if not path.exists():
         return []
+    if not path.is_file():
+        raise RunDirError(f"{path} is not a file")
     records = []
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
+    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True), 1):
         if not raw.endswith("\n"):
             break  # torn final write
+        if not raw.strip():
+            continue
         try:
             rec = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and "case" in rec:
-            records.append(rec)
+        except json.JSONDecodeError as err:
+            raise RunDirError(f"{path}:{number}: not a JSON record ({err.msg} at column {err.colno})") from None
+        why = schema.problem(schema.Record, rec)
+        if why:
+            raise RunDirError(f"{path}:{number}: {why}")
+        records.append(rec)
     return records
 
 
@@ -59,6 +88,67 @@ def history(run_dir: Path) -> dict[str, list[str]]:
     return out
 
 
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """run.json ({} when the run has none), checked like the records."""
+    path = run_dir / META
+    if not path.exists():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as err:
+        raise RunDirError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except OSError as err:
+        raise RunDirError(f"{path}: {err.strerror}") from None
+    why = schema.problem(schema.RunMeta, meta)
+    if why:
+        raise RunDirError(f"{path}: {why}")
+    return meta
+
+
+def recorded_matrices(meta: dict[str, Any]) -> list[Path]:
+    """The matrix directories a run was made with (run.json holds one string or a list)."""
+    value = meta.get("matrices")
+    if value is None:
+        return []
+    return [Path(v) for v in ([value] if isinstance(value, str) else value)]
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON so that a reader (or a resume after a kill) sees
+    the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def log_ref(run_dir: Path, path: Path) -> str:
+    """How a record names a log file: relative to the run directory, so the run can be moved
+    and reported from anywhere."""
+    return os.path.relpath(Path(path).resolve(), Path(run_dir).resolve())
+
+
+def log_path(run_dir: Path, ref: str) -> Path | None:
+    """The log file a record's reference names, or None when there is none inside the run
+    directory (reports read nothing else, whatever a record says)."""
+    root = Path(run_dir).resolve()
+    parts = Path(ref).parts
+    # records written before references were relative to the run name the file from where
+    # ppconf ran (``runs/X/logs/...``): try that, and the part from the run's logs/ folder on
+    candidates = [root / ref, Path(ref)] + [root.joinpath(*parts[i:]) for i, p in enumerate(parts) if p == "logs"]
+    for candidate in candidates:
+        path = candidate.resolve()
+        if path.is_relative_to(root) and path.is_file():
+            return path
+    return None
+
+
 def repair(run_dir: Path) -> bool:
     """Cut a torn last line off the file so later appends start on a fresh line."""
     path = run_dir / RESULTS
@@ -71,10 +161,3 @@ def repair(run_dir: Path) -> bool:
     with open(path, "r+b") as f:
         f.truncate(cut)
     return True
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON so a reader never sees a torn file: a temporary file renamed over the target."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str))
-    os.replace(tmp, path)

@@ -1,0 +1,81 @@
+"""One ppconf at a time per run directory.
+
+A run (``ppconf run``, ``--resume``, or a pytest session) holds an exclusive ``flock`` on
+``RUN_DIR/run.lock`` for as long as it runs; the kernel drops it when the holder dies, even by
+SIGKILL, so a stale lock never blocks a resume. A second ppconf on the same directory would
+reap the first one's servers and append to its results, so it is refused. A run recorded in
+run.json by a process that is still alive (a ppconf from before this lock existed) is refused
+too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+LOCK = "run.lock"
+
+
+class RunBusy(Exception):
+    """Another live ppconf holds the run directory."""
+
+
+def _process_started(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds), or None if there is no such process here."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(float(l.split()[1]) for l in Path("/proc/stat").read_text().splitlines() if l.startswith("btime"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, after the parenthesised command name
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def live_owner(meta: dict[str, Any]) -> int | None:
+    """The pid run.json names if that process is alive on this host and is the one that started
+    the run (it was running when the run started: a reused pid started later), else None."""
+    pid = meta.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
+        return None
+    began = _process_started(pid)
+    if began is None:
+        return None
+    try:
+        started = datetime.datetime.fromisoformat(meta["started"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return pid
+    return pid if began <= started + 1 else None
+
+
+@contextmanager
+def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None]:
+    """Hold ``run_dir`` for the whole ``with`` block, or raise RunBusy naming who holds it.
+    ``meta``: the run's run.json, when it has one, for the liveness check of its pid."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text(errors="replace").strip() or "another process"
+            raise RunBusy(f"{run_dir} is in use by a running ppconf ({holder}); wait for it to finish, "
+                          f"or stop it, then resume") from None
+        pid = live_owner(meta or {})
+        if pid is not None:
+            raise RunBusy(f"{run_dir} belongs to ppconf process {pid}, which is still running; "
+                          f"wait for it to finish, or stop it, then resume")
+        os.ftruncate(fd, 0)
+        # who holds it, for the refusal message; never argv, which may carry a secret
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays, so no holder ever locks an unlinked inode
