@@ -180,7 +180,7 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
     such as P/D, that the cases exercise), per platform, in the docs' terms: a symbol and one
     sentence with its qualifiers ("MiniMax-M3 only", an exception the guide is silent about, a
     known issue). Features the docs do not name as rows (no aliases) get no row."""
-    from reports.drift import _cases_about, _subject  # the same cases docs-drift weighs for a row
+    from reports.drift import cases_about, subject_of  # the same cases docs-drift weighs for a row
 
     rows = []
     titles = {k: f.title for k, f in matrix.families.items()}
@@ -194,7 +194,7 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
                 aliased.setdefault(alias, set()).add(name)
         subjects += [(alias, "topology", names) for alias, names in aliased.items()]
         for label, kind, keys in subjects:
-            about = _cases_about(matrix, kind, keys, mine)
+            about = cases_about(matrix, kind, keys, mine)
             if not about:
                 continue
             per: dict[str, list] = {}
@@ -203,7 +203,7 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
             ok = sorted(f for f, cs in per.items() if any(claim_symbol(c.expectation.to_json()) != REJECTED for c in cs))
             refused = sorted(f for f in per if f not in ok)
             silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
-            rule_about = _subject(matrix, kind, keys)[1]
+            rule_about = subject_of(matrix, kind, keys)[1]
             waived = [c.expectation for c in about if c.expectation.kind in ("known-issue", "flaky")
                       and rule_about(rules[c.expectation.rule].when)]
             experimental = any(c.expectation.experimental for c in about)

@@ -112,7 +112,7 @@ def _same(a: str, b: str) -> bool:
     return {a, b} <= {SUPPORTED, EXPERIMENTAL} or a == b
 
 
-def _subject(matrix, kind: str, keys: set[str]):
+def subject_of(matrix, kind: str, keys: set[str]):
     """(does a case exercise the row, is a rule about the row) for a feature or topology row."""
     if kind == "feature":
         tokens = [f'"{k}" in features' for k in keys]
@@ -120,11 +120,11 @@ def _subject(matrix, kind: str, keys: set[str]):
     return (lambda c: c.topology in keys, lambda when: re.search(r"\bpd\b", when) is not None)
 
 
-def _cases_about(matrix, kind: str, keys: set[str], cases) -> list:
+def cases_about(matrix, kind: str, keys: set[str], cases) -> list:
     """The cases that speak for a row, per model variant: those decided by a rule about the row,
     or, for a variant with none, every case of it exercising the row (whatever rule decided it:
     with no rule of its own, the row inherits that claim)."""
-    exercises, about = _subject(matrix, kind, keys)
+    exercises, about = subject_of(matrix, kind, keys)
     rules = {e.index: e.rule for e in matrix.rules}
     groups: dict[tuple[str, str], list] = {}
     for c in cases:
@@ -164,7 +164,7 @@ ISSUE = re.compile(r"\bissue\b|under investigation|intermittent|flaky", re.I)
 
 def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases,
                  by_case: dict[str, dict]) -> list[Drift]:
-    mine = _cases_about(matrix, kind, keys, cases)
+    mine = cases_about(matrix, kind, keys, cases)
     rules = {e.index: e.rule for e in matrix.rules}
     key = ", ".join(sorted(keys))
     if not mine:
@@ -342,7 +342,7 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
     for line, sentence, symbol, kind, keys in _prose_claims(text, matrix):
         row = PublishedRow(line, sentence, sentence, "compatibility list")
         # the list speaks of the feature as a whole: compared with its best verdict over families
-        mine = _cases_about(matrix, kind, keys, cases)
+        mine = cases_about(matrix, kind, keys, cases)
         verdict = _verdict([claim_symbol(c.expectation.to_json()) for c in mine]) if mine else UNTESTED
         if not _same(verdict, symbol):
             out.append(Drift(line, sentence, symbol, verdict, None,

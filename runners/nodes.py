@@ -13,25 +13,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from dataclasses import dataclass
 from typing import Sequence
 
 from harness.plan.cluster import Cluster, Node
+from runners.output import NodeOutput
 
 _WITH_SET_ENV = 'source "$1" && shift && exec "$@"'
-
-
-@dataclass
-class NodeOutput:
-    node: str
-    returncode: int | None  # None: the node did not run it (unreachable, timeout); see error
-    stdout: str = ""
-    stderr: str = ""
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
 
 
 def _argv(node: Node, argv: Sequence[str], set_env: bool) -> list[str]:
@@ -52,13 +39,13 @@ def _local(node: Node, argv: list[str], timeout_s: float) -> NodeOutput:
 
 
 def _ssh(node: Node, argv: list[str], timeout_s: float) -> NodeOutput:
-    from runners.ssh import SshOptions, SshTarget, _run, reachable, ssh_argv
+    from runners.ssh import SshOptions, SshTarget, reachable, run_ssh, ssh_argv
 
     opts = SshOptions()
     why = reachable(node, min(timeout_s, opts.connect_timeout_s + 5), opts)
     if why:
         return NodeOutput(node.name, None, error=why)
-    done = _run(ssh_argv(SshTarget.from_node(node), opts) + [shlex.join(argv)], timeout_s)
+    done = run_ssh(ssh_argv(SshTarget.from_node(node), opts) + [shlex.join(argv)], timeout_s)
     if done is None:
         return NodeOutput(node.name, None, error=f"no answer within {timeout_s:g} s")
     if done.returncode == 255:  # ssh's own failure, not the program's

@@ -60,6 +60,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from harness.plan.deployment import LaunchSpec
 from runners.local import LocalHandle, LocalNodeRunner
 from runners.errors import InfrastructureError
+from runners.output import NodeOutput
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown
 POLL_S = 0.25  # how often the driver pulls new log bytes
@@ -353,8 +354,6 @@ _run_command_task = ray.remote(num_cpus=0, max_retries=0)(_run_command)
 def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: float = 60.0) -> list:
     """Runs each ``(node name, argv)`` in a task pinned to that node, with the node's own
     environment (as a launch gets it); a ``runners.nodes.NodeOutput`` per call."""
-    from runners.nodes import NodeOutput
-
     try:
         runner = RayNodeRunner(address)
     except RayRunnerError as err:

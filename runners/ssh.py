@@ -149,7 +149,7 @@ def ssh_argv(target: SshTarget, opts: SshOptions = SshOptions(), *, connect_time
     return [*argv, "--", target.host]
 
 
-def _run(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+def run_ssh(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
     """A short ssh call, outside the terminal's process group (a Ctrl-C meant for ppconf must
     not cut a teardown call in half); None when it did not finish in time."""
     try:
@@ -175,7 +175,7 @@ def reachable(node: Node | SshTarget, timeout_s: float = 10.0, opts: SshOptions 
         argv = ssh_argv(target, opts, connect_timeout_s=timeout_s) + ["true"]
     except ValueError as err:
         return f"cannot reach {target} over ssh: {err}"
-    done = _run(argv, timeout_s)
+    done = run_ssh(argv, timeout_s)
     if done is None:
         return f"cannot reach {target} over ssh: no answer within {timeout_s:g} s"
     if done.returncode == 0:
@@ -336,7 +336,7 @@ class SshHandle:
     def _remote(self, command: str, timeout_s: float) -> int | None:
         """Runs a constant command (built from integers only) on the node; its status, or None
         when ssh itself failed or did not answer in time."""
-        done = _run(ssh_argv(self.target, self.opts) + [command], timeout_s)
+        done = run_ssh(ssh_argv(self.target, self.opts) + [command], timeout_s)
         if done is None or done.returncode == 255:
             return None
         return done.returncode
@@ -463,7 +463,7 @@ class SshNodeRunner:
         """Ends the control masters this runner's connections went through."""
         for target in self._targets:
             argv = ssh_argv(target, self.opts)
-            _run([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
+            run_ssh([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
         self._targets.clear()
 
     def __enter__(self) -> "SshNodeRunner":

@@ -89,7 +89,7 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
 def test_a_node_that_does_not_answer_is_asked_once(monkeypatch):
     import runners.nodes
     from harness.plan.cluster import Cluster, Node
-    from runners.nodes import NodeOutput
+    from runners.output import NodeOutput
 
     calls = []
 

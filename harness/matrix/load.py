@@ -107,7 +107,7 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return []
 
 
-def _validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError) -> list[SourceError]:
+def validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError) -> list[SourceError]:
     out = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -183,7 +183,7 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
         try:
             rule = Rule.model_validate(entry)
         except ValidationError as err:
-            errors.extend(_validation_errors(doc, Rule, ("rules", i), err))
+            errors.extend(validation_errors(doc, Rule, ("rules", i), err))
             continue
         try:
             condition = cond.parse(rule.when, attrs, domains)
@@ -225,7 +225,7 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
                 try:
                     matrix.diagnosis.append(Diagnosis.model_validate(entry))
                 except ValidationError as err:
-                    errors.extend(_validation_errors(doc, Diagnosis, ("diagnosis", i), err))
+                    errors.extend(validation_errors(doc, Diagnosis, ("diagnosis", i), err))
             continue
         model = SECTIONS.get(section)
         if model is None:
@@ -249,7 +249,7 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
             try:
                 target[name] = model.model_validate(entry)
             except ValidationError as err:
-                errors.extend(_validation_errors(doc, model, (section, name), err))
+                errors.extend(validation_errors(doc, model, (section, name), err))
                 continue
             # an earlier layer's entry of this name is replaced whole
             defined_here.add((section, name))

@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from harness.matrix.schema import Env, Strict
 from harness.matrix.source import MatrixError, SourceError, load_document
-from harness.matrix.load import _validation_errors
+from harness.matrix.load import validation_errors
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
@@ -93,7 +93,7 @@ def load_cluster(ref: str | Path | None) -> Cluster:
     try:
         cluster = Cluster.model_validate(doc.root)
     except ValidationError as err:
-        raise MatrixError(_validation_errors(doc, Cluster, (), err)) from err
+        raise MatrixError(validation_errors(doc, Cluster, (), err)) from err
     names = [n.name for n in cluster.nodes]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
