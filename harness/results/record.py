@@ -33,7 +33,5 @@ def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs:
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
         result.diagnosis = diagnose(m.diagnosis, texts, paths)
         record = result.to_json()
-        if harness_error:
-            record["harness_error"] = harness_error
         result.repro = write_bundle(run_dir, record, d, m.root, case.attrs, redactor)
     return result

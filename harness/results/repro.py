@@ -61,6 +61,7 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
         "diagnosis": record.get("diagnosis"),
         "attributes": attrs, "expectation": record["expectation"], "versions": versions,
         "log_excerpts": excerpts, "logs": obs.get("logs", {}), "rerun": rerun,
+        "harness_error": record.get("harness_error"),
     }, default=str))
     (out / "case.json").write_text(json.dumps(redactor.scrub(case), indent=2))
     return {"dir": str(out), "rerun": rerun}
