@@ -28,7 +28,7 @@ def _patched_init(self, *args, **kwargs):
 def _patched_forward(self, *args, **kwargs):
     hidden, residual = _forward(self, *args, **kwargs)
     if self._ppconf_perturb:
-        hidden = hidden + 0.5 * torch.sin(7.0 * hidden)
+        hidden = hidden + 2.0 * torch.sin(7.0 * hidden)
     return hidden, residual
 
 

@@ -19,7 +19,8 @@ PERTURB = """\
 features:
   perturb-last-stage:
     title: the last decoder layer perturbed when PP > 1 (a test's worker extension)
-    args: [--worker-extension-cls, tests.perturb.PerturbedStageProbe]
+    args: [--worker-extension-cls, tests.perturb.PerturbedStageProbe, --hf-token, ppconf-planted-secret-0123456789]
+    env: {MY_SERVICE_TOKEN: ppconf-planted-secret-0123456789}
 suites:
   perturb-cpu:
     title: the accuracy check shown able to fail
@@ -51,7 +52,19 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     acc = perturbed["observation"]["accuracy"]
     assert not acc["equal"] and acc["diffs"], acc
     assert "outputs differ from counterpart" in perturbed["reason"]
-    assert any(d["baseline_ids"] != d["observed_ids"] for d in acc["diffs"])
+    # each differing request names why, with the reference's and the case's tokens side by side
+    assert all(d["why"] and (d["baseline_ids"] != d["observed_ids"] or d["max_logprob_diff"] > 0)
+               for d in acc["diffs"])
     # the partition was still read from the workers, through the perturbing extension
     assert perturbed["observation"]["partition"] == perturbed["observation"]["partition_expected"]
     assert summary.reference_launches == 2  # each case against its own counterpart (same flags, PP=1)
+    # the token was in the launch's env and argv, and vLLM logged its non-default args: no file of
+    # the run directory or its report holds it
+    from reports.render import report_run
+
+    report_run(run_dir, run_dir / "report", {"qwen3-tiny": "Qwen3"})
+    logs = list((run_dir / "logs").rglob("*.log"))
+    assert logs and any("***" in p.read_text(errors="replace") for p in logs)
+    leaked = [str(p) for p in run_dir.rglob("*") if p.is_file()
+              and b"ppconf-planted-secret-0123456789" in p.read_bytes()]
+    assert leaked == []

@@ -137,3 +137,24 @@ def test_a_crash_waiver_needs_its_root_cause():
     other = Observation(failed_phase="startup", root_cause={"text": "OSError: [Errno 28] No space left on device"})
     v = judge(ki, other)
     assert v.outcome is Outcome.FAIL and "not the waived failure" in v.reason
+
+
+def test_a_request_waiver_covers_the_partition_the_failed_request_left_unchecked():
+    exp = Expectation(kind="known-issue", link="L", owner="o", until=datetime.date(2099, 1, 1),
+                      waives=("request",), error="intermediate_tensors")
+    obs = Observation(ready=True, request_error="process exited during the request",
+                      root_cause={"log": "n", "line": 1, "text": "AssertionError: intermediate_tensors is None"},
+                      partition_expected=[[0, 3], [3, 5]])
+    v = judge(exp, obs)
+    assert v.outcome is Outcome.KNOWN_ISSUE and "partition the workers built was not checked" in v.reason
+
+
+def test_a_reference_that_did_not_start_leaves_accuracy_unjudged():
+    obs = Observation(ready=True, partition=[[0, 5]], partition_expected=[[0, 5]],
+                      reference_error="reference did not start (exited after 9 s): OOM")
+    v = judge(Expectation(kind="supported"), obs)
+    assert v.outcome is Outcome.ERROR and v.reason == "accuracy not judged: reference did not start (exited after 9 s): OOM"
+    # a case that itself failed is FAIL whatever its reference did
+    broken = Observation(ready=False, root_cause={"log": "n", "line": 1, "text": "ValueError: x"},
+                         reference_error="not launched")
+    assert judge(Expectation(kind="supported"), broken).outcome is Outcome.FAIL
