@@ -200,13 +200,13 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
                 # an unqualified ✅ claims every case of the variant: one refused stack or layout
                 # the cell does not name is a disagreement (the P/D cell's own qualifiers — decode
                 # PP1, prefill TP a multiple of decode TP — are read from the P/D section)
-                refused = [c for c, sym in zip(group, symbols) if sym == REJECTED and not (
+                refused = [c for c, sym in zip(group, symbols, strict=True) if sym == REJECTED and not (
                     kind == "topology" and c.expectation.rule is not None
                     and re.search(r"decode_pp|pd_tp_multiple", rules[c.expectation.rule].when))]
                 if refused:
                     verdict = REJECTED
             if not _same(verdict, expected[fv[0]]):
-                behind = [c for c, s in zip(group, symbols) if _same(s, verdict)]
+                behind = [c for c, s in zip(group, symbols, strict=True) if _same(s, verdict)]
                 per[fv] = (verdict, [c.id for c in behind], any(c.expectation.undocumented for c in behind))
         families = sorted({f for f, _ in per})
         for fam in families:

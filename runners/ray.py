@@ -45,9 +45,9 @@ version as the driver's), and a Ray of the driver's version.
 from __future__ import annotations
 
 import os
-import sys
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -58,8 +58,8 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.plan.deployment import LaunchSpec
-from runners.local import LocalHandle, LocalNodeRunner
 from runners.errors import InfrastructureError
+from runners.local import LocalHandle, LocalNodeRunner
 from runners.output import NodeOutput
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown

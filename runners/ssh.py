@@ -88,7 +88,7 @@ class SshTarget:
     options: tuple[str, ...] = ()  # ssh_config options, "Name=value", each passed as -o
 
     @classmethod
-    def from_node(cls, node: Node) -> "SshTarget":
+    def from_node(cls, node: Node) -> SshTarget:
         s = node.ssh
         if s is None:
             return cls(node.host)
@@ -466,7 +466,7 @@ class SshNodeRunner:
             run_ssh([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
         self._targets.clear()
 
-    def __enter__(self) -> "SshNodeRunner":
+    def __enter__(self) -> SshNodeRunner:
         return self
 
     def __exit__(self, *exc) -> None:
