@@ -42,7 +42,7 @@ def read_tables(text: str, column_pattern: str = r"^support$|pipeline parallel|S
         col = None
         if head and len(head) >= 2:
             col = next((j for j, h in enumerate(head) if j > 0 and re.search(column_pattern, h, re.I)), None)
-        if col is None:
+        if head is None or col is None:
             i += 1
             continue
         i += 1
@@ -271,7 +271,7 @@ def _prose_claims(text: str, matrix) -> list[tuple[int, str, str, str, set[str]]
     """(line, sentence, symbol, kind, keys) for each line of the compatibility list that names a
     feature: "X is not compatible with PP" is ❌, "X supports PP ..." ✅."""
     lines = text.splitlines()
-    out = []
+    out: list[tuple[int, str, str, str, set[str]]] = []
     start = next((i for i, l in enumerate(lines) if re.search(r"兼容性与限制|^compatibility", l.strip(), re.I)), None)
     if start is None:
         return out

@@ -134,12 +134,14 @@ class LaunchActor:
         """Log bytes from ``offset`` and the exit status. The status is taken first, so when it is
         set, the bytes run to the end of what the leader wrote (a later call gets the rest)."""
         rc = self.handle.returncode() if self.handle else None
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(offset)
-                data = f.read(limit)
-        except (OSError, TypeError):
-            data = b""
+        data = b""
+        if self.log is not None:  # None until start() named the log
+            try:
+                with open(self.log, "rb") as f:
+                    f.seek(offset)
+                    data = f.read(limit)
+            except OSError:
+                pass
         return data, rc
 
     def stop(self, grace_s: float) -> int | None:

@@ -439,6 +439,7 @@ class SshNodeRunner:
                 start_new_session=True,  # a Ctrl-C meant for ppconf does not cut the connection
             )
         self._targets.add(target)
+        assert proc.stdin is not None  # stdin=subprocess.PIPE
         try:
             proc.stdin.write(block)  # the remote side reads it first; the pipe then stays open
             proc.stdin.flush()

@@ -134,13 +134,13 @@ class _Builder:
         witnessed = 0
         for g in _bits(self.valid):
             if not witnessed >> g & 1:
-                row = next(self._rows((g,)), None)
-                if row is None:
+                witness = next(self._rows((g,)), None)
+                if witness is None:
                     self.valid &= ~(1 << g)
                     for h in _bits(uncovered[g]):
                         give_up(g, h)
                 else:
-                    witnessed |= row[1]
+                    witnessed |= witness[1]
 
         rows: list[tuple[int, ...]] = []
         remaining = pairs_allowed - len(given_up)

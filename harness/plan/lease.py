@@ -25,7 +25,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.plan.deployment import Placement
@@ -280,7 +280,7 @@ class Leases:
             pause = min(pause * 2, POLL_MAX_S)
 
     def acquire_placement(self, placement: Placement, timeout_s: float, note: str = "",
-                          candidates: dict[str, Sequence[int]] | None = None) -> Gang:
+                          candidates: Mapping[str, Sequence[int]] | None = None) -> Gang:
         """Gang-lease as many devices per node rank as ``placement`` uses, on the same nodes.
 
         Candidates default to the placement's own devices (exactly those); pass a node's whole

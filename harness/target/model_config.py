@@ -104,7 +104,7 @@ class LayerCounts:
             except (OSError, ValueError):
                 return None
         node = self.cluster.nodes[0] if self.cluster and self.cluster.nodes else None
-        if node is None or node.reach == "local":
+        if self.cluster is None or node is None or node.reach == "local":
             self.where[model] = f"{model}/config.json (not found here)"
             return None
         from runners.nodes import run_on_nodes
