@@ -104,11 +104,11 @@ def late_requires() -> Matrix:
     requires = {"cuda_graphs": "torch_compile", "sleep_mode": "cpu_offload"}  # cpu_offload: nowhere
 
     def judge(stack, *flags):
-        on = set(stack) | {f for f, flag in zip(FEATURES, flags) if flag}
+        on = set(stack) | {f for f, flag in zip(FEATURES, flags, strict=True) if flag}
         return all(req in on for f, req in requires.items() if f in on)
 
     base = pp_matrix(False)
-    dims = dict(zip(base.names, base.values)) | {"stack": stacks}
+    dims = dict(zip(base.names, base.values, strict=True)) | {"stack": stacks}
     return Matrix(dims, [(("topology", "partition"), partition_fits), (("stack", *FEATURES), judge)])
 
 

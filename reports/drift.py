@@ -42,7 +42,7 @@ def read_tables(text: str, column_pattern: str = r"^support$|pipeline parallel|S
         col = None
         if head and len(head) >= 2:
             col = next((j for j, h in enumerate(head) if j > 0 and re.search(column_pattern, h, re.I)), None)
-        if col is None:
+        if head is None or col is None:
             i += 1
             continue
         i += 1
@@ -200,13 +200,13 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
                 # an unqualified ✅ claims every case of the variant: one refused stack or layout
                 # the cell does not name is a disagreement (the P/D cell's own qualifiers — decode
                 # PP1, prefill TP a multiple of decode TP — are read from the P/D section)
-                refused = [c for c, sym in zip(group, symbols) if sym == REJECTED and not (
+                refused = [c for c, sym in zip(group, symbols, strict=True) if sym == REJECTED and not (
                     kind == "topology" and c.expectation.rule is not None
                     and re.search(r"decode_pp|pd_tp_multiple", rules[c.expectation.rule].when))]
                 if refused:
                     verdict = REJECTED
             if not _same(verdict, expected[fv[0]]):
-                behind = [c for c, s in zip(group, symbols) if _same(s, verdict)]
+                behind = [c for c, s in zip(group, symbols, strict=True) if _same(s, verdict)]
                 per[fv] = (verdict, [c.id for c in behind], any(c.expectation.undocumented for c in behind))
         families = sorted({f for f, _ in per})
         for fam in families:
@@ -271,7 +271,7 @@ def _prose_claims(text: str, matrix) -> list[tuple[int, str, str, str, set[str]]
     """(line, sentence, symbol, kind, keys) for each line of the compatibility list that names a
     feature: "X is not compatible with PP" is ❌, "X supports PP ..." ✅."""
     lines = text.splitlines()
-    out = []
+    out: list[tuple[int, str, str, str, set[str]]] = []
     start = next((i for i, l in enumerate(lines) if re.search(r"兼容性与限制|^compatibility", l.strip(), re.I)), None)
     if start is None:
         return out

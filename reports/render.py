@@ -10,14 +10,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from harness.target.versions import stack
-
 import jinja2
 
 from harness.check import logs
+from harness.plan.deployment import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
-from harness.plan.deployment import LaunchSpec, PlanError
+from harness.target.versions import stack
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 

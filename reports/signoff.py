@@ -6,12 +6,13 @@ import datetime
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from harness.results import store as results
+
 from harness.check.judge import Outcome
+from harness.results import store as results
+from harness.target.versions import stack
 
 from .cells import Entry, entries_from_results
 from .render import header, load_meta
-from harness.target.versions import stack
 
 
 def _label(e: Entry) -> str:

@@ -36,7 +36,7 @@ def reap_left_behind(run_dir: Path, cluster: Cluster, groups: list[Any]) -> tupl
             problems.append(f"node {name} is no longer in the inventory; left its groups {pgids} alone")
             continue
         calls.append((node, [node.python, "-c", REAPER_SOURCE, str(run_dir), *map(str, pgids)]))
-    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s=60) if calls else []):
+    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s=60) if calls else [], strict=True):
         try:
             reaped += json.loads(out.stdout.strip().splitlines()[-1]) if out.ok else []
         except (ValueError, IndexError):

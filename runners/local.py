@@ -69,9 +69,6 @@ class LocalHandle:
             time.sleep(0.05)
 
 
-from runners.reaper import MARKER, reap  # noqa: F401 - the local runner's reaping is the reaper's
-
-
 _SOURCE_THEN_EXEC = (
     'set_env=$1; n=$2; shift 2; saved=(); '
     'for k in "${@:1:n}"; do saved+=("$k=${!k}"); done; shift "$n"; '

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.plan.cluster import Cluster, Node
 from runners.output import NodeOutput
@@ -76,6 +76,7 @@ def run_on_nodes(cluster: Cluster, calls: Sequence[tuple[Node, Sequence[str]]], 
             from runners.ray import run_commands
 
             for (i, _, _), result in zip(ray_calls, run_commands(cluster.ray_address,
-                                                                  [(n.name, a) for _, n, a in ray_calls], timeout_s)):
+                                                                  [(n.name, a) for _, n, a in ray_calls], timeout_s),
+                                         strict=True):
                 out[i] = result
     return out  # type: ignore[return-value]

@@ -45,9 +45,9 @@ version as the driver's), and a Ray of the driver's version.
 from __future__ import annotations
 
 import os
-import sys
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -58,8 +58,8 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.plan.deployment import LaunchSpec
-from runners.local import LocalHandle, LocalNodeRunner
 from runners.errors import InfrastructureError
+from runners.local import LocalHandle, LocalNodeRunner
 from runners.output import NodeOutput
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown
@@ -134,12 +134,14 @@ class LaunchActor:
         """Log bytes from ``offset`` and the exit status. The status is taken first, so when it is
         set, the bytes run to the end of what the leader wrote (a later call gets the rest)."""
         rc = self.handle.returncode() if self.handle else None
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(offset)
-                data = f.read(limit)
-        except (OSError, TypeError):
-            data = b""
+        data = b""
+        if self.log is not None:  # None until start() named the log
+            try:
+                with open(self.log, "rb") as f:
+                    f.seek(offset)
+                    data = f.read(limit)
+            except OSError:
+                pass
         return data, rc
 
     def stop(self, grace_s: float) -> int | None:

@@ -1,8 +1,8 @@
 """Stops process groups a killed ppconf left behind, on whichever node they run.
 
-Self-contained on purpose (standard library only, no ppconf imports): the local runner imports
-it, and the SSH runner sends this file's text to a node's Python as a ``-c`` program, so the same
-code reaps on every node.
+Self-contained on purpose (standard library only, no ppconf imports): ``runners.leftovers`` calls
+it for this host and sends this file's text to another node's Python as a ``-c`` program, so the
+same code reaps on every node.
 
     python3 reaper.py RUN_DIR PGID...     # prints the reaped group ids as a JSON list
 

@@ -88,7 +88,7 @@ class SshTarget:
     options: tuple[str, ...] = ()  # ssh_config options, "Name=value", each passed as -o
 
     @classmethod
-    def from_node(cls, node: Node) -> "SshTarget":
+    def from_node(cls, node: Node) -> SshTarget:
         s = node.ssh
         if s is None:
             return cls(node.host)
@@ -439,6 +439,7 @@ class SshNodeRunner:
                 start_new_session=True,  # a Ctrl-C meant for ppconf does not cut the connection
             )
         self._targets.add(target)
+        assert proc.stdin is not None  # stdin=subprocess.PIPE
         try:
             proc.stdin.write(block)  # the remote side reads it first; the pipe then stays open
             proc.stdin.flush()
@@ -466,7 +467,7 @@ class SshNodeRunner:
             run_ssh([*argv[:-2], "-O", "exit", *argv[-2:]], 10)
         self._targets.clear()
 
-    def __enter__(self) -> "SshNodeRunner":
+    def __enter__(self) -> SshNodeRunner:
         return self
 
     def __exit__(self, *exc) -> None:

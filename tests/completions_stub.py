@@ -72,7 +72,7 @@ class CompletionsStub:
                 "logprobs": {
                     "tokens": tokens,
                     "token_logprobs": logprobs,
-                    "top_logprobs": [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:])],
+                    "top_logprobs": [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:], strict=True)],
                     "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))],
                 },
             })

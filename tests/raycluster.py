@@ -50,7 +50,7 @@ class RayCluster:
         self._netns_made = False
 
     # ---- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "RayCluster":
+    def start(self) -> RayCluster:
         made = _run(["ip", "netns", "add", self.netns])
         if made.returncode != 0:
             raise ClusterError(f"cannot create a network namespace: {made.stderr.strip()}")
@@ -117,7 +117,7 @@ class RayCluster:
                 continue
         return out
 
-    def driver(self) -> "Driver":
+    def driver(self) -> Driver:
         return Driver(self)
 
 

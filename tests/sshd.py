@@ -85,7 +85,7 @@ class Sshd:
     user: str = "root"
 
     @classmethod
-    def start(cls, root: Path) -> "Sshd":
+    def start(cls, root: Path) -> Sshd:
         root.mkdir(parents=True, exist_ok=True)
         host_key, client_key = root / "host_ed25519", root / "client_ed25519"
         for key in (host_key, client_key):

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
+from harness.plan.cluster import load_cluster
 from harness.plan.deployment import PlanError, plan
 from harness.target.model_config import LayerCounts
 from reports.drift import docs_drift

@@ -2,7 +2,6 @@ import json
 import subprocess
 import sys
 
-
 from harness.cli import main
 
 

@@ -14,18 +14,18 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
 
-from harness.results import store as results  # noqa: E402
-from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.cases.expand import expand, select  # noqa: E402
-from harness.check.judge import Outcome, judge  # noqa: E402
-from harness.matrix.load import load_matrix  # noqa: E402
-from harness.plan.deployment import Ports  # noqa: E402
 from harness.check.compare import collect  # noqa: E402
+from harness.check.judge import Outcome, judge  # noqa: E402
 from harness.check.live import free_port  # noqa: E402
 from harness.check.watch import watch_request  # noqa: E402
+from harness.matrix.load import load_matrix  # noqa: E402
 from harness.matrix.schema import Compare  # noqa: E402
+from harness.plan.cluster import load_cluster  # noqa: E402
+from harness.plan.deployment import Ports  # noqa: E402
+from harness.results import store as results  # noqa: E402
 from harness.run import RunConfig, SuiteRun  # noqa: E402
-from runners.local import MARKER  # noqa: E402
+from runners.reaper import MARKER  # noqa: E402
 
 
 def ours(run_dir: Path) -> list[int]:
@@ -204,7 +204,6 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
     runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-mp/1,4/none")
     (d,) = runner.prepare()
     case = runner.by_id[d.case_ids[0]]
-    from harness.plan.deployment import plan
 
     deadline = 20.0
     with _serve(runner, d, case, tmp_path) as live:

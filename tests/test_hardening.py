@@ -199,7 +199,7 @@ def test_a_partition_error_pattern_that_expands_to_nothing_is_an_error(matrix_di
 def test_a_resume_while_the_run_is_alive_is_refused(tmp_path, capsys):
     run = make_run(tmp_path / "run", [], {"suite": "families-cpu", "started": "2026-01-01T00:00:00+00:00"})
     with run_lock(run):
-        one_error(capsys, main(["run", "--resume", str(run)]), "in use by a running ppconf", '"pid": %d' % os.getpid())
+        one_error(capsys, main(["run", "--resume", str(run)]), "in use by a running ppconf", f'"pid": {os.getpid()}')
         with pytest.raises(RunBusy):  # a second holder in this very process, e.g. a pytest session
             with run_lock(run):
                 pass
@@ -211,7 +211,7 @@ def test_a_live_process_named_in_run_json_holds_the_run(tmp_path, capsys):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(0.2)
-        later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=5)
+        later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=5)
         meta = {"suite": "families-cpu", "pid": child.pid, "started": later.isoformat()}
         assert live_owner(meta) == child.pid
         run = make_run(tmp_path / "run", [], meta)

@@ -56,16 +56,15 @@ def test_schedule_durations_must_be_finite_seconds(tmp_path, value):
     from harness.plan.schedule import load_durations
 
     path = tmp_path / "d.json"
-    path.write_text('{"qwen3-tiny/pp1-tp1/auto/none": %s}' % value)
+    path.write_text(f'{{"qwen3-tiny/pp1-tp1/auto/none": {value}}}')
     with pytest.raises(ValueError, match="not a duration"):
         load_durations(path)
 
 
 def test_schedule_durations_from_a_run_with_a_bad_record(tmp_path):
-    from harness.plan.schedule import load_durations
-
     import json
 
+    from harness.plan.schedule import load_durations
     from tests.records import record
 
     (tmp_path / "results.jsonl").write_text(json.dumps(record("c", duration_s="1e999")) + "\n")

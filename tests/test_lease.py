@@ -1,5 +1,6 @@
 """Device leases across real processes: no overlap, crash release, gangs all or nothing."""
 
+import itertools
 import json
 import os
 import signal
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan.lease import Leases, default_root, pick_devices
 from harness.plan.deployment import Placement
+from harness.plan.lease import Leases, default_root, pick_devices
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,9 +51,9 @@ def test_competing_processes_never_share_a_device(tmp_path):
     for device in (0, 1):
         mine = sorted((start, end) for devices, start, end in spans if device in devices)
         assert mine, f"device {device} was never leased"
-        for (s1, e1), (s2, e2) in zip(mine, mine[1:]):
+        for (s1, e1), (s2, e2) in itertools.pairwise(mine):
             assert s2 >= e1, f"device {device} held twice at once: [{s1}, {e1}) and [{s2}, {e2})"
-    assert all(len(d) == w for (d, _, _), w in zip(spans, [w for w in wants for _ in range(8)]))
+    assert all(len(d) == w for (d, _, _), w in zip(spans, [w for w in wants for _ in range(8)], strict=True))
 
 
 def test_sigkilled_holder_frees_its_devices(tmp_path):

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
+from harness.check.live import LiveDeployment as Live
+from harness.check.live import free_port
 from harness.plan.deployment import Deployment, LaunchSpec
-from harness.check.live import LiveDeployment as Live, free_port
 from tests.test_local_runner import TREE, group_members
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from harness.cases.expand import expand
 from harness.matrix.load import load_matrix
-from harness.target.model_config import LayerCounts, layers_in
 from harness.matrix.schema import Variant
 from harness.matrix.source import MatrixError
+from harness.target.model_config import LayerCounts, layers_in
 
 
 def variant(model: str, hidden_layers=None) -> Variant:

@@ -1,11 +1,18 @@
+import itertools
 import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.cases.partition import (PartitionError, auto_partition, partition_error, propose_rebalance, stage_ranges,
-                               tuning_advice)
+from harness.cases.partition import (
+    PartitionError,
+    auto_partition,
+    partition_error,
+    propose_rebalance,
+    stage_ranges,
+    tuning_advice,
+)
 
 
 def test_guide_goldens():
@@ -60,7 +67,7 @@ def test_auto_properties(layers, pp):
     assert counts[-1] == min(counts)
     ranges = stage_ranges(layers, pp)
     assert ranges[0][0] == 0 and ranges[-1][1] == layers
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
 
 
 @given(parts=st.lists(st.integers(-3, 40), min_size=1, max_size=8))

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand, select
+from harness.plan.cluster import load_cluster
 from harness.plan.deployment import Ports, group_deployments, plan
 
 
@@ -46,7 +46,7 @@ def test_two_node_mp_is_the_guides_example(shipped):
         words = [subst.get(w, w) for w in guide_words(text)]
         assert list(launch.argv) == words
     assert (head.role, worker.role) == ("api", "headless")
-    for launch, node in zip(d.launches, cluster.nodes):
+    for launch, node in zip(d.launches, cluster.nodes, strict=True):
         env = launch.env_dict()
         assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
         assert env["HCCL_IF_IP"] == node.address

@@ -4,11 +4,10 @@ import textwrap
 
 import pytest
 
-from harness.matrix.source import MatrixError
-
 from harness import cli
 from harness.cases.expand import expand, select
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import Placement, plan
 from harness.plan.validate import check_deployment, engine, summarize, validate_cases

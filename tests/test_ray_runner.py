@@ -155,7 +155,8 @@ def test_argv_env_and_set_env_arrive_literally(driver, tmp_path):
     set_env.write_text("export PPCONF_FROM_SET_ENV='sourced on the node'\n")
     code = textwrap.dedent("""\
         import json, os, sys
-        print(json.dumps({"argv": sys.argv[1:], "env": [os.environ[f"PPCONF_V{i}"] for i in range(int(os.environ["PPCONF_N"]))],
+        n = int(os.environ["PPCONF_N"])
+        print(json.dumps({"argv": sys.argv[1:], "env": [os.environ[f"PPCONF_V{i}"] for i in range(n)],
                           "extra": os.environ["PPCONF_EXTRA"], "set_env": os.environ.get("PPCONF_FROM_SET_ENV"),
                           "omp": os.environ.get("OMP_NUM_THREADS"), "ray_job": os.environ.get("RAY_JOB_ID"),
                           "breakpoint": os.environ.get("PYTHONBREAKPOINT")}), flush=True)
@@ -163,7 +164,7 @@ def test_argv_env_and_set_env_arrive_literally(driver, tmp_path):
     env = [(f"PPCONF_V{i}", v) for i, v in enumerate(nasty)] + [("PPCONF_N", str(len(nasty)))]
     log = tmp_path / "literal.log"
     driver.start(launch("literal", "node1", "-c", code, *nasty, env=env, set_env=str(set_env)), log,
-                 extra_env={"PPCONF_EXTRA": "$(touch {}) ; x\n'y'".format(pwned)})
+                 extra_env={"PPCONF_EXTRA": f"$(touch {pwned}) ; x\n'y'"})
     assert driver.call("wait", name="literal", timeout=30)["rc"] == 0
     driver.call("stop", name="literal", grace_s=1.0)
     seen = json.loads(log.read_text())

@@ -10,6 +10,9 @@ import pytest
 from harness.cases.expand import expand, select
 from harness.check.compare import Outputs
 from harness.check.references import cache_key, check_plannable, golden_record, load_golden, stack_difference
+from harness.matrix.load import load_matrix
+from harness.matrix.schema import Topology
+from harness.plan.cluster import load_cluster
 from harness.plan.reference import (
     NEEDS_REFERENCE,
     ReferenceUnavailable,
@@ -17,9 +20,6 @@ from harness.plan.reference import (
     plan_reference,
     resolve,
 )
-from harness.matrix.load import load_matrix
-from harness.matrix.schema import Topology
-from harness.plan.cluster import load_cluster
 from harness.plan.schedule import schedule_suite
 
 

@@ -5,8 +5,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from harness.results import store as results
 from harness.cases.expand import expand
+from harness.results import store as results
 from reports.render import report_claims, report_run
 from reports.signoff import diff_runs, signoff
 
@@ -124,7 +124,7 @@ def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tm
     claims = {r["case"]: r["expectation"] for r in GOOD}
 
     def run(name, per_record):
-        return make_run(tmp_path / name, [dict(r, versions=v) for r, v in zip(GOOD, per_record)])
+        return make_run(tmp_path / name, [dict(r, versions=v) for r, v in zip(GOOD, per_record, strict=True)])
 
     v = signoff(run("same", [{"n1": stack_a, "n2": stack_a}] * 3), None, claims)
     assert v.ok, v.reasons

@@ -147,7 +147,8 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; the text is "
         "vllm-ascend's Mooncake connector assertion (not quoted by the guide or measured)"),
 
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && dp > 1 && nnodes > 1 && "expert-parallel" in features && network in ["roce", "unknown"]',
+    Row(ASCEND, 'platform == "ascend" && pp > 1 && dp > 1 && nnodes > 1 && "expert-parallel" in features '
+                '&& network in ["roce", "unknown"]',
         "ascend", "glm-5.2/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel",
         rejected("first-request", "MoeDistributeDispatch",
                  "No available shared memory broadcast block found in 60 seconds"),

@@ -1,16 +1,26 @@
 """The scheduler: gangs whole, no device shared in time, LPT, unplaceable reported, bounds."""
 
+import itertools
 import random
 
 import pytest
 
+from harness.cases.expand import expand, select
+from harness.plan.cluster import Cluster, Node, load_cluster
+from harness.plan.deployment import plan
+from harness.plan.schedule import (
+    Need,
+    Schedule,
+    duration_of,
+    durations_from_results,
+    estimate_s,
+    load_durations,
+    need_of,
+    schedule_suite,
+    simulate,
+)
 from harness.results import store as results
 from tests.records import record
-from harness.plan.cluster import Cluster, Node, load_cluster
-from harness.cases.expand import expand, select
-from harness.plan.deployment import plan
-from harness.plan.schedule import (Need, Schedule, duration_of, durations_from_results, estimate_s, load_durations,
-                              need_of, schedule_suite, simulate)
 
 
 def cluster(nodes: int, devices: int = 16) -> Cluster:
@@ -31,7 +41,7 @@ def check_whole(s: Schedule, c: Cluster) -> None:
     spans: dict[tuple[str, int], list[tuple[float, float, str]]] = {}
     for e in s.entries:
         assert len(e.placement.nodes) == len(e.need.slots)
-        for (node, devs), wanted in zip(e.placement.nodes, e.need.slots):
+        for (node, devs), wanted in zip(e.placement.nodes, e.need.slots, strict=True):
             assert len(devs) == wanted and len(set(devs)) == wanted and set(devs) <= devices[node]
         names = [node for node, _ in e.placement.nodes]
         if e.need.spread:
@@ -42,7 +52,7 @@ def check_whole(s: Schedule, c: Cluster) -> None:
             spans.setdefault((node, d), []).append((e.start, e.end, e.need.name))
     for where, mine in spans.items():
         mine.sort()
-        for (s1, e1, a), (s2, e2, b) in zip(mine, mine[1:]):
+        for (s1, e1, a), (s2, e2, b) in itertools.pairwise(mine):
             assert s2 >= e1, f"{where} used by {a} [{s1}, {e1}) and {b} [{s2}, {e2})"
 
 

@@ -7,8 +7,8 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_root, pytest.mark.needs_sshd]
 
-from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
+from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.run import RunConfig, SuiteRun  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402

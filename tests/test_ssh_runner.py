@@ -16,7 +16,7 @@ import pytest
 
 from harness.plan.cluster import Node
 from harness.plan.deployment import LaunchSpec
-from runners.ssh import SshError, SshOptions, SshNodeRunner, SshTarget, env_block, reachable, remote_command, ssh_argv
+from runners.ssh import SshError, SshNodeRunner, SshOptions, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd
 from tests.test_local_runner import TREE
 

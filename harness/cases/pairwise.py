@@ -101,7 +101,7 @@ class _Builder:
         self.k = len(sizes)
         self.offset = [0, *itertools.accumulate(sizes)][:-1]
         self.dim_of = [d for d, n in enumerate(sizes) for _ in range(n)]
-        self.dim_mask = [((1 << n) - 1) << off for n, off in zip(sizes, self.offset)]
+        self.dim_mask = [((1 << n) - 1) << off for n, off in zip(sizes, self.offset, strict=True)]
         n = len(self.dim_of)
 
         # ``valid``: values allowed on their own. ``compat[g]``: values of *other* dimensions that
@@ -134,13 +134,13 @@ class _Builder:
         witnessed = 0
         for g in _bits(self.valid):
             if not witnessed >> g & 1:
-                row = next(self._rows((g,)), None)
-                if row is None:
+                witness = next(self._rows((g,)), None)
+                if witness is None:
                     self.valid &= ~(1 << g)
                     for h in _bits(uncovered[g]):
                         give_up(g, h)
                 else:
-                    witnessed |= row[1]
+                    witnessed |= witness[1]
 
         rows: list[tuple[int, ...]] = []
         remaining = pairs_allowed - len(given_up)
@@ -164,13 +164,13 @@ class _Builder:
             for x in glob:
                 uncovered[x] &= ~mask
             remaining -= best_gain
-            rows.append(tuple(x - off for x, off in zip(glob, self.offset)))
+            rows.append(tuple(x - off for x, off in zip(glob, self.offset, strict=True)))
 
         # Count from the rows themselves rather than trusting the bookkeeping above; a pair given
         # up on for lack of budget but hit by chance later is possible after all.
         seen = [0] * len(uncovered)
         for row in rows:
-            glob = [v + off for v, off in zip(row, self.offset)]
+            glob = [v + off for v, off in zip(row, self.offset, strict=True)]
             mask = sum(1 << x for x in glob)
             for x in glob:
                 seen[x] |= mask & ~self.dim_mask[self.dim_of[x]]

@@ -120,10 +120,11 @@ def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: lis
     stages = [{"stage": i, "layers": n,
                "step_ms": round(t * 1000, 3) if t is not None else None,
                "peak_mib": round(m / 2**20, 1) if m is not None else None}
-              for i, (n, t, m) in enumerate(zip(counts, step_s, peak_bytes))]
+              for i, (n, t, m) in enumerate(zip(counts, step_s, peak_bytes, strict=True))]
     out: dict = {"stages": stages, "partition": ",".join(map(str, counts))}
-    for key, costs in (("by_step_time", step_s), ("by_memory", peak_bytes)):
-        if len(counts) < 2 or any(c is None for c in costs) or not min(costs):
+    for key, measured in (("by_step_time", step_s), ("by_memory", peak_bytes)):
+        costs: list[float] = [c for c in measured if c is not None]
+        if len(counts) < 2 or len(costs) < len(measured) or not min(costs):
             out[key] = {"next": None, "why": "not measured on every stage"}
             continue
         spread = max(costs) / min(costs) - 1

@@ -76,7 +76,7 @@ def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling:
 
 
 def _first_mismatch(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
-    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     if i is None and len(a) != len(b):
         i = min(len(a), len(b))
     return i
@@ -86,7 +86,7 @@ def _pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
     """One request's verdict: {"ok", "first_divergence", "max_logprob_diff", "why"}."""
     first = _first_mismatch(ref.token_ids, got.token_ids)
     upto = len(ref.token_ids) if first is None else first
-    delta = max((abs(a - b) for a, b in list(zip(ref.logprobs, got.logprobs))[:upto]), default=0.0)
+    delta = max((abs(a - b) for a, b in list(zip(ref.logprobs, got.logprobs, strict=False))[:upto]), default=0.0)
     mode = compare.mode
     why = ""
     if mode == "non-empty":
@@ -174,17 +174,17 @@ def _cosine(a: list[float], b: list[float]) -> float:
     nb = math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
         return 1.0 if na == nb else 0.0
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
 
 
 def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list[float]]) -> dict[str, Any]:
     base = {"mode": "cosine", "cosine_min": compare.cosine_min, "requests": len(ref)}
     if not ref:
         return base | {"equal": False, "summary": "cosine: the reference has no embeddings to compare with", "diffs": []}
-    if len(ref) != len(got) or any(len(a) != len(b) for a, b in zip(ref, got)):
+    if len(ref) != len(got) or any(len(a) != len(b) for a, b in zip(ref, got, strict=True)):
         return base | {"equal": False, "diffs": [], "summary": f"cosine: shape differs from the reference: "
                        f"{[len(v) for v in got]} vs {[len(v) for v in ref]}"}
-    cosines = [_cosine(a, b) for a, b in zip(ref, got)]
+    cosines = [_cosine(a, b) for a, b in zip(ref, got, strict=True)]
     worst = min(cosines)
     equal = worst >= compare.cosine_min
     diffs = [{"request": f"embed:{i}", "why": f"cosine {c:.6f} < {compare.cosine_min:g}"}

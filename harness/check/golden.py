@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.cases.case import Case
 from harness.check import logs
@@ -27,7 +27,8 @@ class GoldenError(RuntimeError):
 
 
 def record_golden(m: Matrix, case: Case, cluster: Cluster, out: Path, from_case: bool = False,
-                  work_dir: Path = Path("runs/golden"), fold: str = "none", topology: str | None = None) -> Path:
+                  work_dir: Path = Path("runs/golden"), fold: Literal["none", "tp"] = "none",
+                  topology: str | None = None) -> Path:
     """Launch the case's counterpart (or ``topology``, or with ``from_case`` the case itself), ask
     it what the case's comparison asks, and write the golden to ``out``."""
     resolved = resolve(m, case)

@@ -22,7 +22,7 @@ from harness.plan.deployment import Deployment, Placement, Ports
 from harness.plan.lease import Leases
 from harness.results.redact import Redactor
 from harness.results.store import write_json_atomic
-from runners.local import MARKER
+from runners.reaper import MARKER
 
 log = logging.getLogger(__name__)
 LIVE = "live.json"  # process groups of the deployment being checked

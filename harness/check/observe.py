@@ -3,6 +3,7 @@ what the workers built, and take it down — then one Observation per case it se
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -25,8 +26,8 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import Deployment, plan
-from harness.results import store
 from harness.plan.reference import NEEDS_REFERENCE, resolve
+from harness.results import store
 
 # A log line from one of these processes means the configuration was accepted and the engine began.
 ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
@@ -97,7 +98,7 @@ class Observer:
             if key in outputs:
                 continue
             result, problem, line = watch_request(
-                live, lambda: collect(live, suite.accuracy, compare, pooling), suite.request_timeout_s, pattern)
+                live, functools.partial(collect, live, suite.accuracy, compare, pooling), suite.request_timeout_s, pattern)
             if problem:
                 obs.request_error = problem
                 obs.failed_phase = "first-request"

@@ -59,7 +59,7 @@ def read_partition(live: LiveDeployment, obs: Observation) -> None:
     if line:
         counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]
         starts = [sum(counts[:i]) for i in range(len(counts))]
-        obs.partition = [[s, s + n] for s, n in zip(starts, counts)]
+        obs.partition = [[s, s + n] for s, n in zip(starts, counts, strict=True)]
         obs.partition_source = f"log ({line.log}:{line.number})"
 
 

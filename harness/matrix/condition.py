@@ -168,7 +168,7 @@ def _runtime_type(value: object) -> str | None:
 
 def _type_name(t: object) -> str:
     if t in (bool, int, str):
-        return t.__name__  # type: ignore[union-attr]
+        return t.__name__
     if t is list:  # list attributes hold strings (feature names and the like)
         return "list[str]"
     raise TypeError(f"unsupported attribute type {t!r}; use bool, int, str or list")
@@ -338,7 +338,8 @@ class _Parser:
         self.unexpected()
 
     def parse_list(self) -> _Node:
-        opener, items = self.advance(), []
+        opener = self.advance()
+        items: list[_Node] = []
         while not self.at("]") and self.tok.kind != "eof":  # close() reports a missing ']'
             tok = self.tok
             if tok.kind not in ("str", "int", "bool"):
@@ -415,7 +416,7 @@ class Condition:
                 if t is None:
                     fail(node.start, f"attribute {node.value!r} has an unsupported value"
                                      f" of type {type(value).__name__}")
-                return (tuple(value) if t.startswith("list") else value), t  # type: ignore[arg-type]
+                return (tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else value), t
             if node.kind == "not":
                 return not boolean(node.args[0], "'!'"), "bool"
             if node.kind in ("and", "or"):  # all()/any() short-circuit like && and ||
@@ -427,12 +428,14 @@ class Condition:
             if problem:
                 fail(*problem)
             op = node.value
+            # _type_problem let through integers for an ordering, and lists (held as tuples) on the
+            # right of 'in' and on both sides of a list comparison
             if op in _ORDER:
-                return _ORDER[op](a, b), "bool"  # type: ignore[index]
+                return _ORDER[op](typing.cast(int, a), typing.cast(int, b)), "bool"
             if op in ("in", "not in"):
-                return (a in b) == (op == "in"), "bool"  # type: ignore[operator]
+                return (a in typing.cast(tuple, b)) == (op == "in"), "bool"
             if isinstance(a, tuple):  # lists compare as multisets: cases may hold sets
-                a, b = sorted(a), sorted(b)  # type: ignore[arg-type]
+                a, b = sorted(a), sorted(typing.cast(tuple, b))
             return (a == b) == (op == "=="), "bool"
 
         return boolean(self._root, "a condition")

@@ -9,7 +9,6 @@ from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.matrix.load import Matrix
 
-
 # Exception classes that mean the code under test crashed, not that it refused a configuration
 # with a validation message, and the message shapes Python gives them. A claimed rejection whose
 # pattern matches one of them is a bug passing as XFAIL.

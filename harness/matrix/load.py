@@ -17,17 +17,28 @@ import os
 import re
 import types
 import typing
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness.matrix import condition as cond
 from harness.cases.case import ATTRIBUTES
-from harness.matrix.schema import (NAME, REMOVED_KEYS, SECTIONS, Diagnosis, Family, Feature, Platform, Rule, Suite,
-                                   Topology, Variant)
+from harness.matrix import condition as cond
+from harness.matrix.schema import (
+    NAME,
+    REMOVED_KEYS,
+    SECTIONS,
+    Diagnosis,
+    Family,
+    Feature,
+    Platform,
+    Rule,
+    Suite,
+    Topology,
+    Variant,
+)
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
@@ -160,7 +171,7 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
     matrix = Matrix(root=roots[0], roots=tuple(roots))
     errors: list[SourceError] = []
     layers_rules: list[list[tuple[Document, int, Any]]] = []
-    for layer, base in enumerate(roots):
+    for base in roots:
         if not base.is_dir():
             errors.append(SourceError(None, f"matrix directory not found: {base}"))
             continue

@@ -179,6 +179,7 @@ class _Builder:
                                         item.start_mark.line, item.start_mark.column)
                     out_list.append(self.build(item, here))
                 return out_list
+            assert isinstance(node, yaml.MappingNode)  # the composer makes scalars, sequences and mappings only
             return self.mapping(node, loc)
         finally:
             self.open.discard(id(node))

@@ -13,9 +13,9 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from harness.matrix.load import validation_errors
 from harness.matrix.schema import Env, Strict
 from harness.matrix.source import MatrixError, SourceError, load_document
-from harness.matrix.load import validation_errors
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 

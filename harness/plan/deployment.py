@@ -15,12 +15,12 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from harness.results import redact
 from harness.cases.case import Case
-from harness.plan.cluster import Cluster, Node
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
+from harness.plan.cluster import Cluster, Node
 from harness.plan.merge import Merged, json_args, matrix_layers, merge, topology_layer
+from harness.results import redact
 
 API_PORT = 8000
 MASTER_PORT = 29501
@@ -256,8 +256,9 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
                                 case.group)).pcp
     if mg.pcp != sized:  # a rule's flags changed it
         raise MergeError(case.id, [
-            f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
-            f"DP {topo.dp}) but the case is planned on {topo.world * sized} device(s) "
+            f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} "
+            f"(TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x DP {topo.dp}) "
+            f"but the case is planned on {topo.world * sized} device(s) "
             f"({topo.world * sized // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
             f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
             f"give it in a feature, suite or group instead of a rule"])
@@ -374,7 +375,7 @@ def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_en
 def kv_parallel_config(topo: Topology, case: Case) -> dict:
     """The prefill/decode topology both sides of a Mooncake P/D pair must describe identically."""
     assert topo.decode is not None
-    prefill = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
+    prefill: dict[str, int | str] = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
     if case.partition != "auto":
         prefill["pp_layer_partition"] = case.partition
     return {"prefill": prefill, "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp}}
@@ -387,7 +388,7 @@ def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, ori
     connector = topo.connector or "MooncakeConnectorV1"
     sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
     merged_sides = []
-    for role, kv_role, inst, port, index in sides:
+    for role, kv_role, inst, _port, index in sides:
         # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
         kv_port = str(ports.kv + index * 100)
         own = own_kv(role)
@@ -413,7 +414,7 @@ def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, ori
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
     launches = []
-    for (role, kv_role, inst, port, index), (mg, world) in zip(sides, merged_sides):
+    for (role, _kv_role, _inst, port, index), (mg, world) in zip(sides, merged_sides, strict=True):
         node_name, devices = placement.nodes[index]
         node = cluster.node(node_name)
         extra = ["--host", node.bind] if node.bind else []

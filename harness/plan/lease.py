@@ -3,10 +3,10 @@
 Every (node, device) pair has one lock file in a lease directory shared by all ppconf processes
 on the controller host — ``ppconf run`` instances, pytest-xdist workers, a developer's second
 shell (controllers on several hosts must share the directory on a filesystem whose flock is
-real across hosts, or lease from one host). Holding the device means holding ``fcntl.flock`` on its file. The kernel drops a flock
-when the last descriptor of its open file goes away, so a holder that crashes, or is SIGKILLed,
-frees its devices with no clean-up step and no stale-lock heuristics (pid files can lie; a flock
-cannot outlive its process).
+real across hosts, or lease from one host). Holding the device means holding ``fcntl.flock`` on
+its file. The kernel drops a flock when the last descriptor of its open file goes away, so a
+holder that crashes, or is SIGKILLed, frees its devices with no clean-up step and no stale-lock
+heuristics (pid files can lie; a flock cannot outlive its process).
 
 Leasing only ever *tries* a lock (``LOCK_NB``) and never waits while holding another one, so two
 processes cannot deadlock; a partial grab is given back whole before the next attempt, with a
@@ -25,7 +25,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.plan.deployment import Placement
@@ -280,7 +280,7 @@ class Leases:
             pause = min(pause * 2, POLL_MAX_S)
 
     def acquire_placement(self, placement: Placement, timeout_s: float, note: str = "",
-                          candidates: dict[str, Sequence[int]] | None = None) -> Gang:
+                          candidates: Mapping[str, Sequence[int]] | None = None) -> Gang:
         """Gang-lease as many devices per node rank as ``placement`` uses, on the same nodes.
 
         Candidates default to the placement's own devices (exactly those); pass a node's whole

@@ -178,7 +178,7 @@ def merge(layers: list[Layer]) -> Merged:
                 if not isinstance(fragment, dict):
                     errors.append(f"{u.origin}: {layer.name}: {u.flag} must be a JSON object, got {u.values[0]!r}")
                     continue
-                layer_configs = ((name, fragment, u.origin),)
+                layer_configs: tuple[tuple[str, dict, str], ...] = ((name, fragment, u.origin),)
             else:
                 layer_configs = ()
                 if u.key not in flags:

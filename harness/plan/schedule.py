@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.results import store as results
-from harness.plan.cluster import Cluster
 from harness.cases.expand import expand
-from harness.plan.lease import device_ranges, pick_devices
 from harness.matrix.load import Matrix
-from harness.plan.deployment import Deployment, Placement, PlanError, group_deployments, plan
 from harness.matrix.schema import Topology
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, Placement, PlanError, group_deployments, plan
+from harness.plan.lease import device_ranges, pick_devices
+from harness.results import store as results
 
 # Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must
 # join the group and the devices that load weights, then each case adds its checks. Used only to
@@ -244,7 +244,7 @@ class Schedule:
             head = ("start", "end", "time", "placement", "cases", "deployment")
             widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
             for r in [head, *rows]:
-                lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+                lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if self.unplaceable:
             lines.append(f"unplaceable on {self.cluster} ({len(self.unplaceable)}):")
             lines += [f"  {u.name}: {u.reason}" for u in self.unplaceable]

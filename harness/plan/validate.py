@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import itertools
 import re
 import typing
 from collections import defaultdict
@@ -244,7 +245,7 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
         for flag in _flags(args):
             key = dest_of.get(flag) or ("--" + flag[5:] if flag.startswith("--no-") else flag)
             seen[key].append(flag)
-        for key, flags in seen.items():
+        for flags in seen.values():
             if len(flags) > 1:
                 report.errors.append(f"{what}: {' and '.join(flags)} set the same option {len(flags)} times "
                                      f"(argparse would keep the last); given at "
@@ -386,7 +387,7 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
     out = []
     for node, spans in used.items():
         spans.sort()
-        for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        for (_a0, a1, an), (b0, _b1, bn) in itertools.pairwise(spans):
             if b0 <= a1 and an != bn:
                 out.append(f"case {case.id} (suite {case.suite}): port {b0} on node {node} is used by {an} and {bn}")
     return out

@@ -75,7 +75,7 @@ def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None
         os.ftruncate(fd, 0)
         # who holds it, for the refusal message; never argv, which may carry a secret
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}).encode())
+                                 "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}).encode())
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays, so no holder ever locks an unlinked inode

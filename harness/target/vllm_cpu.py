@@ -67,8 +67,8 @@ class _AliasFinder(metadata.DistributionFinder):
     def find_spec(self, *args, **kwargs):
         return None  # finds no modules, only distribution metadata
 
-    def find_distributions(self, context=metadata.DistributionFinder.Context()):
-        if context.name is None or _normalize(context.name) != _ALIAS:
+    def find_distributions(self, context: metadata.DistributionFinder.Context | None = None):
+        if context is None or context.name is None or _normalize(context.name) != _ALIAS:
             return iter(())
         return iter((_RenamedDistribution(metadata.distribution(_REAL)),))
 

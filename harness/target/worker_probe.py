@@ -32,6 +32,13 @@ _TIMING: dict[str, float] = {"steps": 0, "seconds": 0.0}
 
 
 class StageProbe:
+    # Given by the vLLM worker this class is mixed into. Annotations only: they create no class
+    # attributes, so vLLM's name-conflict check does not see them.
+    model_runner: Any
+    vllm_config: Any
+    rank: int
+    local_rank: int
+
     def ppconf_stage_timing(self) -> dict[str, Any]:
         """Start (or restart) timing this stage's forward passes.
 

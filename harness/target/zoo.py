@@ -124,7 +124,7 @@ _BUILD_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 def _library_versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
-    found = {}
+    found: dict[str, str | None] = {}
     for lib in _BUILD_LIBRARIES:
         try:
             found[lib] = version(lib)
