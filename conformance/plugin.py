@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.plan.cluster import load_cluster
 from harness.results import store as results
 from harness.results.lock import RunBusy, run_lock
 from harness.run import RunConfig, SuiteRun

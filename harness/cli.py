@@ -9,19 +9,20 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness.plan.cluster import load_cluster
 from harness.cases.expand import expand, select
+from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
+from harness.matrix.condition import ConditionError
 from harness.matrix.lint import lint
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
-from harness.target.model_config import LayerCounts
-from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
-from harness.plan.deployment import PlanError, plan
-from harness.matrix.condition import ConditionError
 from harness.matrix.source import MatrixError
+from harness.plan.cluster import load_cluster
+from harness.plan.deployment import PlanError, plan
 from harness.results import store
 from harness.results.lock import RunBusy, run_lock
+from harness.target.model_config import LayerCounts
 
 
 class CliError(Exception):
@@ -188,7 +189,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def _per_stage(text: str | None, n: int, flag: str) -> list[float | None]:
+def _per_stage(text: str | None, n: int, flag: str) -> Sequence[float | None]:
     if not text:
         return [None] * n
     try:
@@ -228,7 +229,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(deployment.to_json(), indent=2))
         return 0
-    for launch, shell in zip(deployment.launches, shells):
+    for launch, shell in zip(deployment.launches, shells, strict=True):
         print(f"# {launch.name}: {launch.role} on {launch.node} ({launch.host})")
         print(shell)
         print()

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import datetime
 import re
-import re._constants as _c  # the stdlib's own parse tree, to lint patterns before any log is read
-import re._parser as _parser
+
+# the stdlib's own parse tree, to lint patterns before any log is read (typeshed describes re as
+# one module: its private submodules have no stubs)
+import re._constants as _c  # type: ignore[import-not-found]
+import re._parser as _parser  # type: ignore[import-not-found]
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
