@@ -41,8 +41,18 @@ def real_runs(cases: list[str]) -> None:
         cache = Path(tmp) / "cache"
         for label in ("cold", "warm"):
             run_dir = Path(tmp) / label
-            argv = [sys.executable, "-m", "harness.cli", "run", "--suite", "smoke-cpu", "--out", str(run_dir),
-                    "--reference-cache", str(cache)] + [w for c in cases for w in ("--case", c)]
+            argv = [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                "--suite",
+                "smoke-cpu",
+                "--out",
+                str(run_dir),
+                "--reference-cache",
+                str(cache),
+            ] + [w for c in cases for w in ("--case", c)]
             t0 = time.monotonic()
             done = subprocess.run(argv, capture_output=True, text=True)
             wall = time.monotonic() - t0
@@ -60,8 +70,10 @@ def main() -> int:
     for suite, cluster in (("nightly-ascend", "a3-pd"), ("nightly-ascend", "a3-2node"), ("smoke-cpu", None)):
         s = schedule_suite(m, suite, load_cluster(cluster))
         refs = sum("/reference/" in e.need.name for e in s.entries)
-        print(f"{suite} on {s.cluster}: {s.launches} launches ({refs} of references) for {s.cases} cases; "
-              f"makespan {s.makespan / 3600:.2f} h, lower bound {s.lower_bound / 3600:.2f} h, ratio {s.ratio:.3f}")
+        print(
+            f"{suite} on {s.cluster}: {s.launches} launches ({refs} of references) for {s.cases} cases; "
+            f"makespan {s.makespan / 3600:.2f} h, lower bound {s.lower_bound / 3600:.2f} h, ratio {s.ratio:.3f}"
+        )
     if args.real:
         real_runs(args.cases)
     return 0

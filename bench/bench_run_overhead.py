@@ -37,8 +37,10 @@ def main(run_dir: Path) -> int:
     print(f"run {run_dir}: {len(records)} cases, {len(launches)} deployments")
     print(f"wall time                 {wall:8.1f} s")
     print(f"time inside cases         {busy:8.1f} s  (servers starting, serving checks, stopping)")
-    print(f"ppconf between cases      {overhead:8.1f} s  = {overhead / len(records):.2f} s per case "
-          f"= {100 * overhead / max(busy, 1e-9):.2f}% of case time")
+    print(
+        f"ppconf between cases      {overhead:8.1f} s  = {overhead / len(records):.2f} s per case "
+        f"= {100 * overhead / max(busy, 1e-9):.2f}% of case time"
+    )
     if ready:
         print(f"server start to ready     {min(ready):.1f}-{max(ready):.1f} s")
     return 0

@@ -28,14 +28,14 @@ TARGET = 1.10
 
 # (weight, slots, spread): the shapes of a nightly and how often each appears
 SHAPES = [
-    (18, (2,), False),       # TP1 x PP2 on one node
-    (18, (4,), False),       # TP2 x PP2
-    (16, (8,), False),       # TP4 x PP2
-    (8, (16,), False),       # TP8 x PP2 on a whole A3 node
-    (20, (8, 8), True),      # TP8 inside each of two nodes, PP2 across them (mp or Ray)
-    (4, (16, 16), True),     # TP8 x PP2 per node, PP4 across two whole nodes
-    (8, (16, 8), True),      # P/D: prefill TP8 x PP2, decode TP8 on another node
-    (8, (4, 4), True),       # P/D: prefill TP2 x PP2, decode TP4
+    (18, (2,), False),  # TP1 x PP2 on one node
+    (18, (4,), False),  # TP2 x PP2
+    (16, (8,), False),  # TP4 x PP2
+    (8, (16,), False),  # TP8 x PP2 on a whole A3 node
+    (20, (8, 8), True),  # TP8 inside each of two nodes, PP2 across them (mp or Ray)
+    (4, (16, 16), True),  # TP8 x PP2 per node, PP4 across two whole nodes
+    (8, (16, 8), True),  # P/D: prefill TP8 x PP2, decode TP8 on another node
+    (8, (4, 4), True),  # P/D: prefill TP2 x PP2, decode TP4
 ]
 
 
@@ -61,18 +61,32 @@ def nightly(cases: int, seed: int) -> tuple[list[Need], dict[str, float]]:
 
 
 def cluster(nodes: int) -> Cluster:
-    return Cluster(name=f"sim-{nodes}x{DEVICES_PER_NODE}", platform="ascend", nodes=[
-        Node(name=f"node{i:02d}", host=f"node{i:02d}", address=f"10.0.0.{i + 1}",
-             devices=list(range(DEVICES_PER_NODE))) for i in range(nodes)])
+    return Cluster(
+        name=f"sim-{nodes}x{DEVICES_PER_NODE}",
+        platform="ascend",
+        nodes=[
+            Node(
+                name=f"node{i:02d}",
+                host=f"node{i:02d}",
+                address=f"10.0.0.{i + 1}",
+                devices=list(range(DEVICES_PER_NODE)),
+            )
+            for i in range(nodes)
+        ],
+    )
 
 
 def main() -> None:
     needs, durations = nightly(CASES, SEED)
     serial = sum(durations.values())
-    print(f"synthetic nightly: {CASES} cases in {len(needs)} deployments (seed {SEED}); "
-          f"one at a time it takes {serial / 3600:.1f} h")
-    head = f"{'cluster':<12} {'makespan':>9} {'bound':>9} {'ratio':>6} {'target':>7} {'util':>5} " \
-           f"{'launches/cases':>15} {'unplaceable':>11} {'scheduler':>10}"
+    print(
+        f"synthetic nightly: {CASES} cases in {len(needs)} deployments (seed {SEED}); "
+        f"one at a time it takes {serial / 3600:.1f} h"
+    )
+    head = (
+        f"{'cluster':<12} {'makespan':>9} {'bound':>9} {'ratio':>6} {'target':>7} {'util':>5} "
+        f"{'launches/cases':>15} {'unplaceable':>11} {'scheduler':>10}"
+    )
     print(head)
     for nodes in (2, 8, 64):
         c = cluster(nodes)
@@ -80,9 +94,11 @@ def main() -> None:
         s = simulate(needs, c, durations)
         took = time.perf_counter() - t0
         verdict = "ok" if s.ratio <= TARGET else "over"
-        print(f"{c.name:<12} {s.makespan / 3600:>8.2f}h {s.lower_bound / 3600:>8.2f}h {s.ratio:>6.3f} "
-              f"{verdict:>7} {s.utilisation:>5.0%} {f'{s.launches}/{s.cases} = {s.launches / s.cases:.2f}':>15} "
-              f"{len(s.unplaceable):>11} {took * 1000:>8.0f}ms")
+        print(
+            f"{c.name:<12} {s.makespan / 3600:>8.2f}h {s.lower_bound / 3600:>8.2f}h {s.ratio:>6.3f} "
+            f"{verdict:>7} {s.utilisation:>5.0%} {f'{s.launches}/{s.cases} = {s.launches / s.cases:.2f}':>15} "
+            f"{len(s.unplaceable):>11} {took * 1000:>8.0f}ms"
+        )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,11 @@ def pytest_addoption(parser):
     g.addoption("--ppconf-matrices", default=str(DEFAULT_MATRICES), help="matrix directory")
     g.addoption("--ppconf-cluster", default=None, help="cluster inventory (default: this host)")
     g.addoption("--ppconf-out", default=None, help="run directory for results (default: runs/pytest-TIMESTAMP)")
-    g.addoption("--ppconf-resume", default=os.environ.get("PPCONF_RESUME"),
-                help="reuse the finished cases of this run directory instead of launching them again "
-                     "(env PPCONF_RESUME)")
+    g.addoption(
+        "--ppconf-resume",
+        default=os.environ.get("PPCONF_RESUME"),
+        help="reuse the finished cases of this run directory instead of launching them again (env PPCONF_RESUME)",
+    )
 
 
 def _marker(name: str) -> str:
@@ -174,13 +176,26 @@ def ppconf_session(request):
 
 def evidence(record: dict) -> dict[str, str]:
     obs = record.get("observation", {})
-    props = {"outcome": record["outcome"], "reason": record["reason"],
-             "expectation": json.dumps(record["expectation"], sort_keys=True)}
-    for key in ("root_cause", "expected_error_line", "partition", "partition_expected", "accuracy", "reference",
-                "reference_error", "score", "ready_s"):
+    props = {
+        "outcome": record["outcome"],
+        "reason": record["reason"],
+        "expectation": json.dumps(record["expectation"], sort_keys=True),
+    }
+    for key in (
+        "root_cause",
+        "expected_error_line",
+        "partition",
+        "partition_expected",
+        "accuracy",
+        "reference",
+        "reference_error",
+        "score",
+        "ready_s",
+    ):
         if key in obs:
             props[key] = json.dumps(obs[key], sort_keys=True)
     if record.get("deployment"):
-        props["launches"] = json.dumps([{"role": l["role"], "argv": l["argv"], "env": l["env"]}
-                                        for l in record["deployment"]["launches"]])
+        props["launches"] = json.dumps(
+            [{"role": l["role"], "argv": l["argv"], "env": l["env"]} for l in record["deployment"]["launches"]]
+        )
     return props

@@ -41,8 +41,9 @@ def _run_matrix(args: argparse.Namespace, run_dir: Path) -> Matrix:
         return _matrix(args)
     missing = [str(p) for p in recorded if not p.is_dir()]
     if missing:
-        raise CliError(f"{run_dir} was made with the matrices {', '.join(missing)}, which are not here; "
-                       f"give --matrices DIR")
+        raise CliError(
+            f"{run_dir} was made with the matrices {', '.join(missing)}, which are not here; give --matrices DIR"
+        )
     return load_matrix(recorded)
 
 
@@ -54,8 +55,10 @@ def _check_select(expr: str | None) -> None:
         try:
             condition.parse(expr, dict(ATTRIBUTES))
         except ConditionError as err:
-            raise CliError(f"--select {expr!r}: {err.reason} at column {err.column}"
-                           + (f" (did you mean '{err.hint}'?)" if err.hint else "")) from None
+            raise CliError(
+                f"--select {expr!r}: {err.reason} at column {err.column}"
+                + (f" (did you mean '{err.hint}'?)" if err.hint else "")
+            ) from None
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -68,8 +71,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
     unfit = _references_unfit(m, args) if args.cluster else []
     for e in unfit:
         print(f"error: {e}")
-    print(f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
-          f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings")
+    print(
+        f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
+        f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings"
+    )
     ok = report.ok and not unfit
     if args.plans:
         ok = _lint_plans(m, args.suite, args.cluster) and ok
@@ -85,7 +90,9 @@ def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) ->
         m.suite(name)  # an unknown suite is an error before anything is planned
     if cluster_ref:
         cluster = load_cluster(cluster_ref)
-        pairs = [(s, cluster) for s in (suites or sorted(n for n, x in m.suites.items() if x.platform == cluster.platform))]
+        pairs = [
+            (s, cluster) for s in (suites or sorted(n for n, x in m.suites.items() if x.platform == cluster.platform))
+        ]
     else:  # each suite on every shipped inventory of its platform (the local host for cpu)
         clusters = [load_cluster(None)] + [load_cluster(p) for p in sorted(DEFAULT_CLUSTERS.glob("*.yaml"))]
         pairs = [(s, c) for s in (suites or sorted(m.suites)) for c in clusters if c.platform == m.suites[s].platform]
@@ -97,8 +104,10 @@ def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) ->
         for err in summarize(report.errors):
             print(f"error: {suite} on {cluster.name}: {err}")
         total.extend(report)
-    print(f"plans: {total.plans} launch plans of {total.cases} cases in {len(pairs)} suite/cluster pairs: "
-          f"{len(summarize(total.errors))} errors, {len(summarize(total.notes))} notes")
+    print(
+        f"plans: {total.plans} launch plans of {total.cases} cases in {len(pairs)} suite/cluster pairs: "
+        f"{len(summarize(total.errors))} errors, {len(summarize(total.notes))} notes"
+    )
     return total.ok
 
 
@@ -136,9 +145,16 @@ def cmd_expand(args: argparse.Namespace) -> int:
         exp = expand(m, name, layers)
         cases = select(exp.cases, expr=args.select)
         if args.json:
-            out.append({"suite": name, "summary": exp.summary, "pairs_covered": exp.pairs_covered,
-                        "pairs_possible": exp.pairs_possible, "full_product": exp.full_product,
-                        "cases": [{"id": c.id, "expectation": c.expectation.to_json()} for c in cases]})
+            out.append(
+                {
+                    "suite": name,
+                    "summary": exp.summary,
+                    "pairs_covered": exp.pairs_covered,
+                    "pairs_possible": exp.pairs_possible,
+                    "full_product": exp.full_product,
+                    "cases": [{"id": c.id, "expectation": c.expectation.to_json()} for c in cases],
+                }
+            )
             continue
         if not args.count:
             for c in cases:
@@ -174,11 +190,22 @@ def cmd_partition(args: argparse.Namespace) -> int:
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        advice = tuning_advice(counts, [t / 1000 if t is not None else None for t in step],
-                               [int(m * 2**20) if m is not None else None for m in peak])
+        advice = tuning_advice(
+            counts,
+            [t / 1000 if t is not None else None for t in step],
+            [int(m * 2**20) if m is not None else None for m in peak],
+        )
     if args.json:
-        print(json.dumps({"ok": True, "layers": [e - s for s, e in ranges], "ranges": ranges,
-                          **({"tuning": advice} if advice else {})}))
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "layers": [e - s for s, e in ranges],
+                    "ranges": ranges,
+                    **({"tuning": advice} if advice else {}),
+                }
+            )
+        )
     else:
         print(f"[{','.join(str(e - s) for s, e in ranges)}]")
         for rank, (s, e) in enumerate(ranges):
@@ -213,8 +240,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 
             ref = resolve(m, cases[0])
-            print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}",
-                  file=sys.stderr)
+            print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}", file=sys.stderr)
             try:
                 deployment = plan_reference(m, cases[0], cluster, ref)
             except ReferenceUnavailable as err:
@@ -253,9 +279,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 json.loads(live.read_text(errors="replace") or "[]")
             except ValueError:
-                raise CliError(f"{live} is unreadable (a torn write), so the process groups its interrupted case "
-                               f"left running are unknown; stop them (their environment carries "
-                               f"PPCONF_RUN_DIR={run_dir}), delete {live}, and resume again") from None
+                raise CliError(
+                    f"{live} is unreadable (a torn write), so the process groups its interrupted case "
+                    f"left running are unknown; stop them (their environment carries "
+                    f"PPCONF_RUN_DIR={run_dir}), delete {live}, and resume again"
+                ) from None
         # a resumed run keeps the suite, selection and matrices it was started with
         suite = args.suite or meta.get("suite")
         args.case = args.case or meta.get("cases")
@@ -263,13 +291,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_select(args.select)
         # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
         args.cluster = args.cluster or meta.get("cluster_ref")
-        args.reference_cache = args.reference_cache or (Path(meta["reference_cache"])
-                                                        if meta.get("reference_cache") else None)
+        args.reference_cache = args.reference_cache or (
+            Path(meta["reference_cache"]) if meta.get("reference_cache") else None
+        )
         m = _run_matrix(args, run_dir)
     else:
         if (run_dir / store.META).exists() or (run_dir / store.RESULTS).exists():
-            raise CliError(f"{run_dir} already holds a run; finish it with: ppconf run --resume {run_dir} "
-                           f"(or give --out a new directory)")
+            raise CliError(
+                f"{run_dir} already holds a run; finish it with: ppconf run --resume {run_dir} "
+                f"(or give --out a new directory)"
+            )
         suite = args.suite
         m = _matrix(args)
     if not suite:
@@ -286,15 +317,29 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
     from harness.results.meta import write_meta
     from harness.run import RunConfig, SuiteRun
 
-    cfg = RunConfig(matrix=m, suite=suite, cluster=load_cluster(args.cluster), run_dir=run_dir,
-                    case_ids=args.case, select=args.select, resume=bool(args.resume),
-                    reference_cache=args.reference_cache)
+    cfg = RunConfig(
+        matrix=m,
+        suite=suite,
+        cluster=load_cluster(args.cluster),
+        run_dir=run_dir,
+        case_ids=args.case,
+        select=args.select,
+        resume=bool(args.resume),
+        reference_cache=args.reference_cache,
+    )
     if not _plans_ok(m, suite, cfg.cluster, args.case, args.select):
         return 2
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                  transient=False) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
         task = bar.add_task(suite, total=None)
 
         def line(head: str, case_id: str, text: str) -> None:
@@ -320,22 +365,36 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
             ref = args.cluster
             if ref and Path(ref).exists():
                 ref = str(Path(ref).resolve())
-            write_meta(run_dir, suite, cfg.cluster.name, [str(r.resolve()) for r in m.roots],
-                       {"argv": sys.argv, "cases": args.case, "select": args.select, "cluster_ref": ref,
-                        "network": cfg.cluster.network,
-                        "reference_cache": str(args.reference_cache) if args.reference_cache else None})
+            write_meta(
+                run_dir,
+                suite,
+                cfg.cluster.name,
+                [str(r.resolve()) for r in m.roots],
+                {
+                    "argv": sys.argv,
+                    "cases": args.case,
+                    "select": args.select,
+                    "cluster_ref": ref,
+                    "network": cfg.cluster.network,
+                    "reference_cache": str(args.reference_cache) if args.reference_cache else None,
+                },
+            )
         try:
             summary = runner.run()
         except KeyboardInterrupt:
             summary = None
     if summary is None:
-        print(f"interrupted; every launched process was stopped. Resume with: ppconf run --resume {run_dir}",
-              file=sys.stderr)
+        print(
+            f"interrupted; every launched process was stopped. Resume with: ppconf run --resume {run_dir}",
+            file=sys.stderr,
+        )
         return 130
     counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.counts().items()))
-    print(f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches "
-          f"({summary.reference_launches} of references, {summary.references_reused} references reused): "
-          f"{counts or 'nothing run'}")
+    print(
+        f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches "
+        f"({summary.reference_launches} of references, {summary.references_reused} references reused): "
+        f"{counts or 'nothing run'}"
+    )
     print(f"results: {run_dir / 'results.jsonl'}")
     from reports.render import report_run
 
@@ -353,8 +412,11 @@ def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: 
     for err in summarize(report.errors):
         print(f"error: {err}", file=sys.stderr)
     if not report.ok:
-        print(f"error: {len(summarize(report.errors))} problem(s) in the launch plans; nothing was launched "
-              f"(`ppconf lint --plans --suite {suite}` shows them too)", file=sys.stderr)
+        print(
+            f"error: {len(summarize(report.errors))} problem(s) in the launch plans; nothing was launched "
+            f"(`ppconf lint --plans --suite {suite}` shows them too)",
+            file=sys.stderr,
+        )
     return report.ok
 
 
@@ -365,9 +427,16 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
-    path = record_golden(m, cases[0], cluster, args.out, from_case=args.from_case,
-                         work_dir=args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}",
-                         fold=args.fold, topology=args.topology)
+    path = record_golden(
+        m,
+        cases[0],
+        cluster,
+        args.out,
+        from_case=args.from_case,
+        work_dir=args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}",
+        fold=args.fold,
+        topology=args.topology,
+    )
     print(f"golden: {path}")
     return 0
 
@@ -431,8 +500,10 @@ def cmd_docs_drift(args: argparse.Namespace) -> int:
     drifts = docs_drift(args.doc, m, cases, records)
     for d in drifts:
         print(f"{args.doc}:{d}")
-    print(f"{len(drifts)} disagreement(s) between {args.doc} and the claims of {', '.join(suites)}"
-          + (f" / the run {args.run}" if args.run else ""))
+    print(
+        f"{len(drifts)} disagreement(s) between {args.doc} and the claims of {', '.join(suites)}"
+        + (f" / the run {args.run}" if args.run else "")
+    )
     return 1 if drifts else 0
 
 
@@ -457,37 +528,56 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
-        p.add_argument("--matrices", type=Path, action="append",
-                       help="matrix directory; repeat to layer one over another, later ones adding and "
-                            "overriding (default: the shipped matrices/; for a run directory, the matrices "
-                            "the run recorded)")
+        p.add_argument(
+            "--matrices",
+            type=Path,
+            action="append",
+            help="matrix directory; repeat to layer one over another, later ones adding and "
+            "overriding (default: the shipped matrices/; for a run directory, the matrices "
+            "the run recorded)",
+        )
         p.add_argument("-v", "--verbose", action="store_true", help="log what ppconf does (to stderr)")
         return p
 
     p = add("lint", cmd_lint, "check the rules against every case before anything runs")
-    p.add_argument("--plans", action="store_true",
-                   help="also plan every case and check the launches against the installed vLLM's serve parser, "
-                        "its config classes, world sizes, env names and ports")
+    p.add_argument(
+        "--plans",
+        action="store_true",
+        help="also plan every case and check the launches against the installed vLLM's serve parser, "
+        "its config classes, world sizes, env names and ports",
+    )
     p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
-    p.add_argument("--cluster", help="list every case whose reference cannot be planned on this cluster; with "
-                                     "--plans, the cluster to plan on (default: every shipped inventory of each "
-                                     "suite's platform, and this host for cpu suites)")
+    p.add_argument(
+        "--cluster",
+        help="list every case whose reference cannot be planned on this cluster; with "
+        "--plans, the cluster to plan on (default: every shipped inventory of each "
+        "suite's platform, and this host for cpu suites)",
+    )
 
     p = add("expand", cmd_expand, "list the cases of one or all suites with their expectations")
     p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")
-    p.add_argument("--select", help='condition over case attributes, e.g. \'pp > 1 && "mtp" in features\'')
+    p.add_argument("--select", help="condition over case attributes, e.g. 'pp > 1 && \"mtp\" in features'")
     p.add_argument("--count", action="store_true", help="print only the summary line per suite")
-    p.add_argument("--cluster", help="read hidden-layer counts the matrix lacks from the models' config.json on "
-                                     "this inventory's first node (default: where this host can read them)")
+    p.add_argument(
+        "--cluster",
+        help="read hidden-layer counts the matrix lacks from the models' config.json on "
+        "this inventory's first node (default: where this host can read them)",
+    )
     p.add_argument("--json", action="store_true")
 
     p = add("partition", cmd_partition, "the per-rank [start, end) layer ranges vLLM builds")
     p.add_argument("--layers", type=int, required=True, help="hidden layers of the target model")
     p.add_argument("--pp", type=int, required=True, help="pipeline-parallel size")
     p.add_argument("--partition", help="a VLLM_PP_LAYER_PARTITION string (default: auto)")
-    p.add_argument("--rules", choices=RULE_SETS, default="upstream",
-                   help="upstream: vLLM's checks; ascend-doc: also every entry positive")
-    p.add_argument("--step-ms", help="measured mean forward time per stage, e.g. 12.0,15.1: prints the next partition to try")
+    p.add_argument(
+        "--rules",
+        choices=RULE_SETS,
+        default="upstream",
+        help="upstream: vLLM's checks; ascend-doc: also every entry positive",
+    )
+    p.add_argument(
+        "--step-ms", help="measured mean forward time per stage, e.g. 12.0,15.1: prints the next partition to try"
+    )
     p.add_argument("--peak-mib", help="measured peak memory per stage in MiB, e.g. 51000,60500")
     p.add_argument("--json", action="store_true")
 
@@ -505,8 +595,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", help="run only the cases matching this condition")
     p.add_argument("--out", type=Path, help="run directory (default: runs/SUITE-TIMESTAMP)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
-    p.add_argument("--reference-cache", type=Path, metavar="DIR",
-                   help="reuse reference outputs across runs while their launch and every node's stack are unchanged")
+    p.add_argument(
+        "--reference-cache",
+        type=Path,
+        metavar="DIR",
+        help="reuse reference outputs across runs while their launch and every node's stack are unchanged",
+    )
 
     p = add("golden", cmd_golden_record, "record a golden: the outputs of a case's reference launch, with its stack")
     p.add_argument("action", choices=["record"])
@@ -514,8 +608,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument("--out", type=Path, required=True, help="the golden file to write")
-    p.add_argument("--from-case", action="store_true",
-                   help="record the case's own outputs (its reference is itself a golden, or none fits)")
+    p.add_argument(
+        "--from-case",
+        action="store_true",
+        help="record the case's own outputs (its reference is itself a golden, or none fits)",
+    )
     p.add_argument("--fold", choices=["none", "tp"], default="none", help="the counterpart's fold (default: none)")
     p.add_argument("--topology", help="launch this PP=1 topology instead of the counterpart")
     p.add_argument("--work-dir", type=Path, help="where the launch's logs go (default: runs/golden-TIMESTAMP)")
@@ -537,8 +634,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("schedule", cmd_schedule, "place a suite's deployments on a cluster and print the plan and its makespan")
     p.add_argument("--suite", required=True)
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
-    p.add_argument("--simulate", action="store_true", required=True,
-                   help="print the schedule without launching anything (the only mode today)")
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        required=True,
+        help="print the schedule without launching anything (the only mode today)",
+    )
     p.add_argument("--durations", type=Path, help="a JSON file of seconds per deployment or case, or a run directory")
 
     p = add("docs-drift", cmd_docs_drift, "list the cells of a published support table that disagree with the matrix")
@@ -552,8 +653,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return args.func(args)
     except BrokenPipeError:  # `ppconf plan ... | head`: the reader has all it wanted

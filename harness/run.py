@@ -77,14 +77,30 @@ class SuiteRun:
         self.versions: dict[str, dict[str, str]] = {}
         self.by_id: dict[str, Case] = {}
         self.launcher = Launcher(cfg.cluster, cfg.run_dir, self.suite.request_timeout_s)
-        self.references = ReferenceRuns(self.m, cfg.cluster, cfg.run_dir, self.launcher, lambda: self.versions,
-                                        cfg.reference_cache, lambda text: progress(Event(Kind.REFERENCE, text)))
-        self.observer = Observer(self.m, cfg.cluster, cfg.run_dir, self.launcher, self.references,
-                                 lambda kind, case, text: progress(Event(Kind(kind), text, case)))
+        self.references = ReferenceRuns(
+            self.m,
+            cfg.cluster,
+            cfg.run_dir,
+            self.launcher,
+            lambda: self.versions,
+            cfg.reference_cache,
+            lambda text: progress(Event(Kind.REFERENCE, text)),
+        )
+        self.observer = Observer(
+            self.m,
+            cfg.cluster,
+            cfg.run_dir,
+            self.launcher,
+            self.references,
+            lambda kind, case, text: progress(Event(Kind(kind), text, case)),
+        )
 
     def cases(self) -> list[Case]:
-        return select(expand(self.m, self.cfg.suite, LayerCounts(self.cfg.cluster)).cases,
-                      ids=self.cfg.case_ids, expr=self.cfg.select)
+        return select(
+            expand(self.m, self.cfg.suite, LayerCounts(self.cfg.cluster)).cases,
+            ids=self.cfg.case_ids,
+            expr=self.cfg.select,
+        )
 
     def prepare(self) -> list[Deployment]:
         """Plan the cases still to run and group them into deployments; records the cases that
@@ -107,9 +123,13 @@ class SuiteRun:
         if self.cfg.resume:
             # a finished case is kept only if its claim and its launch plan are still the same
             current = {c.id: c.expectation.to_json() for c in cases}
-            done = {r["case"] for r in store.read(self.run_dir)
-                    if r["case"] in current and r.get("expectation") == current[r["case"]]
-                    and r.get("plan_key") == planned.get(r["case"])}
+            done = {
+                r["case"]
+                for r in store.read(self.run_dir)
+                if r["case"] in current
+                and r.get("expectation") == current[r["case"]]
+                and r.get("plan_key") == planned.get(r["case"])
+            }
         todo = [c for c in cases if c.id not in done]
         self.summary.cases = len(cases)
         self.summary.skipped_finished = len(cases) - len(todo)
@@ -124,12 +144,31 @@ class SuiteRun:
         self._ensure_models(runnable)
         return group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
 
-    def record(self, case: Case, d: Deployment | None, obs: Observation, started: str, duration: float,
-               plan_key: str | None = None, harness_error: str | None = None) -> Result:
+    def record(
+        self,
+        case: Case,
+        d: Deployment | None,
+        obs: Observation,
+        started: str,
+        duration: float,
+        plan_key: str | None = None,
+        harness_error: str | None = None,
+    ) -> Result:
         if d is not None:
             self.launcher.redactor.learn(d)
-        result = make_result(self.m, self.run_dir, case, d, obs, started, duration, self.versions, plan_key,
-                             harness_error, self.launcher.redactor)
+        result = make_result(
+            self.m,
+            self.run_dir,
+            case,
+            d,
+            obs,
+            started,
+            duration,
+            self.versions,
+            plan_key,
+            harness_error,
+            self.launcher.redactor,
+        )
         store.append(self.run_dir, result.to_json(), self.launcher.redactor)
         self.summary.outcomes[result.outcome] = self.summary.outcomes.get(result.outcome, 0) + 1
         self.progress(Event(Kind.RESULT, result.reason, case, outcome=result.outcome))
@@ -143,8 +182,14 @@ class SuiteRun:
         if infra:
             for r in results:  # the retry's verdict replaces these in the summary (both stay in the results)
                 self.summary.outcomes[r.outcome] -= 1
-            self.progress(Event(Kind.RETRY, "infrastructure error; running the deployment once more",
-                                self.by_id[d.case_ids[0]], count=len(results)))
+            self.progress(
+                Event(
+                    Kind.RETRY,
+                    "infrastructure error; running the deployment once more",
+                    self.by_id[d.case_ids[0]],
+                    count=len(results),
+                )
+            )
             results = self._execute_once(d, retry_of=[r.reason for r in infra])
         return results
 
@@ -182,9 +227,15 @@ class SuiteRun:
         self.progress(Event(Kind.NOTICE, text))
 
     def _ensure_models(self, cases: list[Case]) -> None:
-        names = {v.model[4:] for c in cases for v in [self.m.variant(c.family, c.variant)] if v.model.startswith("zoo:")}
-        names |= {ref[4:] for c in cases for ref in self.m.variant(c.family, c.variant).drafters.values()
-                  if ref.startswith("zoo:")}
+        names = {
+            v.model[4:] for c in cases for v in [self.m.variant(c.family, c.variant)] if v.model.startswith("zoo:")
+        }
+        names |= {
+            ref[4:]
+            for c in cases
+            for ref in self.m.variant(c.family, c.variant).drafters.values()
+            if ref.startswith("zoo:")
+        }
         for name in sorted(names):
             self.progress(Event(Kind.MODEL, f"tiny model {name}"))
             ensure_model(name, default_cache_root())

@@ -13,13 +13,25 @@ from typing import Any
 
 SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
 FAILS = "❗"  # after the symbol of a cell whose case failed the run: it must never read as fine or untested
-LEGEND = (f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
-          f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)")
+LEGEND = (
+    f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
+    f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)"
+)
 FAILING = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
 
 # How bad an outcome is, to pick the one that speaks for a cell holding several cases.
-SEVERITY = {"ERROR": 8, "UNEXPECTED_ACCEPT": 7, "BAD_REJECT": 6, "FAIL": 5, "FLAKY": 4, "KNOWN_ISSUE": 3,
-            "SKIP": 2, "XFAIL": 1, "PASS": 0, None: -1}
+SEVERITY = {
+    "ERROR": 8,
+    "UNEXPECTED_ACCEPT": 7,
+    "BAD_REJECT": 6,
+    "FAIL": 5,
+    "FLAKY": 4,
+    "KNOWN_ISSUE": 3,
+    "SKIP": 2,
+    "XFAIL": 1,
+    "PASS": 0,
+    None: -1,
+}
 
 
 def claim_symbol(exp: dict[str, Any]) -> str:
@@ -123,7 +135,9 @@ def _cell(entries: list[Entry]) -> Cell:
         note = f"the guide is silent about this exception: {worst.expectation.get('why', '')}"
     elif worst.outcome is None and worst.expectation.get("kind") in ("known-issue", "flaky"):
         exp = worst.expectation
-        note = f"{exp['kind']}: {exp.get('link', '')}" + (f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else "")
+        note = f"{exp['kind']}: {exp.get('link', '')}" + (
+            f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else ""
+        )
     return Cell(entries, symbol, claimed, worst.outcome, note)
 
 
@@ -151,16 +165,38 @@ def build_tables(entries: list[Entry], titles: dict[str, str] | None = None) -> 
 
 
 def entries_from_results(records: list[dict[str, Any]]) -> list[Entry]:
-    return [Entry(case=r["case"], family=r["family"], variant=r["variant"], topology=r["topology"],
-                  platform=r["platform"], partition=r["partition"], features=list(r["features"]),
-                  expectation=r["expectation"], outcome=r["outcome"], reason=r["reason"], record=r)
-            for r in records]
+    return [
+        Entry(
+            case=r["case"],
+            family=r["family"],
+            variant=r["variant"],
+            topology=r["topology"],
+            platform=r["platform"],
+            partition=r["partition"],
+            features=list(r["features"]),
+            expectation=r["expectation"],
+            outcome=r["outcome"],
+            reason=r["reason"],
+            record=r,
+        )
+        for r in records
+    ]
 
 
 def entries_from_claims(cases) -> list[Entry]:
-    return [Entry(case=c.id, family=c.family, variant=c.variant, topology=c.topology, platform=c.platform,
-                  partition=c.partition, features=list(c.features), expectation=c.expectation.to_json())
-            for c in cases]
+    return [
+        Entry(
+            case=c.id,
+            family=c.family,
+            variant=c.variant,
+            topology=c.topology,
+            platform=c.platform,
+            partition=c.partition,
+            features=list(c.features),
+            expectation=c.expectation.to_json(),
+        )
+        for c in cases
+    ]
 
 
 @dataclass
@@ -200,12 +236,17 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
             per: dict[str, list] = {}
             for c in about:
                 per.setdefault(c.family, []).append(c)
-            ok = sorted(f for f, cs in per.items() if any(claim_symbol(c.expectation.to_json()) != REJECTED for c in cs))
+            ok = sorted(
+                f for f, cs in per.items() if any(claim_symbol(c.expectation.to_json()) != REJECTED for c in cs)
+            )
             refused = sorted(f for f in per if f not in ok)
             silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
             rule_about = subject_of(matrix, kind, keys)[1]
-            waived = [c.expectation for c in about if c.expectation.kind in ("known-issue", "flaky")
-                      and rule_about(rules[c.expectation.rule].when)]
+            waived = [
+                c.expectation
+                for c in about
+                if c.expectation.kind in ("known-issue", "flaky") and rule_about(rules[c.expectation.rule].when)
+            ]
             experimental = any(c.expectation.experimental for c in about)
             if not ok:
                 symbol, text = REJECTED, "Not supported."
@@ -215,8 +256,9 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
                 documented_refusals = [f for f in refused if f not in silent]
                 text = f"{_and(named)} only." if documented_refusals else "Supported."
                 if silent:
-                    text = text.rstrip(".") + (f"; the guide is silent about {_and([titles[f] for f in silent])}, "
-                                               f"where it is refused.")
+                    text = text.rstrip(".") + (
+                        f"; the guide is silent about {_and([titles[f] for f in silent])}, where it is refused."
+                    )
                 if waived:
                     w = waived[0]
                     text = text.rstrip(".") + (f"; {w.kind} (waives {', '.join(w.waives)}): {w.link}.")

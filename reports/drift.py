@@ -100,8 +100,11 @@ def _lookup(matrix, name: str) -> tuple[str, set[str]] | None:
     topologies may share a name (every P/D layout is "P/D disaggregation")."""
     n = _norm(name)
     for kind, table in (("feature", matrix.features), ("family", matrix.families), ("topology", matrix.topologies)):
-        keys = {key for key, item in table.items()
-                if n in {_norm(x) for x in (key, item.title, *getattr(item, "aliases", []))}}
+        keys = {
+            key
+            for key, item in table.items()
+            if n in {_norm(x) for x in (key, item.title, *getattr(item, "aliases", []))}
+        }
         if keys:
             return kind, keys
     return None
@@ -132,21 +135,34 @@ def cases_about(matrix, kind: str, keys: set[str], cases) -> list:
             groups.setdefault((c.family, c.variant), []).append(c)
     out = []
     for group in groups.values():
-        out += [c for c in group if c.expectation.rule is not None and about(rules[c.expectation.rule].when)
-                or c.expectation.kind in ("supported", "known-issue", "flaky")]
+        out += [
+            c
+            for c in group
+            if c.expectation.rule is not None
+            and about(rules[c.expectation.rule].when)
+            or c.expectation.kind in ("supported", "known-issue", "flaky")
+        ]
     return out
 
 
 def _verdict(symbols: list[str]) -> str:
-    return SUPPORTED if SUPPORTED in symbols else EXPERIMENTAL if EXPERIMENTAL in symbols else \
-        REJECTED if REJECTED in symbols else UNTESTED
+    return (
+        SUPPORTED
+        if SUPPORTED in symbols
+        else EXPERIMENTAL
+        if EXPERIMENTAL in symbols
+        else REJECTED
+        if REJECTED in symbols
+        else UNTESTED
+    )
 
 
 def _families_named(matrix, text: str) -> set[str]:
     """Families a cell names ("only for MiniMax-M3 sparse models", "DeepSeek-V4 and GLM-5.2")."""
     t = f" {_norm(text)} "
-    return {key for key, fam in matrix.families.items()
-            if any(f" {_norm(x)} " in t for x in (key, fam.title, *fam.aliases))}
+    return {
+        key for key, fam in matrix.families.items() if any(f" {_norm(x)} " in t for x in (key, fam.title, *fam.aliases))
+    }
 
 
 def published_per_family(matrix, text: str, symbol: str, families: set[str]) -> dict[str, str]:
@@ -162,14 +178,23 @@ def published_per_family(matrix, text: str, symbol: str, families: set[str]) -> 
 ISSUE = re.compile(r"\bissue\b|under investigation|intermittent|flaky", re.I)
 
 
-def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases,
-                 by_case: dict[str, dict]) -> list[Drift]:
+def _cell_drifts(
+    row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases, by_case: dict[str, dict]
+) -> list[Drift]:
     mine = cases_about(matrix, kind, keys, cases)
     rules = {e.index: e.rule for e in matrix.rules}
     key = ", ".join(sorted(keys))
     if not mine:
-        return [Drift(row.line, row.name, published, UNTESTED, None,
-                      f"published {published}, but no case of the matrix exercises {kind} '{key}'")]
+        return [
+            Drift(
+                row.line,
+                row.name,
+                published,
+                UNTESTED,
+                None,
+                f"published {published}, but no case of the matrix exercises {kind} '{key}'",
+            )
+        ]
     groups: dict[tuple[str, str], list] = {}
     for c in mine:
         groups.setdefault((c.family, c.variant), []).append(c)
@@ -181,9 +206,18 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
     if published in (SUPPORTED, EXPERIMENTAL) and ISSUE.search(row.text):
         plain = [c.id for c in mine if c.expectation.kind == "supported"]
         if plain:
-            out.append(Drift(row.line, row.name, published, SUPPORTED, None,
-                             f"published \"{row.text}\" (support with an open issue), the matrix claims plain "
-                             f"support with no known-issue or flaky waiver", tuple(plain)))
+            out.append(
+                Drift(
+                    row.line,
+                    row.name,
+                    published,
+                    SUPPORTED,
+                    None,
+                    f'published "{row.text}" (support with an open issue), the matrix claims plain '
+                    f"support with no known-issue or flaky waiver",
+                    tuple(plain),
+                )
+            )
     for source in ("matrix", "run"):
         per: dict[tuple[str, str], tuple[str, list[str], bool]] = {}
         for fv, group in groups.items():
@@ -200,9 +234,16 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
                 # an unqualified ✅ claims every case of the variant: one refused stack or layout
                 # the cell does not name is a disagreement (the P/D cell's own qualifiers — decode
                 # PP1, prefill TP a multiple of decode TP — are read from the P/D section)
-                refused = [c for c, sym in zip(group, symbols, strict=True) if sym == REJECTED and not (
-                    kind == "topology" and c.expectation.rule is not None
-                    and re.search(r"decode_pp|pd_tp_multiple", rules[c.expectation.rule].when))]
+                refused = [
+                    c
+                    for c, sym in zip(group, symbols, strict=True)
+                    if sym == REJECTED
+                    and not (
+                        kind == "topology"
+                        and c.expectation.rule is not None
+                        and re.search(r"decode_pp|pd_tp_multiple", rules[c.expectation.rule].when)
+                    )
+                ]
                 if refused:
                     verdict = REJECTED
             if not _same(verdict, expected[fv[0]]):
@@ -211,7 +252,9 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
         families = sorted({f for f, _ in per})
         for fam in families:
             variants = sorted(v for f, v in per if f == fam)
-            whole = set(variants) == {v for f, v in groups if f == fam} and len({per[(fam, v)][0] for v in variants}) == 1
+            whole = (
+                set(variants) == {v for f, v in groups if f == fam} and len({per[(fam, v)][0] for v in variants}) == 1
+            )
             parts = [(fam, variants)] if whole else [(f"{fam}/{v}", [v]) for v in variants]
             for label, vs in parts:
                 verdict = per[(fam, vs[0])][0]
@@ -219,9 +262,17 @@ def _cell_drifts(row: PublishedRow, published: str, matrix, kind: str, keys: set
                 silent = any(per[(fam, v)][2] for v in vs)
                 says = "the matrix claims" if source == "matrix" else "the run observed"
                 note = "; the guide is silent about this exception" if silent and source == "matrix" else ""
-                out.append(Drift(row.line, row.name, published, verdict if source == "matrix" else "",
-                                 verdict if source == "run" else None,
-                                 f"published {published} \"{row.text}\", {says} {verdict} for {label}{note}", ids))
+                out.append(
+                    Drift(
+                        row.line,
+                        row.name,
+                        published,
+                        verdict if source == "matrix" else "",
+                        verdict if source == "run" else None,
+                        f'published {published} "{row.text}", {says} {verdict} for {label}{note}',
+                        ids,
+                    )
+                )
     return out
 
 
@@ -238,29 +289,63 @@ def _variant_drifts(row: PublishedRow, matrix, family: str, platform: str) -> li
     for item in items:
         words = set(_norm(item).split())
         hits = {k for k, v in variants.items() if words <= set(_norm(f"{k} {v.title}").split())}
-        if not hits and "drafter" in words and words - {"drafter"} <= {_norm(d) for d in
-                                                                        {d for v in variants.values() for d in v.drafters}}:
+        if (
+            not hits
+            and "drafter" in words
+            and words - {"drafter"} <= {_norm(d) for d in {d for v in variants.values() for d in v.drafters}}
+        ):
             continue  # a drafter the guide lists as a variant: the matrix keeps it as the family's drafter
         if not hits:
-            out.append(Drift(row.line, row.name, SUPPORTED, "", None,
-                             f"published variant \"{item}\", but family '{family}' has no such variant"))
+            out.append(
+                Drift(
+                    row.line,
+                    row.name,
+                    SUPPORTED,
+                    "",
+                    None,
+                    f"published variant \"{item}\", but family '{family}' has no such variant",
+                )
+            )
         matched |= hits
     for k in sorted(matched):
         if not variants[k].supports_pp and "supportspp" in row.column.lower():
-            out.append(Drift(row.line, row.name, SUPPORTED, REJECTED, None,
-                             f"published with a SupportsPP implementation, the matrix says supports_pp: false "
-                             f"for {family}/{k}"))
+            out.append(
+                Drift(
+                    row.line,
+                    row.name,
+                    SUPPORTED,
+                    REJECTED,
+                    None,
+                    f"published with a SupportsPP implementation, the matrix says supports_pp: false for {family}/{k}",
+                )
+            )
     for k in sorted(set(variants) - matched):
-        out.append(Drift(row.line, row.name, SUPPORTED, SUPPORTED, None,
-                         f"the matrix claims variant '{k}' of '{family}', which the published row does not list"))
+        out.append(
+            Drift(
+                row.line,
+                row.name,
+                SUPPORTED,
+                SUPPORTED,
+                None,
+                f"the matrix claims variant '{k}' of '{family}', which the published row does not list",
+            )
+        )
     if origin:
         said = _norm(origin.group(1))
         want = "upstream+ascend-adapter" if "adapter" in said else "upstream" if "upstream" in said else "ascend"
         wrong = sorted(k for k, v in variants.items() if v.origin != want)
         if wrong:
-            out.append(Drift(row.line, row.name, SUPPORTED, SUPPORTED, None,
-                             f"published \"{origin.group(1)}\", the matrix says origin "
-                             f"{', '.join(sorted({variants[k].origin for k in wrong}))} for {', '.join(wrong)}"))
+            out.append(
+                Drift(
+                    row.line,
+                    row.name,
+                    SUPPORTED,
+                    SUPPORTED,
+                    None,
+                    f'published "{origin.group(1)}", the matrix says origin '
+                    f"{', '.join(sorted({variants[k].origin for k in wrong}))} for {', '.join(wrong)}",
+                )
+            )
     return out
 
 
@@ -275,8 +360,9 @@ def _prose_claims(text: str, matrix) -> list[tuple[int, str, str, str, set[str]]
     start = next((i for i, l in enumerate(lines) if re.search(r"兼容性与限制|^compatibility", l.strip(), re.I)), None)
     if start is None:
         return out
-    names = sorted(((x, key) for key, f in matrix.features.items() for x in (f.title, *f.aliases)),
-                   key=lambda p: -len(p[0]))
+    names = sorted(
+        ((x, key) for key, f in matrix.features.items() for x in (f.title, *f.aliases)), key=lambda p: -len(p[0])
+    )
     for i in range(start + 1, len(lines)):
         line = lines[i].strip()
         if line.endswith("¶") or line.startswith("#"):
@@ -304,15 +390,37 @@ def _pd_table_drifts(text: str, matrix, cases) -> list[Drift]:
         d = int(m.group())
         rules = {e.index: e.rule for e in matrix.rules}
         # cases decided by a P/D rule (a wrong partition on a P/D pair speaks of the partition)
-        pd = [c for c in cases if c.attrs.get("pd") and c.expectation.rule is not None
-              and re.search(r"\bpd\b", rules[c.expectation.rule].when)]
+        pd = [
+            c
+            for c in cases
+            if c.attrs.get("pd")
+            and c.expectation.rule is not None
+            and re.search(r"\bpd\b", rules[c.expectation.rule].when)
+        ]
         wrong = [c.id for c in pd if c.attrs["decode_pp"] > d and claim_symbol(c.expectation.to_json()) != REJECTED]
         if wrong:
-            out.append(Drift(i + 1, "P/D: Decode --pipeline-parallel-size", REJECTED, SUPPORTED, None,
-                             f"published decode PP {d}, the matrix does not reject decode PP > {d}", tuple(wrong)))
+            out.append(
+                Drift(
+                    i + 1,
+                    "P/D: Decode --pipeline-parallel-size",
+                    REJECTED,
+                    SUPPORTED,
+                    None,
+                    f"published decode PP {d}, the matrix does not reject decode PP > {d}",
+                    tuple(wrong),
+                )
+            )
         if pd and not any(c.attrs["decode_pp"] == d and c.expectation.kind == "supported" for c in pd):
-            out.append(Drift(i + 1, "P/D: Decode --pipeline-parallel-size", SUPPORTED, REJECTED, None,
-                             f"published decode PP {d}, but no P/D case with decode PP {d} is claimed supported"))
+            out.append(
+                Drift(
+                    i + 1,
+                    "P/D: Decode --pipeline-parallel-size",
+                    SUPPORTED,
+                    REJECTED,
+                    None,
+                    f"published decode PP {d}, but no P/D case with decode PP {d} is claimed supported",
+                )
+            )
     return out
 
 
@@ -330,8 +438,16 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
             out.append(Drift(row.line, row.name, "", "", None, "blank cell: the docs say nothing"))
             continue
         if found is None:
-            out.append(Drift(row.line, row.name, published, "", None,
-                             f"published {published}, but no feature or family of the matrix is named so"))
+            out.append(
+                Drift(
+                    row.line,
+                    row.name,
+                    published,
+                    "",
+                    None,
+                    f"published {published}, but no feature or family of the matrix is named so",
+                )
+            )
             continue
         kind, keys = found
         if kind == "family":
@@ -345,8 +461,16 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
         mine = cases_about(matrix, kind, keys, cases)
         verdict = _verdict([claim_symbol(c.expectation.to_json()) for c in mine]) if mine else UNTESTED
         if not _same(verdict, symbol):
-            out.append(Drift(line, sentence, symbol, verdict, None,
-                             f"the compatibility list says {symbol}, the matrix claims {verdict} for "
-                             f"{', '.join(sorted(keys))}", tuple(c.id for c in mine if _same(claim_symbol(c.expectation.to_json()), verdict))))
+            out.append(
+                Drift(
+                    line,
+                    sentence,
+                    symbol,
+                    verdict,
+                    None,
+                    f"the compatibility list says {symbol}, the matrix claims {verdict} for {', '.join(sorted(keys))}",
+                    tuple(c.id for c in mine if _same(claim_symbol(c.expectation.to_json()), verdict)),
+                )
+            )
     out += _pd_table_drifts(text, matrix, cases)
     return out

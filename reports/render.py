@@ -34,8 +34,9 @@ def _md(value: Any) -> str:
     """Text safe inside a GitHub-flavoured Markdown table cell: log lines carry no raw HTML
     (GitHub renders it), no table breaks and no terminal sequences."""
     text = _CONTROL.sub(" ", _ANSI.sub("", str(value).replace("\n", " ")))
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("\\", "\\\\").replace("|", "\\|"))
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\\", "\\\\").replace("|", "\\|")
+    )
 
 
 def _xml(value: Any) -> str:
@@ -45,8 +46,12 @@ def _xml(value: Any) -> str:
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=autoescape,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     env.filters["md"] = _md
     return env
 
@@ -80,8 +85,10 @@ def _excerpt(run_dir: Path, record: dict[str, Any], key: str, title: str) -> dic
         return None
     path = results.log_path(run_dir, ref)
     if path is None:
-        return {"title": f"{title} — {line['log']} line {line['line']}",
-                "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)"}
+        return {
+            "title": f"{title} — {line['log']} line {line['line']}",
+            "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)",
+        }
     text = "\n".join(logs.excerpt(path, line["line"], before=8, after=3))
     # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
     # masked here too, for logs that outlived the values (a run from an older ppconf)
@@ -93,8 +100,16 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
     obs = r.get("observation", {})
     launches = []
     for l in (r.get("deployment") or {}).get("launches", []):
-        spec = LaunchSpec(l["name"], l["role"], l["node"], l["host"], tuple(l["argv"]),
-                          tuple(sorted(l["env"].items())), l.get("port"), l.get("set_env"))
+        spec = LaunchSpec(
+            l["name"],
+            l["role"],
+            l["node"],
+            l["host"],
+            tuple(l["argv"]),
+            tuple(sorted(l["env"].items())),
+            l.get("port"),
+            l.get("set_env"),
+        )
         try:
             shell = spec.shell()
         except PlanError as err:  # a record written by hand, or before names were checked
@@ -108,16 +123,39 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
         claim += f" — {exp['why']}"
     if exp.get("where"):
         claim += f" ({exp['where']})"
-    excerpts = [x for x in (_excerpt(run_dir, r, "expected_error_line", "expected error"),
-                            _excerpt(run_dir, r, "root_cause", "root cause")) if x] if run_dir else []
-    return {"case": e.case, "outcome": e.outcome, "reason": e.reason, "claim": claim,
-            "duration": r.get("duration_s"), "ready_s": obs.get("ready_s"),
-            "partition": obs.get("partition"), "partition_expected": obs.get("partition_expected"),
-            "partition_source": obs.get("partition_source"), "accuracy": obs.get("accuracy"),
-            "reference": obs.get("reference"), "reference_error": obs.get("reference_error"), "score": obs.get("score"),
-            "notes": obs.get("notes", []), "launches": launches, "excerpts": excerpts,
-            "feature_checks": obs.get("feature_checks", {}),
-            "diagnosis": r.get("diagnosis"), "repro": (r.get("repro") or {}).get("rerun")}
+    excerpts = (
+        [
+            x
+            for x in (
+                _excerpt(run_dir, r, "expected_error_line", "expected error"),
+                _excerpt(run_dir, r, "root_cause", "root cause"),
+            )
+            if x
+        ]
+        if run_dir
+        else []
+    )
+    return {
+        "case": e.case,
+        "outcome": e.outcome,
+        "reason": e.reason,
+        "claim": claim,
+        "duration": r.get("duration_s"),
+        "ready_s": obs.get("ready_s"),
+        "partition": obs.get("partition"),
+        "partition_expected": obs.get("partition_expected"),
+        "partition_source": obs.get("partition_source"),
+        "accuracy": obs.get("accuracy"),
+        "reference": obs.get("reference"),
+        "reference_error": obs.get("reference_error"),
+        "score": obs.get("score"),
+        "notes": obs.get("notes", []),
+        "launches": launches,
+        "excerpts": excerpts,
+        "feature_checks": obs.get("feature_checks", {}),
+        "diagnosis": r.get("diagnosis"),
+        "repro": (r.get("repro") or {}).get("rerun"),
+    }
 
 
 def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
@@ -127,11 +165,21 @@ def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
         t = ((e.record or {}).get("observation") or {}).get("tuning")
         if not t:
             continue
-        stages = "; ".join(f"stage {s['stage']}: {s['layers']} layer{'' if s['layers'] == 1 else 's'}, "
-                           f"{'?' if s['step_ms'] is None else s['step_ms']} ms, "
-                           f"{'?' if s['peak_mib'] is None else s['peak_mib']} MiB" for s in t["stages"])
-        rows.append({"case": e.case, "partition": t["partition"], "stages": stages,
-                     "by_step_time": t["by_step_time"]["why"], "by_memory": t["by_memory"]["why"]})
+        stages = "; ".join(
+            f"stage {s['stage']}: {s['layers']} layer{'' if s['layers'] == 1 else 's'}, "
+            f"{'?' if s['step_ms'] is None else s['step_ms']} ms, "
+            f"{'?' if s['peak_mib'] is None else s['peak_mib']} MiB"
+            for s in t["stages"]
+        )
+        rows.append(
+            {
+                "case": e.case,
+                "partition": t["partition"],
+                "stages": stages,
+                "by_step_time": t["by_step_time"]["why"],
+                "by_memory": t["by_memory"]["why"],
+            }
+        )
     return rows
 
 
@@ -146,26 +194,59 @@ def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     t0 = min(s for s, _, _ in spans)
     total = max(s + d for s, d, _ in spans) - t0 or 1.0
-    return [{"case": r["case"], "outcome": r["outcome"], "duration": d,
-             "left": round(100 * (s - t0) / total, 2), "width": max(0.3, round(100 * d / total, 2))}
-            for s, d, r in sorted(spans, key=lambda x: x[0])]
+    return [
+        {
+            "case": r["case"],
+            "outcome": r["outcome"],
+            "duration": d,
+            "left": round(100 * (s - t0) / total, 2),
+            "width": max(0.3, round(100 * d / total, 2)),
+        }
+        for s, d, r in sorted(spans, key=lambda x: x[0])
+    ]
 
 
-def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles: dict[str, str],
-           records: list[dict[str, Any]], features: list | None = None, run_dir: Path | None = None) -> list[Table]:
+def render(
+    entries: list[Entry],
+    out: Path,
+    head: str,
+    claims_only: bool,
+    titles: dict[str, str],
+    records: list[dict[str, Any]],
+    features: list | None = None,
+    run_dir: Path | None = None,
+) -> list[Table]:
     out.mkdir(parents=True, exist_ok=True)
     tables = build_tables(entries, titles)
-    ctx = {"tables": tables, "legend": LEGEND, "header": head, "claims_only": claims_only,
-           "feature_rows": features or [], "tuning": _tuning(entries)}
+    ctx = {
+        "tables": tables,
+        "legend": LEGEND,
+        "header": head,
+        "claims_only": claims_only,
+        "feature_rows": features or [],
+        "tuning": _tuning(entries),
+    }
     (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
-    row_features = {(t.family, row): " ".join(sorted({f for c in t.cells.values() if c.entries[0].row == row
-                                                      for e in c.entries for f in e.features})) or "none"
-                    for t in tables for row in t.rows}
-    html = _env(True).get_template("support.html.j2").render(
-        **ctx, row_features=row_features,
-        features=sorted({f for e in entries for f in e.features}),
-        outcomes=sorted({e.outcome for e in entries if e.outcome}),
-        evidence=[_evidence(run_dir, e) for e in entries], timeline=_timeline(records))
+    row_features = {
+        (t.family, row): " ".join(
+            sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
+        )
+        or "none"
+        for t in tables
+        for row in t.rows
+    }
+    html = (
+        _env(True)
+        .get_template("support.html.j2")
+        .render(
+            **ctx,
+            row_features=row_features,
+            features=sorted({f for e in entries for f in e.features}),
+            outcomes=sorted({e.outcome for e in entries if e.outcome}),
+            evidence=[_evidence(run_dir, e) for e in entries],
+            timeline=_timeline(records),
+        )
+    )
     (out / "support.html").write_text(html)
     (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, default=str))
     write_junit(entries, out / "junit.xml")
@@ -175,12 +256,36 @@ def render(entries: list[Entry], out: Path, head: str, claims_only: bool, titles
 def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, Any]:
     return {
         "header": head,
-        "cases": [{"case": e.case, "family": e.family, "variant": e.variant, "topology": e.topology,
-                   "platform": e.platform, "partition": e.partition, "features": e.features,
-                   "claim": e.expectation, "outcome": e.outcome, "reason": e.reason} for e in entries],
-        "cells": [{"family": t.family, "row": row, "column": col, "symbol": c.symbol, "claimed": c.claimed,
-                   "outcome": c.outcome, "fails_run": c.fails_run, "note": c.note, "cases": [e.case for e in c.entries]}
-                  for t in tables for (row, col), c in t.cells.items()],
+        "cases": [
+            {
+                "case": e.case,
+                "family": e.family,
+                "variant": e.variant,
+                "topology": e.topology,
+                "platform": e.platform,
+                "partition": e.partition,
+                "features": e.features,
+                "claim": e.expectation,
+                "outcome": e.outcome,
+                "reason": e.reason,
+            }
+            for e in entries
+        ],
+        "cells": [
+            {
+                "family": t.family,
+                "row": row,
+                "column": col,
+                "symbol": c.symbol,
+                "claimed": c.claimed,
+                "outcome": c.outcome,
+                "fails_run": c.fails_run,
+                "note": c.note,
+                "cases": [e.case for e in c.entries],
+            }
+            for t in tables
+            for (row, col), c in t.cells.items()
+        ],
     }
 
 
@@ -189,18 +294,28 @@ def write_junit(entries: list[Entry], path: Path) -> None:
     failures = skipped = 0
     for e in entries:
         r = e.record or {}
-        tc = ET.SubElement(suite, "testcase", classname=_xml(f"ppconf.{e.family}"), name=_xml(e.case),
-                           time=_xml(r.get("duration_s") or 0))
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname=_xml(f"ppconf.{e.family}"),
+            name=_xml(e.case),
+            time=_xml(r.get("duration_s") or 0),
+        )
         props = ET.SubElement(tc, "properties")
         obs = r.get("observation", {})
-        for key, value in (("outcome", e.outcome), ("claim", json.dumps(e.expectation, sort_keys=True)),
-                           ("partition", json.dumps(obs.get("partition"))),
-                           ("root_cause", (obs.get("root_cause") or {}).get("text"))):
+        for key, value in (
+            ("outcome", e.outcome),
+            ("claim", json.dumps(e.expectation, sort_keys=True)),
+            ("partition", json.dumps(obs.get("partition"))),
+            ("root_cause", (obs.get("root_cause") or {}).get("text")),
+        ):
             if value is not None:
                 ET.SubElement(props, "property", name=key, value=_xml(value))
         if e.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR"):
             failures += 1
-            ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(e.reason)
+            ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(
+                e.reason
+            )
         elif e.outcome in (None, "SKIP", "XFAIL", "KNOWN_ISSUE", "FLAKY"):
             skipped += 1
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
@@ -211,10 +326,24 @@ def write_junit(entries: list[Entry], path: Path) -> None:
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:
     records = results.read(results.check_run_dir(run_dir))
-    return render(entries_from_results(records), out, header(load_meta(run_dir), records), False,
-                  titles or {}, records, run_dir=run_dir)
+    return render(
+        entries_from_results(records),
+        out,
+        header(load_meta(run_dir), records),
+        False,
+        titles or {},
+        records,
+        run_dir=run_dir,
+    )
 
 
 def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None) -> list[Table]:
-    return render(entries_from_claims(cases), out, head, True, titles or {}, [],
-                  feature_claims(matrix, cases) if matrix is not None else [])
+    return render(
+        entries_from_claims(cases),
+        out,
+        head,
+        True,
+        titles or {},
+        [],
+        feature_claims(matrix, cases) if matrix is not None else [],
+    )

@@ -1,6 +1,6 @@
 """Open a rendered page in headless Chromium, save a screenshot, report script errors.
 
-    python -m reports.screenshot RUN_DIR/report/support.html [OUT.png]
+python -m reports.screenshot RUN_DIR/report/support.html [OUT.png]
 """
 
 from __future__ import annotations
@@ -9,8 +9,14 @@ import shutil
 import sys
 from pathlib import Path
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def chromium() -> str | None:

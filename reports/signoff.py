@@ -74,8 +74,9 @@ def _one_line(text: object) -> str:
     return re.sub(r"\s*[\r\n\v\f\x85\u2028\u2029]+\s*", " ", str(text)).strip()
 
 
-def signoff(run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str,
-            today: datetime.date | None = None) -> Verdict:
+def signoff(
+    run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str, today: datetime.date | None = None
+) -> Verdict:
     """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged.
     A string instead says why the claims could not be known: then coverage cannot be checked and
     the answer is NO."""
@@ -92,8 +93,10 @@ def signoff(run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | 
             reasons.append(f"{e.outcome}: {e.case} — {e.reason}")
         until = e.expectation.get("until")
         if kind == "known-issue" and until and datetime.date.fromisoformat(until) < today:
-            reasons.append(f"known-issue waiver expired on {until}: {e.case} ({e.expectation.get('link')}, "
-                           f"owner {e.expectation.get('owner')})")
+            reasons.append(
+                f"known-issue waiver expired on {until}: {e.case} ({e.expectation.get('link')}, "
+                f"owner {e.expectation.get('owner')})"
+            )
         if kind in ("supported", "rejected", "known-issue", "flaky") and e.outcome == "SKIP":
             reasons.append(f"claimed {kind} but not tested: {e.case} — {e.reason}")
     if isinstance(claims, str):
@@ -113,16 +116,24 @@ def signoff(run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | 
     reasons += why_not
     ok = not reasons
     meta = load_meta(run_dir)
-    page = [f"# Sign-off: {'YES' if ok else 'NO'}", "", f"Run: {_one_line(run_dir)}", "",
-            _one_line(header(meta, records)), ""]
+    page = [
+        f"# Sign-off: {'YES' if ok else 'NO'}",
+        "",
+        f"Run: {_one_line(run_dir)}",
+        "",
+        _one_line(header(meta, records)),
+        "",
+    ]
     if signed:
         page += ["Signed stack (as probed on each node when its cases ran):", ""]
         page += [f"- {_one_line(node)}: {_one_line(line)}" for node, line in sorted(signed.items())] + [""]
     if baseline_dir is not None:
         page += [f"Baseline: {_one_line(baseline_dir)}", ""]
     if ok:
-        page.append(f"All {len(entries)} cases match their claims; no waiver has expired"
-                    + ("; nothing regressed since the baseline." if baseline_dir else "."))
+        page.append(
+            f"All {len(entries)} cases match their claims; no waiver has expired"
+            + ("; nothing regressed since the baseline." if baseline_dir else ".")
+        )
     else:
         page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
     return Verdict(ok, reasons, "\n".join(page) + "\n")
@@ -139,10 +150,12 @@ def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:
     signed, reasons = {}, []
     for node, stacks in sorted(seen.items()):
         if len(stacks) > 1:
-            reasons.append(f"node {node} ran this run's cases on {len(stacks)} different stacks: "
-                           + "; ".join(f"{s} ({len(c)} cases)" for s, c in stacks.items()))
+            reasons.append(
+                f"node {node} ran this run's cases on {len(stacks)} different stacks: "
+                + "; ".join(f"{s} ({len(c)} cases)" for s, c in stacks.items())
+            )
             continue
-        (line, cases), = stacks.items()
+        ((line, cases),) = stacks.items()
         if line.startswith("version probe"):
             reasons.append(f"the stack of node {node} is unknown, so the sign-off cannot name it: {line}")
             continue

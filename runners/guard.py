@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("usage: python -m runners.guard -- ARGV...", file=sys.stderr)
         return 2
-    command = argv[argv.index("--") + 1:]
+    command = argv[argv.index("--") + 1 :]
     _die_with_parent()
     signal.signal(signal.SIGTERM, _take_group_down)
     signal.signal(signal.SIGINT, _take_group_down)

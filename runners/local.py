@@ -70,7 +70,7 @@ class LocalHandle:
 
 
 _SOURCE_THEN_EXEC = (
-    'set_env=$1; n=$2; shift 2; saved=(); '
+    "set_env=$1; n=$2; shift 2; saved=(); "
     'for k in "${@:1:n}"; do saved+=("$k=${!k}"); done; shift "$n"; '
     'source "$set_env" || exit; '
     'for kv in "${saved[@]}"; do export "$kv"; done; '

@@ -29,8 +29,9 @@ def _argv(node: Node, argv: Sequence[str], set_env: bool) -> list[str]:
 
 def _local(node: Node, argv: list[str], timeout_s: float) -> NodeOutput:
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s,
-                              start_new_session=True)
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, start_new_session=True
+        )
     except subprocess.TimeoutExpired:
         return NodeOutput(node.name, None, error=f"no answer within {timeout_s:g} s")
     except OSError as err:
@@ -54,8 +55,9 @@ def _ssh(node: Node, argv: list[str], timeout_s: float) -> NodeOutput:
     return NodeOutput(node.name, done.returncode, done.stdout, done.stderr)
 
 
-def run_on_nodes(cluster: Cluster, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float = 60.0,
-                 set_env: bool = False) -> list[NodeOutput]:
+def run_on_nodes(
+    cluster: Cluster, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float = 60.0, set_env: bool = False
+) -> list[NodeOutput]:
     """Runs each ``(node, argv)``; one NodeOutput per call, in order. Never raises for a node
     that cannot be reached: its output says why."""
     out: list[NodeOutput | None] = [None] * len(calls)
@@ -75,8 +77,10 @@ def run_on_nodes(cluster: Cluster, calls: Sequence[tuple[Node, Sequence[str]]], 
         else:
             from runners.ray import run_commands
 
-            for (i, _, _), result in zip(ray_calls, run_commands(cluster.ray_address,
-                                                                  [(n.name, a) for _, n, a in ray_calls], timeout_s),
-                                         strict=True):
+            for (i, _, _), result in zip(
+                ray_calls,
+                run_commands(cluster.ray_address, [(n.name, a) for _, n, a in ray_calls], timeout_s),
+                strict=True,
+            ):
                 out[i] = result
     return out  # type: ignore[return-value]

@@ -212,8 +212,10 @@ class RayHandle:
             self._rc = ACTOR_LOST
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         with open(self.log_path, "ab") as log:
-            log.write(f"\nppconf: the Ray actor running {self.spec.name} on node {self.spec.node} "
-                      f"({self.node_id}) died: {type(error).__name__}: {first}\n".encode())
+            log.write(
+                f"\nppconf: the Ray actor running {self.spec.name} on node {self.spec.node} "
+                f"({self.node_id}) died: {type(error).__name__}: {first}\n".encode()
+            )
 
     def _pump(self) -> None:
         while not self._done.wait(POLL_S):
@@ -294,8 +296,10 @@ class RayNodeRunner:
         holders = [n["NodeID"] for n in alive if node in n.get("Resources", {})]
         if len(holders) != 1:
             what = "no alive Ray node holds" if not holders else f"{len(holders)} Ray nodes hold"
-            raise RayRunnerError(f"node {node}: {what} a resource named {node!r} in the cluster at {self.address} "
-                                 f"(start the node with --resources '{{\"{node}\": 1}}' or pass node_ids)")
+            raise RayRunnerError(
+                f"node {node}: {what} a resource named {node!r} in the cluster at {self.address} "
+                f"(start the node with --resources '{{\"{node}\": 1}}' or pass node_ids)"
+            )
         return holders[0]
 
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> RayHandle:
@@ -341,8 +345,15 @@ def _run_command(argv: list[str], timeout_s: float) -> tuple[int | None, str, st
     import subprocess
 
     try:
-        done = subprocess.run(argv, env=_node_environment(), stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=timeout_s, start_new_session=True)
+        done = subprocess.run(
+            argv,
+            env=_node_environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         return None, "", "", f"no answer within {timeout_s:g} s"
     except OSError as err:
@@ -368,7 +379,9 @@ def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: fl
             except RayRunnerError as err:
                 pending.append((node, err))
                 continue
-            pending.append((node, _run_command_task.options(scheduling_strategy=strategy).remote(list(argv), timeout_s)))
+            pending.append(
+                (node, _run_command_task.options(scheduling_strategy=strategy).remote(list(argv), timeout_s))
+            )
         out = []
         for node, ref in pending:
             if isinstance(ref, Exception):

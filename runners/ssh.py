@@ -114,7 +114,9 @@ class SshOptions:
         return (self.state or state_dir()) / "ssh" / "known_hosts"
 
 
-def ssh_argv(target: SshTarget, opts: SshOptions = SshOptions(), *, connect_timeout_s: float | None = None) -> list[str]:
+def ssh_argv(
+    target: SshTarget, opts: SshOptions = SshOptions(), *, connect_timeout_s: float | None = None
+) -> list[str]:
     """``ssh`` and every option for ``target``, ending with ``-- HOST``; append the remote command.
 
     The inventory's own options come first: OpenSSH keeps the first value it is given, so an
@@ -129,18 +131,29 @@ def ssh_argv(target: SshTarget, opts: SshOptions = SshOptions(), *, connect_time
     for option in target.options:
         argv += ["-o", option]
     argv += [
-        "-o", "BatchMode=yes",  # never prompt: a missing key is an error, not a hang
-        "-o", "StrictHostKeyChecking=accept-new",
-        "-o", f"UserKnownHostsFile={known}",
-        "-o", "ControlMaster=auto",
-        "-o", f"ControlPath={opts.control_path}",
-        "-o", f"ControlPersist={opts.control_persist_s}",
-        "-o", f"ServerAliveInterval={opts.server_alive_interval_s}",
-        "-o", f"ServerAliveCountMax={opts.server_alive_count}",
-        "-o", f"ConnectTimeout={max(1, math.ceil(timeout))}",
-        "-o", "LogLevel=ERROR",  # no "Permanently added ..." lines in the launch logs
+        "-o",
+        "BatchMode=yes",  # never prompt: a missing key is an error, not a hang
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        "-o",
+        f"UserKnownHostsFile={known}",
+        "-o",
+        "ControlMaster=auto",
+        "-o",
+        f"ControlPath={opts.control_path}",
+        "-o",
+        f"ControlPersist={opts.control_persist_s}",
+        "-o",
+        f"ServerAliveInterval={opts.server_alive_interval_s}",
+        "-o",
+        f"ServerAliveCountMax={opts.server_alive_count}",
+        "-o",
+        f"ConnectTimeout={max(1, math.ceil(timeout))}",
+        "-o",
+        "LogLevel=ERROR",  # no "Permanently added ..." lines in the launch logs
         "-T",
-        "-p", str(target.port),
+        "-p",
+        str(target.port),
     ]
     if target.user:
         argv += ["-l", target.user]
@@ -153,8 +166,9 @@ def run_ssh(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | 
     """A short ssh call, outside the terminal's process group (a Ctrl-C meant for ppconf must
     not cut a teardown call in half); None when it did not finish in time."""
     try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout_s, start_new_session=True)
+        return subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, start_new_session=True
+        )
     except subprocess.TimeoutExpired:
         return None
 
@@ -192,10 +206,10 @@ def reachable(node: Node | SshTarget, timeout_s: float = 10.0, opts: SshOptions 
 # or its ssh client went away, or stop() closed it — SIGTERM the group, SIGKILL after $3 s.
 # $1 token (to recognise it in ps), $2 pgid, $3 grace in whole seconds.
 _WATCHDOG = (
-    'cat >/dev/null; '
+    "cat >/dev/null; "
     'kill -s TERM -- "-$2" 2>/dev/null || exit 0; '
     'i=0; while [ "$i" -lt "$(( $3 * 10 ))" ] && kill -s 0 -- "-$2" 2>/dev/null; '
-    'do sleep 0.1; i=$((i + 1)); done; '
+    "do sleep 0.1; i=$((i + 1)); done; "
     'kill -s KILL -- "-$2" 2>/dev/null; exit 0'
 )
 
@@ -208,8 +222,8 @@ _INNER_HEAD = (
     'IFS= read -r n <&3 || { echo "ppconf: no environment block on stdin" >&2; exit 125; }; '
     'case "$n" in ""|*[!0-9]*) echo "ppconf: bad environment block size" >&2; exit 125;; esac; '
     'vars=$(dd bs=1 count="$n" <&3 2>/dev/null) || exit 125; '
-    'setsid sh -c ' + shlex.quote(_WATCHDOG) + ' ppconf-watchdog "$1" "$$" "$2" <&3 >/dev/null 2>&1 3<&- & '
-    'exec 3<&-; shift 2; '
+    "setsid sh -c " + shlex.quote(_WATCHDOG) + ' ppconf-watchdog "$1" "$$" "$2" <&3 >/dev/null 2>&1 3<&- & '
+    "exec 3<&-; shift 2; "
 )
 _INNER = _INNER_HEAD + 'eval "$vars" && exec "$@"'
 # bash, as the local runner: vendors' set_env scripts (CANN's) are written for it. The script's
@@ -246,7 +260,9 @@ def remote_command(spec: LaunchSpec, token: str, watchdog_grace_s: float = 10.0)
     else:
         shell, inner = "sh", _INNER
     grace = str(max(1, math.ceil(watchdog_grace_s)))
-    launch = " ".join(shlex.quote(w) for w in ["setsid", "-w", shell, "-c", inner, "ppconf-launch", token, grace, *words])
+    launch = " ".join(
+        shlex.quote(w) for w in ["setsid", "-w", shell, "-c", inner, "ppconf-launch", token, grace, *words]
+    )
     # Not the last command of the string, so no shell replaces itself with setsid (which would
     # then lead sshd's process group, fork, and report a signal death as its number).
     return f'{launch} 3<&0 </dev/null 2>&1; s=$?; echo "{token} exit=$s"; exit "$s"'
@@ -370,8 +386,10 @@ class SshHandle:
                     time.sleep(0.1)
                     alive = self._group_alive(pgid)
             if alive is not False:
-                problems.append(f"remote process group {pgid} on {self.target} is "
-                                f"{'still alive' if alive else 'in an unknown state (ssh failed)'}")
+                problems.append(
+                    f"remote process group {pgid} on {self.target} is "
+                    f"{'still alive' if alive else 'in an unknown state (ssh failed)'}"
+                )
         # EOF on the session's stdin: the remote watchdog exits (or, if the group id never
         # arrived, takes down whatever started); the client then ends with the session.
         self._close_stdin()
@@ -403,9 +421,14 @@ class SshNodeRunner:
     found by ``spec.node``; a launch for a node not listed connects to ``spec.host`` with the
     client's defaults."""
 
-    def __init__(self, nodes: Cluster | Iterable[Node] | Mapping[str, Node] | None = None,
-                 opts: SshOptions | None = None, *, watchdog_grace_s: float = 10.0,
-                 start_timeout_s: float = PGID_TIMEOUT_S):
+    def __init__(
+        self,
+        nodes: Cluster | Iterable[Node] | Mapping[str, Node] | None = None,
+        opts: SshOptions | None = None,
+        *,
+        watchdog_grace_s: float = 10.0,
+        start_timeout_s: float = PGID_TIMEOUT_S,
+    ):
         if isinstance(nodes, Cluster):
             nodes = nodes.nodes
         if isinstance(nodes, Mapping):
@@ -445,8 +468,15 @@ class SshNodeRunner:
             proc.stdin.flush()
         except OSError:
             pass  # the client is gone already: the wait below reports why
-        handle = SshHandle(spec=spec, log_path=log_path, proc=proc, target=target, opts=self.opts,
-                           token=token, markers=_Markers(log_path, offset, token))
+        handle = SshHandle(
+            spec=spec,
+            log_path=log_path,
+            proc=proc,
+            target=target,
+            opts=self.opts,
+            token=token,
+            markers=_Markers(log_path, offset, token),
+        )
         try:
             pgid = handle._wait_pgid(self.opts.connect_timeout_s + self.start_timeout_s)
         except BaseException:  # Ctrl-C while connecting: take down whatever started
@@ -455,8 +485,9 @@ class SshNodeRunner:
         if pgid is None:
             rc = handle.proc.poll()
             handle.stop(grace_s=1.0)
-            why = _last_line(log_path, offset) or (f"ssh exited with status {rc}" if rc is not None
-                                                   else "no process group reported")
+            why = _last_line(log_path, offset) or (
+                f"ssh exited with status {rc}" if rc is not None else "no process group reported"
+            )
             raise SshError(f"cannot start {spec.name} on {target} over ssh: {why}")
         return handle
 

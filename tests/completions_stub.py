@@ -65,19 +65,20 @@ class CompletionsStub:
             ids.append(GENERATED_TOKEN)
             tokens = [self.tokenizer.decode([i]) for i in ids]
             logprobs = [None] + [token_logprob(t) for t in tokens[1:]]
-            choices.append({
-                "index": index,
-                "text": "".join(tokens),
-                "finish_reason": "length",
-                "logprobs": {
-                    "tokens": tokens,
-                    "token_logprobs": logprobs,
-                    "top_logprobs": [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:], strict=True)],
-                    "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))],
-                },
-            })
-        return {"id": "cmpl-stub", "object": "text_completion", "model": self.model,
-                "choices": choices}
+            choices.append(
+                {
+                    "index": index,
+                    "text": "".join(tokens),
+                    "finish_reason": "length",
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": logprobs,
+                        "top_logprobs": [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:], strict=True)],
+                        "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))],
+                    },
+                }
+            )
+        return {"id": "cmpl-stub", "object": "text_completion", "model": self.model, "choices": choices}
 
     def _handler(self):
         stub = self

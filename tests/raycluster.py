@@ -64,15 +64,31 @@ class RayCluster:
         token.write_text(secrets.token_hex(32))
         token.chmod(0o600)
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token), RAY_USAGE_STATS_ENABLED="0",
-                   TMPDIR=str(self.tmp),  # the actors' node-side log directories land here too
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        env.update(
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN_PATH=str(token),
+            RAY_USAGE_STATS_ENABLED="0",
+            TMPDIR=str(self.tmp),  # the actors' node-side log directories land here too
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        )
         self.env = env
         for i, node in enumerate(self.nodes):
-            argv = [RAY, "start", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                    "--resources", json.dumps({node: 1}), "--temp-dir", str(self.tmp), "--disable-usage-stats"]
-            argv += (["--head", "--port", str(PORT), "--include-dashboard=false"] if i == 0
-                     else ["--address", self.address])
+            argv = [
+                RAY,
+                "start",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--num-cpus",
+                "1",
+                "--resources",
+                json.dumps({node: 1}),
+                "--temp-dir",
+                str(self.tmp),
+                "--disable-usage-stats",
+            ]
+            argv += (
+                ["--head", "--port", str(PORT), "--include-dashboard=false"] if i == 0 else ["--address", self.address]
+            )
             r = _run(self.ns(argv), timeout=120, env=env)
             if r.returncode != 0:
                 raise ClusterError(f"`ray start` for {node} failed ({r.returncode}): {(r.stderr or r.stdout)[-2000:]}")
@@ -127,7 +143,11 @@ class Driver:
     def __init__(self, cluster: RayCluster):
         self.proc = subprocess.Popen(
             cluster.ns([PYTHON, "-m", "tests.raycluster", cluster.address]),
-            cwd=ROOT, env=cluster.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            env=cluster.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         hello = self._reply(60)
         if not hello.get("ok"):
@@ -172,8 +192,16 @@ class Driver:
 
 
 def spec_to_json(spec) -> dict:
-    return {"name": spec.name, "role": spec.role, "node": spec.node, "host": spec.host, "argv": list(spec.argv),
-            "env": [list(kv) for kv in spec.env], "port": spec.port, "set_env": spec.set_env}
+    return {
+        "name": spec.name,
+        "role": spec.role,
+        "node": spec.node,
+        "host": spec.host,
+        "argv": list(spec.argv),
+        "env": [list(kv) for kv in spec.env],
+        "port": spec.port,
+        "set_env": spec.set_env,
+    }
 
 
 def serve(address: str) -> None:
@@ -201,14 +229,29 @@ def serve(address: str) -> None:
                 answer({"nodes": {n["NodeID"]: sorted(n["Resources"]) for n in ray.nodes() if n["Alive"]}})
             elif op == "start":
                 s = req["spec"]
-                spec = LaunchSpec(s["name"], s["role"], s["node"], s["host"], tuple(s["argv"]),
-                                  tuple(tuple(kv) for kv in s["env"]), s["port"], s["set_env"])
+                spec = LaunchSpec(
+                    s["name"],
+                    s["role"],
+                    s["node"],
+                    s["host"],
+                    tuple(s["argv"]),
+                    tuple(tuple(kv) for kv in s["env"]),
+                    s["port"],
+                    s["set_env"],
+                )
                 if req.get("node_ids"):
                     runner.node_ids = req["node_ids"]
                 h = runner.start(spec, Path(req["log"]), req["env"])
                 handles[spec.name] = h
-                answer({"pgid": h.pid, "node_id": h.node_id, "node_ip": h.node_ip, "actor_pid": h.actor_pid,
-                        "remote_log": h.remote_log})
+                answer(
+                    {
+                        "pgid": h.pid,
+                        "node_id": h.node_id,
+                        "node_ip": h.node_ip,
+                        "actor_pid": h.actor_pid,
+                        "remote_log": h.remote_log,
+                    }
+                )
             elif op == "returncode":
                 answer({"rc": handles[req["name"]].returncode()})
             elif op == "wait":

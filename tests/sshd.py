@@ -89,8 +89,11 @@ class Sshd:
         root.mkdir(parents=True, exist_ok=True)
         host_key, client_key = root / "host_ed25519", root / "client_ed25519"
         for key in (host_key, client_key):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ppconf-test", "-f", str(key)],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ppconf-test", "-f", str(key)],
+                check=True,
+                capture_output=True,
+            )
         (root / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
         Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # privilege separation dir
         last = ""
@@ -111,10 +114,16 @@ class Sshd:
                 "StrictModes no\n"
                 "PrintMotd no\n"
                 "PrintLastLog no\n"
-                "LogLevel VERBOSE\n")
+                "LogLevel VERBOSE\n"
+            )
             log = open(root / "sshd.log", "ab")
-            proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             log.close()
             server = cls(root, port, proc, client_key, host_key)
             end = time.monotonic() + 10

@@ -43,7 +43,9 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     m = load_matrix(root)
     run_dir = tmp_path / "run"
     summary = SuiteRun(RunConfig(m, "perturb-cpu", load_cluster(None), run_dir)).run()
-    records = {json.loads(line)["case"]: json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()}
+    records = {
+        json.loads(line)["case"]: json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
+    }
     plain = records["qwen3-tiny/pp2-tp1-mp/auto/none"]
     perturbed = records["qwen3-tiny/pp2-tp1-mp/auto/perturb-last-stage"]
     assert plain["outcome"] == "PASS", plain["reason"]
@@ -53,8 +55,7 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     assert not acc["equal"] and acc["diffs"], acc
     assert "outputs differ from counterpart" in perturbed["reason"]
     # each differing request names why, with the reference's and the case's tokens side by side
-    assert all(d["why"] and (d["baseline_ids"] != d["observed_ids"] or d["max_logprob_diff"] > 0)
-               for d in acc["diffs"])
+    assert all(d["why"] and (d["baseline_ids"] != d["observed_ids"] or d["max_logprob_diff"] > 0) for d in acc["diffs"])
     # the partition was still read from the workers, through the perturbing extension
     assert perturbed["observation"]["partition"] == perturbed["observation"]["partition_expected"]
     assert summary.reference_launches == 2  # each case against its own counterpart (same flags, PP=1)
@@ -65,6 +66,7 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     report_run(run_dir, run_dir / "report", {"qwen3-tiny": "Qwen3"})
     logs = list((run_dir / "logs").rglob("*.log"))
     assert logs and any("***" in p.read_text(errors="replace") for p in logs)
-    leaked = [str(p) for p in run_dir.rglob("*") if p.is_file()
-              and b"ppconf-planted-secret-0123456789" in p.read_bytes()]
+    leaked = [
+        str(p) for p in run_dir.rglob("*") if p.is_file() and b"ppconf-planted-secret-0123456789" in p.read_bytes()
+    ]
     assert leaked == []

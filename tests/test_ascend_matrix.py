@@ -35,7 +35,7 @@ GUIDE_FEATURES = {
     "Graph mode (ACL graph)": "Supported with `FULL_DECODE_ONLY`; validated with MTP stacks.",
     "MTP": "Supported.",
     "EAGLE3": "Supported only for MiniMax-M3 sparse models; the upstream Model Runner V2 restriction is "
-              "lifted for these architectures.",
+    "lifted for these architectures.",
     "DFlash": "Not supported.",
     "DSpark": "Supported only for DeepSeek-V4 and GLM-5.2 MoE-DSA models.",
     "PCP (Prefill Context Parallel)": "Not supported.",
@@ -72,16 +72,30 @@ def flag_value(launch, flag):
 
 # -- families ("Model Support for PP") ---------------------------------------------------------
 
-@pytest.mark.parametrize("family, variants, origin", [
-    ("deepseek-v4", {"text": "DeepseekV4ForCausalLM", "multimodal": "DeepseekV4ForConditionalGeneration"}, "ascend"),
-    ("deepseek-v4.1", {"text": "DeepseekV41ForCausalLM", "multimodal": "DeepseekV41ForCausalLM"}, "ascend"),
-    ("glm-5.2", {"text": "GlmMoeDsaForCausalLM"}, "ascend"),
-    ("minimax-m3", {"sparse-text": "MiniMaxM3SparseForCausalLM",
-                    "multimodal": "MiniMaxM3SparseForConditionalGeneration"}, "ascend"),
-    ("qwen3.6", {"dense": "Qwen3_5ForCausalLM", "moe": "Qwen3_5MoeForCausalLM"}, "upstream"),
-    ("kimi-k3", {"text": "KimiK3ForConditionalGeneration", "multimodal": "KimiK3ForConditionalGeneration"},
-     "upstream+ascend-adapter"),
-])
+
+@pytest.mark.parametrize(
+    "family, variants, origin",
+    [
+        (
+            "deepseek-v4",
+            {"text": "DeepseekV4ForCausalLM", "multimodal": "DeepseekV4ForConditionalGeneration"},
+            "ascend",
+        ),
+        ("deepseek-v4.1", {"text": "DeepseekV41ForCausalLM", "multimodal": "DeepseekV41ForCausalLM"}, "ascend"),
+        ("glm-5.2", {"text": "GlmMoeDsaForCausalLM"}, "ascend"),
+        (
+            "minimax-m3",
+            {"sparse-text": "MiniMaxM3SparseForCausalLM", "multimodal": "MiniMaxM3SparseForConditionalGeneration"},
+            "ascend",
+        ),
+        ("qwen3.6", {"dense": "Qwen3_5ForCausalLM", "moe": "Qwen3_5MoeForCausalLM"}, "upstream"),
+        (
+            "kimi-k3",
+            {"text": "KimiK3ForConditionalGeneration", "multimodal": "KimiK3ForConditionalGeneration"},
+            "upstream+ascend-adapter",
+        ),
+    ],
+)
 def test_guide_families_with_registered_architectures(shipped, family, variants, origin):
     fam = shipped.families[family]
     assert {name: v.architecture for name, v in fam.variants.items()} == variants
@@ -112,30 +126,47 @@ def test_plain_pp_is_claimed_for_every_variant_on_both_two_node_layouts(shipped,
 def test_model_without_supportspp_is_rejected_while_the_config_is_built(cases):
     e = exp(cases, "bge-m3/tp8-pp2-2node-mp/auto/none")
     assert (e.kind, e.phase) == ("rejected", "config")
-    assert re.search(e.error, "NotImplementedError: Pipeline parallelism is not supported for this model. "
-                              "Supported models implement the `SupportsPP` interface.")
+    assert re.search(
+        e.error,
+        "NotImplementedError: Pipeline parallelism is not supported for this model. "
+        "Supported models implement the `SupportsPP` interface.",
+    )
 
 
 # -- layer partitions ---------------------------------------------------------------------------
+
 
 def test_guide_auto_partitions_of_the_61_layer_model(shipped, cases):
     assert shipped.families["guide-61-layer"].variants["default"].hidden_layers == 61
     assert stage_ranges(61, 2) == [(0, 31), (31, 61)]
     assert stage_ranges(61, 4) == [(0, 15), (15, 30), (30, 46), (46, 61)]
     assert stage_ranges(61, 2, "32,29") == [(0, 32), (32, 61)]
-    for cid in ("guide-61-layer/tp8-pp2-2node-mp/auto/none", "guide-61-layer/tp8-pp2-2node-mp/32,29/none",
-                "guide-61-layer/tp8-pp2-2node-mp/31,30/none", "guide-61-layer/tp4-pp4-2node-mp/auto/none",
-                "guide-61-layer/tp4-pp4-2node-mp/15,15,16,15/none"):
+    for cid in (
+        "guide-61-layer/tp8-pp2-2node-mp/auto/none",
+        "guide-61-layer/tp8-pp2-2node-mp/32,29/none",
+        "guide-61-layer/tp8-pp2-2node-mp/31,30/none",
+        "guide-61-layer/tp4-pp4-2node-mp/auto/none",
+        "guide-61-layer/tp4-pp4-2node-mp/15,15,16,15/none",
+    ):
         assert exp(cases, cid).kind == "supported", cid
 
 
-@pytest.mark.parametrize("cid, text", [
-    ("guide-61-layer/tp8-pp2-2node-mp/31,31/none", "ValueError: sum(partitions)=62 does not match num_hidden_layers=61."),
-    ("guide-61-layer/pp2-tp1/32,29,0/none", "ValueError: len(partitions)=3 does not match pp_size=2."),
-    ("guide-61-layer/tp4-pp4-2node-mp/20,20,21/none", "ValueError: len(partitions)=3 does not match pp_size=4."),
-    ("guide-61-layer/pp2-tp1/32,29,/none", "ValueError: Invalid partition string: 32,29,"),
-    ("glm-5.2/text/tp8-pp2-2node-mp/38,38/none", "ValueError: sum(partitions)=76 does not match num_hidden_layers=78."),
-])
+@pytest.mark.parametrize(
+    "cid, text",
+    [
+        (
+            "guide-61-layer/tp8-pp2-2node-mp/31,31/none",
+            "ValueError: sum(partitions)=62 does not match num_hidden_layers=61.",
+        ),
+        ("guide-61-layer/pp2-tp1/32,29,0/none", "ValueError: len(partitions)=3 does not match pp_size=2."),
+        ("guide-61-layer/tp4-pp4-2node-mp/20,20,21/none", "ValueError: len(partitions)=3 does not match pp_size=4."),
+        ("guide-61-layer/pp2-tp1/32,29,/none", "ValueError: Invalid partition string: 32,29,"),
+        (
+            "glm-5.2/text/tp8-pp2-2node-mp/38,38/none",
+            "ValueError: sum(partitions)=76 does not match num_hidden_layers=78.",
+        ),
+    ],
+)
 def test_invalid_entry_count_or_sum_fails_startup(cases, cid, text):
     e = exp(cases, cid)
     assert (e.kind, e.phase) == ("rejected", "startup")
@@ -158,6 +189,7 @@ def test_custom_partition_of_a_family_with_known_layers(cases):
 
 
 # -- features stacked with PP ("Feature stacked with PP") ------------------------------------
+
 
 def test_every_feature_row_of_the_guide_has_a_feature_with_that_alias(shipped):
     for row in GUIDE_FEATURES:
@@ -193,8 +225,9 @@ def test_graph_mode_full_decode_only_supported_and_with_mtp(cases):
     assert exp(cases, "deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode+mtp").kind == "supported"
 
 
-@pytest.mark.parametrize("variant", ["deepseek-v4/text", "glm-5.2/text", "minimax-m3/sparse-text",
-                                     "qwen3.6/moe", "kimi-k3/multimodal"])
+@pytest.mark.parametrize(
+    "variant", ["deepseek-v4/text", "glm-5.2/text", "minimax-m3/sparse-text", "qwen3.6/moe", "kimi-k3/multimodal"]
+)
 def test_mtp_supported(cases, variant):
     assert exp(cases, f"{variant}/tp8-pp2-2node-mp/auto/mtp").kind == "supported"
 
@@ -257,13 +290,16 @@ def test_layersplit_is_a_known_issue_with_a_waiver(cases):
     assert exp(cases, "glm-5.2/text/tp8-pp2-2node-mp/38,40/layersplit+mtp").kind == "known-issue"
 
 
-@pytest.mark.parametrize("cid, words", [
-    ("glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload", "layerwise connector"),
-    ("qwen3.6/dense/tp8-pp2-2node-mp/auto/prefix-caching", "Prefix caching"),
-    ("qwen3.6/dense/tp8-pp2-2node-mp/auto/pooling", "Pooling"),
-    ("kimi-k3/text/tp8-pp2-2node-mp/auto/async-scheduling", "Async scheduling"),
-    ("minimax-m3/multimodal/tp8-pp2-2node-mp/auto/sequence-parallelism", "Sequence parallelism"),
-])
+@pytest.mark.parametrize(
+    "cid, words",
+    [
+        ("glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload", "layerwise connector"),
+        ("qwen3.6/dense/tp8-pp2-2node-mp/auto/prefix-caching", "Prefix caching"),
+        ("qwen3.6/dense/tp8-pp2-2node-mp/auto/pooling", "Pooling"),
+        ("kimi-k3/text/tp8-pp2-2node-mp/auto/async-scheduling", "Async scheduling"),
+        ("minimax-m3/multimodal/tp8-pp2-2node-mp/auto/sequence-parallelism", "Sequence parallelism"),
+    ],
+)
 def test_supported_rows_carry_the_guides_wording(cases, cid, words):
     e = exp(cases, cid)
     assert e.kind == "supported" and words in e.why
@@ -271,16 +307,23 @@ def test_supported_rows_carry_the_guides_wording(cases, cid, words):
 
 # -- compatibility limits -------------------------------------------------------------------
 
+
 def test_xlite_graph_mode_rejected(cases):
     e = exp(cases, "glm-5.2/text/tp8-pp2-2node-mp/auto/xlite-graph")
     assert e.kind == "rejected"
-    assert re.search(e.error, "RuntimeError: Xlite graph mode is not compatible with pipeline parallelism. "
-                              "Please set pipeline_parallel_size to 1.")
+    assert re.search(
+        e.error,
+        "RuntimeError: Xlite graph mode is not compatible with pipeline parallelism. "
+        "Please set pipeline_parallel_size to 1.",
+    )
 
 
 def test_pd_with_pp_on_prefill_only(cases):
-    for cid in ("guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none",
-                "guide-61-layer/pd-p-tp8pp2-d-tp4/32,29/none"):
+    for cid in (
+        "guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none",
+        "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none",
+        "guide-61-layer/pd-p-tp8pp2-d-tp4/32,29/none",
+    ):
         assert exp(cases, cid).kind == "supported", cid
     e = exp(cases, "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/auto/none")
     assert (e.kind, e.phase) == ("rejected", "startup")
@@ -307,13 +350,17 @@ def test_pp_plus_dp_for_cross_node_moe_fails_or_hangs_within_a_bound(shipped, ca
 
 # -- the exact flags of a plan ---------------------------------------------------------------
 
+
 def test_plan_graph_mode_and_mtp_flags(shipped, cases):
     d = plan(shipped, cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode+mtp"], load_cluster("a3-2node"))
     assert [l.role for l in d.launches] == ["api", "headless"]
     for launch in d.launches:
         assert argv_json(launch, "--compilation-config") == {"cudagraph_mode": "FULL_DECODE_ONLY"}
-        assert argv_json(launch, "--speculative-config") == {"method": "mtp", "num_speculative_tokens": 1,
-                                                             "model": "/models/DeepSeek-V4"}
+        assert argv_json(launch, "--speculative-config") == {
+            "method": "mtp",
+            "num_speculative_tokens": 1,
+            "model": "/models/DeepSeek-V4",
+        }
         assert launch.env_dict()["VLLM_USE_V2_MODEL_RUNNER"] == "1"
 
 
@@ -325,8 +372,10 @@ def test_plan_dcp_flags_over_mooncake_connector_v2(shipped, cases):
         assert flag_value(launch, "--cp-kv-cache-interleave-size") == "128"
         kv = argv_json(launch, "--kv-transfer-config")
         assert (kv["kv_connector"], kv["kv_role"]) == ("MooncakeConnectorV2", role)
-        assert kv["kv_connector_extra_config"] == {"prefill": {"dp_size": 1, "tp_size": 8, "pp_size": 2},
-                                                   "decode": {"dp_size": 1, "tp_size": 8, "pp_size": 1}}
+        assert kv["kv_connector_extra_config"] == {
+            "prefill": {"dp_size": 1, "tp_size": 8, "pp_size": 2},
+            "decode": {"dp_size": 1, "tp_size": 8, "pp_size": 1},
+        }
     assert flag_value(decode, "--pipeline-parallel-size") == "1"
     assert proxy.argv[1].endswith("examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py")
 
@@ -348,7 +397,8 @@ def test_plan_kv_offload_on_a_pp_instance(shipped, cases):
     d = plan(shipped, cases["glm-5.2/text/tp8-pp2-2node-mp/auto/kv-offload"], load_cluster("a3-2node"))
     for launch in d.launches:
         assert argv_json(launch, "--additional-config") == {
-            "sparse_kv_offload_config": {"enabled": True, "topk_buffer_size": 4096, "dram_size_per_dp_GB": 128}}
+            "sparse_kv_offload_config": {"enabled": True, "topk_buffer_size": 4096, "dram_size_per_dp_GB": 128}
+        }
         kv = argv_json(launch, "--kv-transfer-config")
         assert kv["kv_connector"] == "SfaRemoteD2HConnector" and kv["kv_role"] == "kv_consumer"
         assert kv["kv_connector_extra_config"] == {"transfer_backend": "memfabric", "use_layerwise": True}
@@ -404,13 +454,18 @@ def test_plan_layersplit_flags(shipped, cases):
 def test_plan_speculative_and_parallel_flags(shipped, cases):
     cluster = load_cluster("a3-2node")
     eagle = plan(shipped, cases["minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/eagle3"], cluster).launches[0]
-    assert argv_json(eagle, "--speculative-config") == {"method": "eagle3", "num_speculative_tokens": 3,
-                                                        "model": "/models/MiniMax-M3-EAGLE3"}
+    assert argv_json(eagle, "--speculative-config") == {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "/models/MiniMax-M3-EAGLE3",
+    }
     dspark = plan(shipped, cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/dspark"], cluster).launches[0]
     assert argv_json(dspark, "--speculative-config") == {"method": "dspark", "model": "/models/DeepSeek-V4"}
     sp = plan(shipped, cases["qwen3.6/moe/tp8-pp2-2node-mp/auto/graph-mode+sequence-parallelism"], cluster).launches[0]
-    assert argv_json(sp, "--compilation-config") == {"cudagraph_mode": "FULL_DECODE_ONLY",
-                                                     "pass_config": {"enable_sp": True}}
+    assert argv_json(sp, "--compilation-config") == {
+        "cudagraph_mode": "FULL_DECODE_ONLY",
+        "pass_config": {"enable_sp": True},
+    }
     xlite = plan(shipped, cases["glm-5.2/text/tp8-pp2-2node-mp/auto/xlite-graph"], cluster).launches[0]
     assert argv_json(xlite, "--additional-config") == {"xlite_graph_config": {"enabled": True}}
     # vLLM's world is TP x PP x PCP: TP8 x PP2 x PCP2 needs 16 NPUs on each of the two nodes
@@ -426,6 +481,7 @@ def test_plan_speculative_and_parallel_flags(shipped, cases):
 
 
 # -- suites and clusters ---------------------------------------------------------------------
+
 
 def test_suite_modes_and_sizes(shipped):
     nightly, release = (expand(shipped, s) for s in SUITES)
@@ -455,6 +511,7 @@ def test_cluster_inventories():
 
 # -- the cluster's links (`network`) ----------------------------------------------------------
 
+
 def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shipped):
     cid = "deepseek-v4/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel"
 
@@ -475,6 +532,7 @@ def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shippe
 
 
 # -- the claims table (`ppconf report --claims-only`) -----------------------------------------
+
 
 def test_claims_table_renders_the_guides_rows_with_qualifiers(shipped, tmp_path):
     from reports.cells import feature_claims

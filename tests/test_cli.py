@@ -12,7 +12,9 @@ def run(*argv):
 def test_partition_tuning_advice_from_measured_stages(capsys):
     assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "31,30", "--step-ms", "12,15.1"]) == 0
     out = capsys.readouterr().out
-    assert "by forward time: stage 1 is the costliest (25.8% above the cheapest): try VLLM_PP_LAYER_PARTITION=32,29" in out
+    assert (
+        "by forward time: stage 1 is the costliest (25.8% above the cheapest): try VLLM_PP_LAYER_PARTITION=32,29" in out
+    )
     assert "by memory: not measured on every stage" in out
     assert main(["partition", "--layers", "61", "--pp", "2", "--step-ms", "12"]) == 2
     assert "--step-ms '12': 1 values for 2 stages" in capsys.readouterr().err
@@ -37,7 +39,9 @@ def test_lint_and_expand_on_shipped_matrix(capsys):
 
 
 def test_guide_single_node_example(capsys, matrix_dir):
-    matrix_dir("ascend/single.yaml", """\
+    matrix_dir(
+        "ascend/single.yaml",
+        """\
         suites:
           single:
             title: the guide's minimal PP syntax on two NPUs
@@ -45,13 +49,30 @@ def test_guide_single_node_example(capsys, matrix_dir):
             groups:
               - families: [guide-61-layer]
                 topologies: [pp2-tp1]
-        """)
-    assert main(["plan", "--matrices", str(matrix_dir.root), "--suite", "single",
-                 "--case", "guide-61-layer/pp2-tp1/auto/none", "--cluster", "a3-16npu"]) == 0
+        """,
+    )
+    assert (
+        main(
+            [
+                "plan",
+                "--matrices",
+                str(matrix_dir.root),
+                "--suite",
+                "single",
+                "--case",
+                "guide-61-layer/pp2-tp1/auto/none",
+                "--cluster",
+                "a3-16npu",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "export ASCEND_RT_VISIBLE_DEVICES=0,1\n" in out
-    assert ("vllm serve /path/to/model \\\n    --tensor-parallel-size 1 \\\n    --pipeline-parallel-size 2 \\\n"
-            "    --trust-remote-code") in out
+    assert (
+        "vllm serve /path/to/model \\\n    --tensor-parallel-size 1 \\\n    --pipeline-parallel-size 2 \\\n"
+        "    --trust-remote-code"
+    ) in out
 
 
 def test_bad_matrix_exits_2_with_positions(matrix_dir):
@@ -68,7 +89,10 @@ def test_unknown_case_suggests(capsys):
 
 
 def test_plan_json(capsys):
-    assert main(["plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--format", "json"]) == 0
+    assert (
+        main(["plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--format", "json"])
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert [l["role"] for l in d["launches"]] == ["api", "headless"]
 
@@ -78,8 +102,10 @@ def test_a_resumed_run_keeps_the_cluster_it_started_on(tmp_path, monkeypatch):
     import sys
 
     inventory = tmp_path / "box.yaml"
-    inventory.write_text(f"name: box\nplatform: cpu\nnodes:\n  - name: box\n    host: localhost\n"
-                         f"    address: 127.0.0.1\n    devices: [0]\n    python: {sys.executable}\n")
+    inventory.write_text(
+        f"name: box\nplatform: cpu\nnodes:\n  - name: box\n    host: localhost\n"
+        f"    address: 127.0.0.1\n    devices: [0]\n    python: {sys.executable}\n"
+    )
     run = tmp_path / "run"
     monkeypatch.chdir(tmp_path)  # the inventory is named relative to where ppconf was started
     assert main(["run", "--suite", "families-cpu", "--cluster", "box.yaml", "--out", str(run)]) == 0

@@ -11,9 +11,15 @@ from hypothesis import strategies as st
 from harness.matrix.condition import MAX_DEPTH, Condition, ConditionError, MissingAttributeError, parse
 
 ATTRS = {
-    "pp": int, "tp": int, "nnodes": int,
-    "supports_pp": bool, "eager": bool,
-    "family": str, "platform": str, "feature": str, "partition_error": str,
+    "pp": int,
+    "tp": int,
+    "nnodes": int,
+    "supports_pp": bool,
+    "eager": bool,
+    "family": str,
+    "platform": str,
+    "feature": str,
+    "partition_error": str,
     "features": list,
 }
 DOMAINS = {
@@ -22,9 +28,16 @@ DOMAINS = {
     "features": {"eagle3", "pcp", "lora", "mtp"},
 }
 CASE = {
-    "pp": 2, "tp": 8, "nnodes": 2, "supports_pp": True, "eager": False,
-    "family": "qwen3-tiny", "platform": "ascend", "feature": "eagle3",
-    "partition_error": "", "features": ["pcp", "lora"],
+    "pp": 2,
+    "tp": 8,
+    "nnodes": 2,
+    "supports_pp": True,
+    "eager": False,
+    "family": "qwen3-tiny",
+    "platform": "ascend",
+    "feature": "eagle3",
+    "partition_error": "",
+    "features": ["pcp", "lora"],
 }
 
 
@@ -41,15 +54,19 @@ def error(text: str, attributes=ATTRS, domains=DOMAINS) -> ConditionError:
 
 # --- examples from the matrices ------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ('feature == "eagle3" && family != "minimax-m3"', True),
-    ('platform == "ascend" && pp > 1 && "pcp" in features', True),
-    ("!supports_pp && pp > 1", False),
-    ('family in ["qwen3-tiny", "llama-tiny"] || (tp >= 8 && nnodes == 2)', True),
-    ('partition_error != ""', False),
-    ("true", True),
-    ("false", False),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('feature == "eagle3" && family != "minimax-m3"', True),
+        ('platform == "ascend" && pp > 1 && "pcp" in features', True),
+        ("!supports_pp && pp > 1", False),
+        ('family in ["qwen3-tiny", "llama-tiny"] || (tp >= 8 && nnodes == 2)', True),
+        ('partition_error != ""', False),
+        ("true", True),
+        ("false", False),
+    ],
+)
 def test_matrix_examples(text, expected):
     assert ev(text) is expected
 
@@ -65,43 +82,61 @@ def test_condition_object():
 
 # --- precedence and operators --------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("true || false && false", True),        # && binds tighter than ||
-    ("(true || false) && false", False),
-    ("!false && false", False),              # ! binds tighter than &&
-    ("!(false && false)", True),
-    ("!true || true", True),                 # ! binds tighter than ||
-    ("!(true || true)", False),
-    ("!!true", True),
-    ("!pp > 1", False),                      # ! applies to the whole comparison
-    ("false || false || true", True),
-    ("true && true && false", False),
-    ("((((true))))", True),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("true || false && false", True),  # && binds tighter than ||
+        ("(true || false) && false", False),
+        ("!false && false", False),  # ! binds tighter than &&
+        ("!(false && false)", True),
+        ("!true || true", True),  # ! binds tighter than ||
+        ("!(true || true)", False),
+        ("!!true", True),
+        ("!pp > 1", False),  # ! applies to the whole comparison
+        ("false || false || true", True),
+        ("true && true && false", False),
+        ("((((true))))", True),
+    ],
+)
 def test_precedence(text, expected):
     assert ev(text) is expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("pp == 2", True), ("pp != 2", False),
-    ("pp < 2", False), ("pp <= 2", True), ("pp > 1", True), ("pp >= 3", False),
-    ("2 < tp", True), ("pp < tp", True),
-    ('family == "qwen3-tiny"', True), ('"qwen3-tiny" == family', True),
-    ('family != "llama-tiny"', True),
-    ("supports_pp == true", True), ("eager != false", False),
-    ("(pp > 1) == supports_pp", True),
-    ('"pcp" in features', True), ('"mtp" in features', False),
-    ('"mtp" not in features', True), ('"pcp" not  in features', False),
-    ('family in ["llama-tiny", "qwen3-tiny"]', True),
-    ('family not in ["llama-tiny"]', True),
-    ("pp in [1, 2, 4]", True), ("pp not in [1, 4]", True),
-    ("eager in [true]", False),
-    ("pp in []", False), ("pp not in []", True),
-    ('features == ["lora", "pcp"]', True),   # lists compare as multisets
-    ('features == ["pcp"]', False),
-    ("features != []", True),
-    ("partition_error == ''", True),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("pp == 2", True),
+        ("pp != 2", False),
+        ("pp < 2", False),
+        ("pp <= 2", True),
+        ("pp > 1", True),
+        ("pp >= 3", False),
+        ("2 < tp", True),
+        ("pp < tp", True),
+        ('family == "qwen3-tiny"', True),
+        ('"qwen3-tiny" == family', True),
+        ('family != "llama-tiny"', True),
+        ("supports_pp == true", True),
+        ("eager != false", False),
+        ("(pp > 1) == supports_pp", True),
+        ('"pcp" in features', True),
+        ('"mtp" in features', False),
+        ('"mtp" not in features', True),
+        ('"pcp" not  in features', False),
+        ('family in ["llama-tiny", "qwen3-tiny"]', True),
+        ('family not in ["llama-tiny"]', True),
+        ("pp in [1, 2, 4]", True),
+        ("pp not in [1, 4]", True),
+        ("eager in [true]", False),
+        ("pp in []", False),
+        ("pp not in []", True),
+        ('features == ["lora", "pcp"]', True),  # lists compare as multisets
+        ('features == ["pcp"]', False),
+        ("features != []", True),
+        ("partition_error == ''", True),
+    ],
+)
 def test_operators(text, expected):
     assert ev(text) is expected
 
@@ -132,16 +167,20 @@ def test_not_in_needs_a_separate_word():
 
 # --- strings -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("literal, value", [
-    (r'"a\"b"', 'a"b'),
-    (r"'a\'b'", "a'b"),
-    (r'"a\\b"', "a\\b"),
-    (r'"a\'b"', "a'b"),            # the other quote may be escaped too
-    ("'say \"hi\"'", 'say "hi"'),  # ... or not
-    ('"ünï-cödé"', "ünï-cödé"),
-    ('"Mixed Case"', "Mixed Case"),
-    ('""', ""),
-])
+
+@pytest.mark.parametrize(
+    "literal, value",
+    [
+        (r'"a\"b"', 'a"b'),
+        (r"'a\'b'", "a'b"),
+        (r'"a\\b"', "a\\b"),
+        (r'"a\'b"', "a'b"),  # the other quote may be escaped too
+        ("'say \"hi\"'", 'say "hi"'),  # ... or not
+        ('"ünï-cödé"', "ünï-cödé"),
+        ('"Mixed Case"', "Mixed Case"),
+        ('""', ""),
+    ],
+)
 def test_string_escapes(literal, value):
     assert parse(f"s == {literal}").evaluate({"s": value}) is True
     assert parse(f"s != {literal}").evaluate({"s": value + "x"}) is True
@@ -149,14 +188,11 @@ def test_string_escapes(literal, value):
 
 # --- syntax errors: column and caret -------------------------------------------------
 
+
 def test_error_message_has_caret_under_column():
     e = error("pp > 1 && & tp")
     assert (e.column, e.reason, e.hint) == (11, "unexpected token '&'", "&&")
-    assert str(e) == (
-        "unexpected token '&' at column 11 (did you mean '&&'?)\n"
-        "  pp > 1 && & tp\n"
-        "            ^"
-    )
+    assert str(e) == ("unexpected token '&' at column 11 (did you mean '&&'?)\n  pp > 1 && & tp\n            ^")
     assert isinstance(e, ValueError)
 
 
@@ -174,40 +210,43 @@ def test_caret_at_end_of_text():
     assert str(e).splitlines()[2] == "      ^"
 
 
-@pytest.mark.parametrize("text, column, reason, hint", [
-    ("", 1, "empty condition", None),
-    ("   \t\n", 1, "empty condition", None),
-    ("pp > 1 | eager", 8, "unexpected token '|'", "||"),
-    ("pp = 2", 4, "unexpected token '='", "=="),
-    ("pp > 1 and eager", 8, "unexpected token 'and'", "&&"),
-    ("eager or supports_pp", 7, "unexpected token 'or'", "||"),
-    ("not eager", 1, "unexpected token 'not'", "!"),
-    ("pp > 1 $", 8, "unexpected token '$'", None),
-    ("pp > 1 \x00", 8, "unexpected token '\\x00'", None),
-    ("pp > 1 ≥ 2", 8, "unexpected token '≥'", None),
-    ("pp > 1 eager", 8, "unexpected token 'eager'", None),
-    ("pp > 1)", 7, "unexpected token ')'", None),
-    ("&& eager", 1, "unexpected token '&&'", None),
-    ("eager &&", 9, "unexpected end of condition", None),
-    ("!", 2, "unexpected end of condition", None),
-    ("pp >", 5, "unexpected end of condition", None),
-    ("(eager", 1, "unclosed '('", None),
-    ("eager && ((eager)", 10, "unclosed '('", None),
-    ("(eager eager)", 8, "expected ')' but found 'eager'", None),
-    ('family in ["a"', 11, "unclosed '['", None),
-    ('family in ["a",', 11, "unclosed '['", None),
-    ('family in ["a" "b"]', 16, "expected ',' or ']' but found '\"b\"'", None),
-    ('family in ["a",]', 16, "expected a literal but found ']'", None),
-    ("family in [platform]", 12, "expected a literal but found 'platform'", None),
-    ('"abc', 1, "unterminated string", None),
-    ("pp == 1 && family == 'abc", 22, "unterminated string", None),
-    ('family == "abc\\"', 11, "unterminated string", None),
-    ('family == "a\\', 11, "unterminated string", None),
-    ('family == "a\\nb"', 13, "unsupported escape '\\\\n'; only \\\", \\' and \\\\ are allowed", None),
-    ("pp == 1" + "0" * 30, 7, "integer literal too long", None),
-    ("pp == 1 == 1", 9, "comparisons cannot be chained; combine them with '&&'", None),
-    ("pp in in", 7, "unexpected token 'in'", None),
-])
+@pytest.mark.parametrize(
+    "text, column, reason, hint",
+    [
+        ("", 1, "empty condition", None),
+        ("   \t\n", 1, "empty condition", None),
+        ("pp > 1 | eager", 8, "unexpected token '|'", "||"),
+        ("pp = 2", 4, "unexpected token '='", "=="),
+        ("pp > 1 and eager", 8, "unexpected token 'and'", "&&"),
+        ("eager or supports_pp", 7, "unexpected token 'or'", "||"),
+        ("not eager", 1, "unexpected token 'not'", "!"),
+        ("pp > 1 $", 8, "unexpected token '$'", None),
+        ("pp > 1 \x00", 8, "unexpected token '\\x00'", None),
+        ("pp > 1 ≥ 2", 8, "unexpected token '≥'", None),
+        ("pp > 1 eager", 8, "unexpected token 'eager'", None),
+        ("pp > 1)", 7, "unexpected token ')'", None),
+        ("&& eager", 1, "unexpected token '&&'", None),
+        ("eager &&", 9, "unexpected end of condition", None),
+        ("!", 2, "unexpected end of condition", None),
+        ("pp >", 5, "unexpected end of condition", None),
+        ("(eager", 1, "unclosed '('", None),
+        ("eager && ((eager)", 10, "unclosed '('", None),
+        ("(eager eager)", 8, "expected ')' but found 'eager'", None),
+        ('family in ["a"', 11, "unclosed '['", None),
+        ('family in ["a",', 11, "unclosed '['", None),
+        ('family in ["a" "b"]', 16, "expected ',' or ']' but found '\"b\"'", None),
+        ('family in ["a",]', 16, "expected a literal but found ']'", None),
+        ("family in [platform]", 12, "expected a literal but found 'platform'", None),
+        ('"abc', 1, "unterminated string", None),
+        ("pp == 1 && family == 'abc", 22, "unterminated string", None),
+        ('family == "abc\\"', 11, "unterminated string", None),
+        ('family == "a\\', 11, "unterminated string", None),
+        ('family == "a\\nb"', 13, "unsupported escape '\\\\n'; only \\\", \\' and \\\\ are allowed", None),
+        ("pp == 1" + "0" * 30, 7, "integer literal too long", None),
+        ("pp == 1 == 1", 9, "comparisons cannot be chained; combine them with '&&'", None),
+        ("pp in in", 7, "unexpected token 'in'", None),
+    ],
+)
 def test_syntax_errors(text, column, reason, hint):
     e = error(text)
     assert (e.column, e.reason, e.hint) == (column, reason, hint)
@@ -231,16 +270,19 @@ def test_nesting_depth_is_capped():
         assert (e.column, e.reason) == (MAX_DEPTH + 1, f"nesting deeper than {MAX_DEPTH} levels")
 
 
-@pytest.mark.parametrize("text", [
-    "(" * 200_000,
-    "!" * 200_000,
-    '"' + "x" * 200_000,
-    "\\" * 200_000,
-    "9" * 200_000,
-    " && ".join(["eager"] * 50_000),
-    " || ".join(["pp > 1 && !eager"] * 20_000),
-    "family in [" + ", ".join(['"qwen3-tiny"'] * 50_000) + "]",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(" * 200_000,
+        "!" * 200_000,
+        '"' + "x" * 200_000,
+        "\\" * 200_000,
+        "9" * 200_000,
+        " && ".join(["eager"] * 50_000),
+        " || ".join(["pp > 1 && !eager"] * 20_000),
+        "family in [" + ", ".join(['"qwen3-tiny"'] * 50_000) + "]",
+    ],
+)
 def test_large_inputs_terminate_cleanly(text):
     # speed is measured by benchmarks, not asserted here; this proves no hang and no stray exception
     try:
@@ -261,34 +303,38 @@ def test_error_pickles():
 
 # --- static type errors --------------------------------------------------------------
 
-@pytest.mark.parametrize("text, column, reason, hint", [
-    ('familly == "qwen3-tiny"', 1, "unknown attribute 'familly'", "family"),
-    ("pp > 1 && suports_pp", 11, "unknown attribute 'suports_pp'", "supports_pp"),
-    ("zzz", 1, "unknown attribute 'zzz'", None),
-    ("True", 1, "unknown attribute 'True'", "true"),
-    ("pp", 1, "a condition needs a boolean, but pp is int", None),
-    ('"x"', 1, 'a condition needs a boolean, but "x" is str', None),
-    ("family", 1, "a condition needs a boolean, but family is str", None),
-    ("pp && eager", 1, "'&&' needs a boolean, but pp is int", None),
-    ("eager && pp", 10, "'&&' needs a boolean, but pp is int", None),
-    ("eager || features", 10, "'||' needs a boolean, but features is list[str]", None),
-    ("!tp", 2, "'!' needs a boolean, but tp is int", None),
-    ("!(tp)", 2, "'!' needs a boolean, but (tp) is int", None),
-    ('pp == "2"', 4, "cannot compare pp (int) with \"2\" (str)", None),
-    ("eager == 1", 7, "cannot compare eager (bool) with 1 (int)", None),
-    ("features == family", 10, "cannot compare features (list[str]) with family (str)", None),
-    ("features == [1]", 10, "cannot compare features (list[str]) with [1] (list[int])", None),
-    ('family < "z"', 1, "'<' needs integers, but family is str", None),
-    ("pp >= eager", 7, "'>=' needs integers, but eager is bool", None),
-    ("[1] <= 2", 1, "'<=' needs integers, but [1] is list[int]", None),
-    ('"pcp" in feature', 10, "'in' needs a list on the right, but feature is str", None),
-    ('"a" in "abc"', 8, "'in' needs a list on the right, but \"abc\" is str", None),
-    ("features in [1]", 1, "'in' needs a single value on the left, but features is list[str]", None),
-    ("pp in features", 4, "cannot look for pp (int) in features (list[str])", None),
-    ('pp not in ["2"]', 4, "cannot look for pp (int) in [\"2\"] (list[str])", None),
-    ('[1, "a"] == []', 5, "list elements must all be int, but \"a\" is str", None),
-    ("[true, 0] == []", 8, "list elements must all be bool, but 0 is int", None),
-])
+
+@pytest.mark.parametrize(
+    "text, column, reason, hint",
+    [
+        ('familly == "qwen3-tiny"', 1, "unknown attribute 'familly'", "family"),
+        ("pp > 1 && suports_pp", 11, "unknown attribute 'suports_pp'", "supports_pp"),
+        ("zzz", 1, "unknown attribute 'zzz'", None),
+        ("True", 1, "unknown attribute 'True'", "true"),
+        ("pp", 1, "a condition needs a boolean, but pp is int", None),
+        ('"x"', 1, 'a condition needs a boolean, but "x" is str', None),
+        ("family", 1, "a condition needs a boolean, but family is str", None),
+        ("pp && eager", 1, "'&&' needs a boolean, but pp is int", None),
+        ("eager && pp", 10, "'&&' needs a boolean, but pp is int", None),
+        ("eager || features", 10, "'||' needs a boolean, but features is list[str]", None),
+        ("!tp", 2, "'!' needs a boolean, but tp is int", None),
+        ("!(tp)", 2, "'!' needs a boolean, but (tp) is int", None),
+        ('pp == "2"', 4, 'cannot compare pp (int) with "2" (str)', None),
+        ("eager == 1", 7, "cannot compare eager (bool) with 1 (int)", None),
+        ("features == family", 10, "cannot compare features (list[str]) with family (str)", None),
+        ("features == [1]", 10, "cannot compare features (list[str]) with [1] (list[int])", None),
+        ('family < "z"', 1, "'<' needs integers, but family is str", None),
+        ("pp >= eager", 7, "'>=' needs integers, but eager is bool", None),
+        ("[1] <= 2", 1, "'<=' needs integers, but [1] is list[int]", None),
+        ('"pcp" in feature', 10, "'in' needs a list on the right, but feature is str", None),
+        ('"a" in "abc"', 8, "'in' needs a list on the right, but \"abc\" is str", None),
+        ("features in [1]", 1, "'in' needs a single value on the left, but features is list[str]", None),
+        ("pp in features", 4, "cannot look for pp (int) in features (list[str])", None),
+        ('pp not in ["2"]', 4, 'cannot look for pp (int) in ["2"] (list[str])', None),
+        ('[1, "a"] == []', 5, 'list elements must all be int, but "a" is str', None),
+        ("[true, 0] == []", 8, "list elements must all be bool, but 0 is int", None),
+    ],
+)
 def test_type_errors(text, column, reason, hint):
     e = error(text)
     assert (e.column, e.reason, e.hint) == (column, reason, hint)
@@ -307,17 +353,21 @@ def test_attribute_types_must_be_supported():
 
 # --- domain errors -------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, column, reason, hint", [
-    ('family == "qwen3-tny"', 11, "unknown family 'qwen3-tny'", "qwen3-tiny"),
-    ('"lama-tiny" != family', 1, "unknown family 'lama-tiny'", "llama-tiny"),
-    ('family in ["qwen3-tiny", "minimax-m2"]', 26, "unknown family 'minimax-m2'", "minimax-m3"),
-    ('family not in ["deepsek-v3"]', 16, "unknown family 'deepsek-v3'", "deepseek-v3"),
-    ('"eagle" in features', 1, "unknown feature 'eagle'", "eagle3"),
-    ('"pcpp" not in features', 1, "unknown feature 'pcpp'", "pcp"),
-    ('features == ["lora", "mpt"]', 22, "unknown feature 'mpt'", "mtp"),
-    ('feature == "eagle-3"', 12, "unknown feature 'eagle-3'", "eagle3"),
-    ('feature == "zzz"', 12, "unknown feature 'zzz'; expected one of eagle3, lora, mtp, pcp", None),
-])
+
+@pytest.mark.parametrize(
+    "text, column, reason, hint",
+    [
+        ('family == "qwen3-tny"', 11, "unknown family 'qwen3-tny'", "qwen3-tiny"),
+        ('"lama-tiny" != family', 1, "unknown family 'lama-tiny'", "llama-tiny"),
+        ('family in ["qwen3-tiny", "minimax-m2"]', 26, "unknown family 'minimax-m2'", "minimax-m3"),
+        ('family not in ["deepsek-v3"]', 16, "unknown family 'deepsek-v3'", "deepseek-v3"),
+        ('"eagle" in features', 1, "unknown feature 'eagle'", "eagle3"),
+        ('"pcpp" not in features', 1, "unknown feature 'pcpp'", "pcp"),
+        ('features == ["lora", "mpt"]', 22, "unknown feature 'mpt'", "mtp"),
+        ('feature == "eagle-3"', 12, "unknown feature 'eagle-3'", "eagle3"),
+        ('feature == "zzz"', 12, "unknown feature 'zzz'; expected one of eagle3, lora, mtp, pcp", None),
+    ],
+)
 def test_domain_errors(text, column, reason, hint):
     e = error(text)
     assert (e.column, e.reason, e.hint) == (column, reason, hint)
@@ -334,10 +384,12 @@ def test_domains_only_check_literals_compared_with_that_attribute():
 
 def test_domain_suggestion_rendering():
     assert str(error('family == "qwen3-tny"')).splitlines()[0] == (
-        "unknown family 'qwen3-tny' at column 11 (did you mean 'qwen3-tiny'?)")
+        "unknown family 'qwen3-tny' at column 11 (did you mean 'qwen3-tiny'?)"
+    )
 
 
 # --- evaluation errors ---------------------------------------------------------------
+
 
 def test_missing_attribute_at_evaluation():
     c = parse("pp > 1 && eager")
@@ -349,17 +401,20 @@ def test_missing_attribute_at_evaluation():
     assert str(e).splitlines()[2] == "  " + " " * 10 + "^"
 
 
-@pytest.mark.parametrize("text, case, column, reason", [
-    ("pp > 1", {"pp": "2"}, 1, "'>' needs integers, but pp is str"),
-    ("pp == 2", {"pp": True}, 4, "cannot compare pp (bool) with 2 (int)"),
-    ("eager", {"eager": 1}, 1, "a condition needs a boolean, but eager is int"),
-    ("!eager", {"eager": "yes"}, 2, "'!' needs a boolean, but eager is str"),
-    ('"a" in f', {"f": "abc"}, 8, "'in' needs a list on the right, but f is str"),
-    ('"a" in f', {"f": [1]}, 5, 'cannot look for "a" (str) in f (list[int])'),
-    ("x == 1", {"x": 1.5}, 1, "attribute 'x' has an unsupported value of type float"),
-    ("x == []", {"x": [1, "a"]}, 1, "attribute 'x' has an unsupported value of type list"),
-    ("x == []", {"x": {"a": 1}}, 1, "attribute 'x' has an unsupported value of type dict"),
-])
+@pytest.mark.parametrize(
+    "text, case, column, reason",
+    [
+        ("pp > 1", {"pp": "2"}, 1, "'>' needs integers, but pp is str"),
+        ("pp == 2", {"pp": True}, 4, "cannot compare pp (bool) with 2 (int)"),
+        ("eager", {"eager": 1}, 1, "a condition needs a boolean, but eager is int"),
+        ("!eager", {"eager": "yes"}, 2, "'!' needs a boolean, but eager is str"),
+        ('"a" in f', {"f": "abc"}, 8, "'in' needs a list on the right, but f is str"),
+        ('"a" in f', {"f": [1]}, 5, 'cannot look for "a" (str) in f (list[int])'),
+        ("x == 1", {"x": 1.5}, 1, "attribute 'x' has an unsupported value of type float"),
+        ("x == []", {"x": [1, "a"]}, 1, "attribute 'x' has an unsupported value of type list"),
+        ("x == []", {"x": {"a": 1}}, 1, "attribute 'x' has an unsupported value of type dict"),
+    ],
+)
 def test_evaluation_type_errors(text, case, column, reason):
     with pytest.raises(ConditionError) as info:
         parse(text).evaluate(case)
@@ -368,14 +423,58 @@ def test_evaluation_type_errors(text, case, column, reason):
 
 # --- property: arbitrary input only ever raises ConditionError -----------------------
 
-TOKENS = ["&&", "||", "!", "==", "!=", "<", "<=", ">", ">=", "in", "not", "not in", "(", ")", "[", "]",
-          ",", "&", "|", "=", "true", "false", "pp", "eager", "family", "features", "familly", "1", "007",
-          '"qwen3-tiny"', '"x', "'y'", '"\\"', "\\", "'", "\x00", "é", " ", "\t", "\n"]
+TOKENS = [
+    "&&",
+    "||",
+    "!",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "in",
+    "not",
+    "not in",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "&",
+    "|",
+    "=",
+    "true",
+    "false",
+    "pp",
+    "eager",
+    "family",
+    "features",
+    "familly",
+    "1",
+    "007",
+    '"qwen3-tiny"',
+    '"x',
+    "'y'",
+    '"\\"',
+    "\\",
+    "'",
+    "\x00",
+    "é",
+    " ",
+    "\t",
+    "\n",
+]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.text(), st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join),
-                 st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)))
+@given(
+    st.one_of(
+        st.text(),
+        st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join),
+        st.lists(st.sampled_from(TOKENS), max_size=40).map("".join),
+    )
+)
 def test_arbitrary_text_only_raises_condition_error(text):
     for attributes, domains in ((None, None), (ATTRS, DOMAINS)):
         try:
@@ -446,6 +545,7 @@ PREC = {"or": 1, "and": 2, "not": 3}
 
 def render(t, sp: str) -> str:
     """Render with the fewest parentheses the grammar needs, so precedence is exercised."""
+
     def at_least(child, prec):
         text = render(child, sp)
         return f"({text})" if PREC.get(child[0], 4) < prec else text
@@ -492,9 +592,16 @@ def reference(t, case):
     a, b = reference(left, case), reference(right, case)
     if isinstance(a, (list, tuple, set, frozenset)):
         a, b = sorted(a), sorted(b)
-    return {"==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-            ">": lambda: a > b, ">=": lambda: a >= b, "in": lambda: a in b,
-            "not in": lambda: a not in b}[op]()
+    return {
+        "==": lambda: a == b,
+        "!=": lambda: a != b,
+        "<": lambda: a < b,
+        "<=": lambda: a <= b,
+        ">": lambda: a > b,
+        ">=": lambda: a >= b,
+        "in": lambda: a in b,
+        "not in": lambda: a not in b,
+    }[op]()
 
 
 def names(t):
@@ -504,13 +611,20 @@ def names(t):
     return set().union(*map(names, children)) if children else set()
 
 
-cases = st.fixed_dictionaries({
-    "pp": st.integers(0, 4), "tp": st.integers(0, 4), "nnodes": st.integers(0, 4),
-    "supports_pp": st.booleans(), "eager": st.booleans(),
-    "family": words, "platform": words,
-    "features": st.one_of(st.lists(words, max_size=4), st.frozensets(words, max_size=4),
-                          st.lists(words, max_size=4).map(tuple)),
-})
+cases = st.fixed_dictionaries(
+    {
+        "pp": st.integers(0, 4),
+        "tp": st.integers(0, 4),
+        "nnodes": st.integers(0, 4),
+        "supports_pp": st.booleans(),
+        "eager": st.booleans(),
+        "family": words,
+        "platform": words,
+        "features": st.one_of(
+            st.lists(words, max_size=4), st.frozensets(words, max_size=4), st.lists(words, max_size=4).map(tuple)
+        ),
+    }
+)
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])

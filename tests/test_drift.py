@@ -26,8 +26,14 @@ EAGLE3\tSupported only for MiniMax-M3 sparse models.
 
 def test_reads_pipe_and_tab_tables():
     rows = read_tables(DOC)
-    assert [(r.line, r.name) for r in rows] == [(5, "Prefix caching"), (6, "Pooling"), (7, "MTP"), (8, "Warp drive"),
-                                                (11, "PCP (Prefill Context Parallel)"), (12, "EAGLE3")]
+    assert [(r.line, r.name) for r in rows] == [
+        (5, "Prefix caching"),
+        (6, "Pooling"),
+        (7, "MTP"),
+        (8, "Warp drive"),
+        (11, "PCP (Prefill Context Parallel)"),
+        (12, "EAGLE3"),
+    ]
     assert [published_symbol(r.text) for r in rows] == ["✅", "❌", None, "✅", "✅", "✅"]
 
 
@@ -47,8 +53,11 @@ def test_drift_against_the_ascend_claims(shipped, tmp_path):
 def test_drift_against_a_run(shipped, tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("| Feature | Support |\n|---|---|\n| Prefix caching | ✅ |\n")
-    cases = [c for c in expand(shipped, "nightly-ascend").cases if "prefix-caching" in c.features
-             and c.expectation.kind == "supported"]
+    cases = [
+        c
+        for c in expand(shipped, "nightly-ascend").cases
+        if "prefix-caching" in c.features and c.expectation.kind == "supported"
+    ]
     records = [{"case": c.id, "expectation": c.expectation.to_json(), "outcome": "FAIL"} for c in cases]
     drifts = docs_drift(doc, shipped, cases, records)
     assert drifts and all("the run observed ❌" in d.message and d.cases for d in drifts)
@@ -89,7 +98,12 @@ def test_eagle3_supported_everywhere_is_reported(matrix_dir, guide):
     m, cases = _ascend(matrix_dir.root)
     lines = [str(d) for d in docs_drift(guide, m, cases) if d.name == "EAGLE3"]
     # "only for MiniMax-M3" is a claim about every other family
-    assert {l.split(" for ")[-1].split(" ")[0].split(";")[0] for l in lines} >= {"deepseek-v4", "glm-5.2", "qwen3.6", "kimi-k3"}
+    assert {l.split(" for ")[-1].split(" ")[0].split(";")[0] for l in lines} >= {
+        "deepseek-v4",
+        "glm-5.2",
+        "qwen3.6",
+        "kimi-k3",
+    }
     assert all("published ✅" in l and "the matrix claims ✅" in l and "(cases: " in l for l in lines)
     assert not any("minimax-m3" in l for l in lines)
 
@@ -97,12 +111,16 @@ def test_eagle3_supported_everywhere_is_reported(matrix_dir, guide):
 def test_dcp_rejected_outside_pd_is_reported(matrix_dir, guide):
     text = _rules(matrix_dir)
     anchor = "  # -- compatibility limits"
-    text = text.replace(anchor, """  - when: platform == "ascend" && pp > 1 && "dcp" in features && !pd
+    text = text.replace(
+        anchor,
+        """  - when: platform == "ascend" && pp > 1 && "dcp" in features && !pd
     expect: rejected
     error: "DCP needs KV transfer"
     phase: config
     why: planted
-""" + anchor)
+"""
+        + anchor,
+    )
     (matrix_dir.root / "ascend/rules.yaml").write_text(text)
     m, cases = _ascend(matrix_dir.root)
     lines = [d for d in docs_drift(guide, m, cases) if d.name == "DCP (Decode Context Parallel)"]
@@ -142,10 +160,12 @@ def test_a_family_or_variant_dropped_from_the_model_table_is_reported(matrix_dir
 
 def test_the_compatibility_list_and_the_pd_table_are_read_as_claims(matrix_dir, guide):
     text = _rules(matrix_dir)
-    for when in ('  - when: platform == "ascend" && pp > 1 && "xlite-graph" in features',
-                 '  - when: platform == "ascend" && pd && decode_pp > 1'):
+    for when in (
+        '  - when: platform == "ascend" && pp > 1 && "xlite-graph" in features',
+        '  - when: platform == "ascend" && pd && decode_pp > 1',
+    ):
         start = text.index(when)
-        text = text[:start] + text[text.index("  - when:", start + 10):]
+        text = text[:start] + text[text.index("  - when:", start + 10) :]
     (matrix_dir.root / "ascend/rules.yaml").write_text(text)
     m, cases = _ascend(matrix_dir.root)
     found = [str(d) for d in docs_drift(guide, m, cases)]

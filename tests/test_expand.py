@@ -12,7 +12,9 @@ def test_smoke_cases_and_expectations(shipped):
     assert cases["qwen3-tiny/pp2-tp1-mp/auto/none"].kind == "supported"
     assert cases["qwen3-tiny/pp2-tp1-mp/1,2/none"].kind == "rejected"
     # the oracle's exact text, escaped, becomes the expected error pattern
-    assert cases["qwen3-tiny/pp2-tp1-mp/1,2/none"].error == r"sum\(partitions\)=3\ does\ not\ match\ num_hidden_layers=5\."
+    assert (
+        cases["qwen3-tiny/pp2-tp1-mp/1,2/none"].error == r"sum\(partitions\)=3\ does\ not\ match\ num_hidden_layers=5\."
+    )
     assert cases["qwen3-tiny/pp2-tp1-mp/1,1,3/none"].error.startswith(r"len\(partitions\)=3")
     assert cases["bert-tiny/pp2-tp1-mp/auto/none"].phase == "config"
     # a first-request crash, not a refusal: a known issue waiving that failed request
@@ -21,13 +23,18 @@ def test_smoke_cases_and_expectations(shipped):
 
 def test_ids_are_stable_when_unrelated_cases_are_added(shipped, matrix_dir):
     before = ids(shipped, "smoke-cpu")
-    matrix_dir("cpu/more.yaml", """\
+    matrix_dir(
+        "cpu/more.yaml",
+        """\
         topologies:
           pp2-tp1-extra:
             pp: 2
-        """)
+        """,
+    )
     text = (matrix_dir.root / "cpu/suites.yaml").read_text()
-    text = text.replace("topologies: [pp2-tp1-2node-mp, pp2-tp1-ray]", "topologies: [pp2-tp1-extra, pp2-tp1-2node-mp, pp2-tp1-ray]")
+    text = text.replace(
+        "topologies: [pp2-tp1-2node-mp, pp2-tp1-ray]", "topologies: [pp2-tp1-extra, pp2-tp1-2node-mp, pp2-tp1-ray]"
+    )
     (matrix_dir.root / "cpu/suites.yaml").write_text(text)
     after = ids(load_matrix(matrix_dir.root), "smoke-cpu")
     assert set(before) < set(after)
@@ -35,7 +42,9 @@ def test_ids_are_stable_when_unrelated_cases_are_added(shipped, matrix_dir):
 
 
 def test_impossible_combinations_are_left_out(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         features:
           needs-pc:
             title: x
@@ -50,7 +59,8 @@ def test_impossible_combinations_are_left_out(matrix_dir):
                 topologies: [pp1-tp1, pp2-tp1-mp, tp8-pp2]
                 partitions: [auto, "1,4"]
                 features: [none, needs-pc, needs-pc+prefix-caching, ngram+mtp]
-        """)
+        """,
+    )
     m = load_matrix(matrix_dir.root)
     got = ids(m, "imp")
     assert not any("tp8-pp2" in i for i in got), "needs more devices than the suite allows"
@@ -88,7 +98,9 @@ def test_shipped_matrix_lints_clean(shipped):
 
 
 def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
-    matrix_dir("zz-rules.yaml", """\
+    matrix_dir(
+        "zz-rules.yaml",
+        """\
         rules:
           - when: 'platform == "cuda"'
             expect: supported
@@ -96,8 +108,11 @@ def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
           - when: 'platform == "cpu" && pp > 1 && supports_pp'
             expect: supported
             why: shadowed by the cpu rules
-        """)
-    matrix_dir("cpu/pp1.yaml", """\
+        """,
+    )
+    matrix_dir(
+        "cpu/pp1.yaml",
+        """\
         suites:
           pp1-only:
             title: no rule speaks of PP=1
@@ -105,7 +120,8 @@ def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
             groups:
               - families: [qwen3-tiny]
                 topologies: [pp1-tp1]
-        """)
+        """,
+    )
     report = lint(load_matrix(matrix_dir.root))
     assert any("zz-rules.yaml:2:5" in e and "matches no case" in e for e in report.errors), report.errors
     assert any("zz-rules.yaml:5:5" in e and "shadowed" in e for e in report.errors), report.errors

@@ -65,8 +65,11 @@ def cli(*args):
 def test_sigkill_of_ppconf_then_resume_loses_and_repeats_nothing(tmp_path):
     run = tmp_path / "run"
     cases = ["bert-tiny/pp2-tp1-mp/auto/none", "qwen3-tiny/pp2-tp1-ray/auto/none"]
-    p = subprocess.Popen(cli("run", "--suite", "smoke-cpu", "--case", cases[0], "--case", cases[1], "--out", str(run)),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        cli("run", "--suite", "smoke-cpu", "--case", cases[0], "--case", cases[1], "--out", str(run)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert wait_until(lambda: len(results.read(run)) == 1 and (run / "live.json").exists(), 240)
         assert wait_until(lambda: ours(run), 30), "the second case's server should be starting"
@@ -96,8 +99,12 @@ def _serve(runner, d, case, tmp_path):
     """The case's deployment, leased and launched as a run launches it; stopped on exit."""
     from harness.plan.deployment import plan
 
-    return runner.launcher.serve(lambda pl, ports: plan(runner.m, case, runner.cfg.cluster, placement=pl, ports=ports),
-                                 d.placement, case.id, tmp_path / "run" / "logs")
+    return runner.launcher.serve(
+        lambda pl, ports: plan(runner.m, case, runner.cfg.cluster, placement=pl, ports=ports),
+        d.placement,
+        case.id,
+        tmp_path / "run" / "logs",
+    )
 
 
 def _ask(runner, live):
@@ -124,7 +131,9 @@ def test_api_port_already_taken_is_an_infrastructure_error(tmp_path):
 
 
 def test_missing_model_path_is_an_infrastructure_error(tmp_path, matrix_dir):
-    matrix_dir("cpu/missing.yaml", """\
+    matrix_dir(
+        "cpu/missing.yaml",
+        """\
         families:
           missing-model:
             title: a model whose files are not there
@@ -135,7 +144,8 @@ def test_missing_model_path_is_an_infrastructure_error(tmp_path, matrix_dir):
                 supports_pp: true
                 model: /nonexistent/ppconf-model
                 platforms: [cpu]
-        """)
+        """,
+    )
     text = (matrix_dir.root / "cpu/suites.yaml").read_text()
     text = text.replace("families: [qwen3-moe-tiny, bert-tiny]", "families: [qwen3-moe-tiny, bert-tiny, missing-model]")
     (matrix_dir.root / "cpu/suites.yaml").write_text(text)
@@ -182,12 +192,13 @@ nodes:
     address: 127.0.0.1
     devices: [0, 1]
     reach: ssh
-    ssh: {{user: root, port: {closed}, key: {tmp_path / 'no-such-key'}}}
+    ssh: {{user: root, port: {closed}, key: {tmp_path / "no-such-key"}}}
     vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
 """)
     run = tmp_path / "run"
-    runner = SuiteRun(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run,
-                              case_ids=["bert-tiny/pp2-tp1-mp/auto/none"]))
+    runner = SuiteRun(
+        RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run, case_ids=["bert-tiny/pp2-tp1-mp/auto/none"])
+    )
     t0 = time.monotonic()
     summary = runner.run()
     assert summary.counts() == {"ERROR": 1}

@@ -9,9 +9,46 @@ from hypothesis import strategies as st
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
 
-KEYS = ["platforms", "families", "features", "topologies", "suites", "rules", "title", "when", "expect", "why",
-        "variants", "groups", "pp", "tp", "args", "configs", "error", "phase", "- ", ": ", "\n", "  ", "[", "]",
-        "{", "}", "'", '"', "&&", "!", "|", ">", "&", "*", "#", "\t", "\x00", "é"]
+KEYS = [
+    "platforms",
+    "families",
+    "features",
+    "topologies",
+    "suites",
+    "rules",
+    "title",
+    "when",
+    "expect",
+    "why",
+    "variants",
+    "groups",
+    "pp",
+    "tp",
+    "args",
+    "configs",
+    "error",
+    "phase",
+    "- ",
+    ": ",
+    "\n",
+    "  ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "'",
+    '"',
+    "&&",
+    "!",
+    "|",
+    ">",
+    "&",
+    "*",
+    "#",
+    "\t",
+    "\x00",
+    "é",
+]
 yaml_soup = st.lists(st.one_of(st.sampled_from(KEYS), st.text(string.printable, max_size=6)), max_size=60).map("".join)
 
 

@@ -23,8 +23,10 @@ from reports.render import report_run
 from reports.signoff import diff_runs, signoff
 from tests.records import record
 
-GOOD = [record("qwen3-tiny/pp2-tp1-mp/auto/none"),
-        record("qwen3-tiny/pp2-tp1-2node-mp/auto/none", topology="pp2-tp1-2node-mp")]
+GOOD = [
+    record("qwen3-tiny/pp2-tp1-mp/auto/none"),
+    record("qwen3-tiny/pp2-tp1-2node-mp/auto/none", topology="pp2-tp1-2node-mp"),
+]
 
 
 def make_run(path, records, meta=None):
@@ -48,6 +50,7 @@ def one_error(capsys, code, *needles):
 
 
 # ---- the gate ---------------------------------------------------------------------------------
+
 
 def test_signoff_refuses_a_baseline_that_is_missing_or_not_a_run(tmp_path, capsys):
     run = make_run(tmp_path / "run", GOOD, {"suite": "smoke-cpu"})
@@ -91,7 +94,9 @@ def test_no_run_json_or_a_vanished_suite_is_no_coverage_and_no_yes(tmp_path, cap
 
 @pytest.mark.parametrize("recorded", ["string", "list"])
 def test_signoff_and_report_use_the_matrices_the_run_recorded(tmp_path, capsys, matrix_dir, recorded):
-    matrix_dir("private/suite.yaml", """\
+    matrix_dir(
+        "private/suite.yaml",
+        """\
         suites:
           private:
             title: a private suite
@@ -100,7 +105,8 @@ def test_signoff_and_report_use_the_matrices_the_run_recorded(tmp_path, capsys, 
               - families: [qwen3-tiny]
                 topologies: [pp2-tp1-mp]
                 partitions: [auto, "1,4", "1,2"]
-        """)
+        """,
+    )
     families = matrix_dir.root / "cpu" / "families.yaml"
     families.write_text(families.read_text().replace("title: Qwen3 dense (tiny stand-in)", "title: Private Qwen3"))
     private = load_matrix(matrix_dir.root)
@@ -128,9 +134,12 @@ def test_signoff_and_report_use_the_matrices_the_run_recorded(tmp_path, capsys, 
 
 # ---- verdicts as they read --------------------------------------------------------------------
 
+
 def test_a_bad_reject_cell_never_looks_untested(tmp_path):
-    run = make_run(tmp_path / "run", [record("qwen3-tiny/pp2-tp1-mp/1,2/none", "BAD_REJECT", kind="rejected",
-                                             partition="1,2", reason="it hung")])
+    run = make_run(
+        tmp_path / "run",
+        [record("qwen3-tiny/pp2-tp1-mp/1,2/none", "BAD_REJECT", kind="rejected", partition="1,2", reason="it hung")],
+    )
     report_run(run, run / "report")
     md = (run / "report" / "support.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| PP, partition 1,2 |"))
@@ -147,8 +156,10 @@ def test_a_crashed_request_says_the_partition_was_not_checked_and_why():
     assert "could not be read" not in v.reason
     assert "partition the workers built was not checked: the request failed" in v.reason
     # without a request failure, an unreadable partition is still reported as such
-    assert "could not be read" in judge(Expectation(kind="supported"),
-                                        Observation(ready=True, partition_expected=[[0, 5]])).reason
+    assert (
+        "could not be read"
+        in judge(Expectation(kind="supported"), Observation(ready=True, partition_expected=[[0, 5]])).reason
+    )
 
 
 def test_a_raw_newline_in_a_reason_stays_inside_its_bullet(tmp_path):
@@ -179,14 +190,17 @@ def test_the_first_shipped_rule_keeps_its_index(shipped):
 
 
 def test_a_partition_error_pattern_that_expands_to_nothing_is_an_error(matrix_dir):
-    matrix_dir("00-first.yaml", """\
+    matrix_dir(
+        "00-first.yaml",
+        """\
         rules:
           - when: platform == "cpu" && family == "qwen3-tiny" && custom_partition
             expect: rejected
             error: "{partition_error}"
             phase: startup
             why: every custom partition is rejected (wrong for 1,4, which vLLM accepts)
-        """)
+        """,
+    )
     m = load_matrix(matrix_dir.root)
     with pytest.raises(MatrixError) as err:
         expand(m, "smoke-cpu")
@@ -195,6 +209,7 @@ def test_a_partition_error_pattern_that_expands_to_nothing_is_an_error(matrix_di
 
 
 # ---- runs -------------------------------------------------------------------------------------
+
 
 def test_a_resume_while_the_run_is_alive_is_refused(tmp_path, capsys):
     run = make_run(tmp_path / "run", [], {"suite": "families-cpu", "started": "2026-01-01T00:00:00+00:00"})
@@ -227,8 +242,12 @@ def test_a_live_process_named_in_run_json_holds_the_run(tmp_path, capsys):
 
 class _Config:
     def __init__(self, out):
-        self.options = {"--ppconf-matrices": str(DEFAULT_MATRICES), "--ppconf-resume": None,
-                        "--ppconf-out": str(out), "--ppconf-cluster": None}
+        self.options = {
+            "--ppconf-matrices": str(DEFAULT_MATRICES),
+            "--ppconf-resume": None,
+            "--ppconf-out": str(out),
+            "--ppconf-cluster": None,
+        }
 
     def getoption(self, name):
         return self.options[name]
@@ -273,11 +292,22 @@ def test_log_excerpts_resolve_in_the_run_and_nothing_outside_is_read(tmp_path, m
     outside.write_text("root:x:0:0:outside-the-run\n")
     (run / "logs" / "k" / "sneaky.log").symlink_to(outside)
     cause = {"log": "api", "line": 2, "text": "ValueError: inside-the-run"}
-    records = [record("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL",
-                      observation={"root_cause": cause, "logs": {"api": "logs/k/api.log"}})]
+    records = [
+        record(
+            "qwen3-tiny/pp2-tp1-mp/auto/none",
+            "FAIL",
+            observation={"root_cause": cause, "logs": {"api": "logs/k/api.log"}},
+        )
+    ]
     for i, ref in enumerate([str(outside), "../system.conf", "logs/k/sneaky.log"]):
-        records.append(record(f"qwen3-tiny/pp2-tp1-mp/auto/x{i}", "FAIL", features=[f"x{i}"],
-                              observation={"root_cause": dict(cause, line=1), "logs": {"api": ref}}))
+        records.append(
+            record(
+                f"qwen3-tiny/pp2-tp1-mp/auto/x{i}",
+                "FAIL",
+                features=[f"x{i}"],
+                observation={"root_cause": dict(cause, line=1), "logs": {"api": ref}},
+            )
+        )
     make_run(run, records)
     monkeypatch.chdir(tmp_path.parent)  # reported from elsewhere than where it ran
     report_run(run, tmp_path / "out")
@@ -340,18 +370,26 @@ def test_missing_or_wrong_directories_are_one_clean_error(tmp_path, capsys, comm
     (weird / "results.jsonl").mkdir(parents=True)
     afile = tmp_path / "afile"
     afile.write_text("x")
-    for target, needle in ((tmp_path / "missing", "no such directory"), (weird, "is not a file"),
-                           (afile, "not a directory"), (tmp_path, "not a run directory")):
-        argv = {"report": ["report", str(target)], "diff": ["diff", str(target), str(good)],
-                "signoff": ["signoff", str(target)]}[command]
+    for target, needle in (
+        (tmp_path / "missing", "no such directory"),
+        (weird, "is not a file"),
+        (afile, "not a directory"),
+        (tmp_path, "not a run directory"),
+    ):
+        argv = {
+            "report": ["report", str(target)],
+            "diff": ["diff", str(target), str(good)],
+            "signoff": ["signoff", str(target)],
+        }[command]
         one_error(capsys, main(argv), needle)
     assert not (tmp_path / "missing").exists(), "a report of a missing run must not create it"
 
 
 def test_bad_select_is_one_clean_error(tmp_path, capsys):
     one_error(capsys, main(["expand", "--suite", "smoke-cpu", "--select", "pp >"]), "--select", "column 5")
-    one_error(capsys, main(["run", "--suite", "smoke-cpu", "--select", "pp >", "--out", str(tmp_path / "r")]),
-              "--select")
+    one_error(
+        capsys, main(["run", "--suite", "smoke-cpu", "--select", "pp >", "--out", str(tmp_path / "r")]), "--select"
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -376,6 +414,7 @@ def test_resume_of_a_corrupt_run_json_or_a_torn_live_json(tmp_path, capsys):
 
 def test_the_cli_never_prints_a_traceback_for_a_crafted_run(tmp_path):
     run = make_run(tmp_path / "run", [dict(GOOD[0], duration_s="soon")], {"suite": "smoke-cpu"})
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run)], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(run)], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -12,23 +12,37 @@ LINE = {"log": "node0-api", "line": 10, "text": "ValueError: sum(partitions)=3 d
 
 
 def ready(**kw):
-    return Observation(ready=True, ready_s=60.0, partition=[[0, 3], [3, 5]], partition_expected=[[0, 3], [3, 5]],
-                       accuracy={"equal": True, "summary": "ok"}, **kw)
+    return Observation(
+        ready=True,
+        ready_s=60.0,
+        partition=[[0, 3], [3, 5]],
+        partition_expected=[[0, 3], [3, 5]],
+        accuracy={"equal": True, "summary": "ok"},
+        **kw,
+    )
 
 
 def test_only_failing_outcomes_fail_the_run():
-    assert {o for o in Outcome if o.fails_run} == {Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR}
+    assert {o for o in Outcome if o.fails_run} == {
+        Outcome.FAIL,
+        Outcome.UNEXPECTED_ACCEPT,
+        Outcome.BAD_REJECT,
+        Outcome.ERROR,
+    }
 
 
 def test_supported_and_every_check_passed():
     assert judge(SUPPORTED, ready()).outcome is Outcome.PASS
 
 
-@pytest.mark.parametrize("obs,words", [
-    (Observation(failed_phase="startup", root_cause={"text": "RuntimeError: boom"}), "boom"),
-    (Observation(hung=True, failed_phase="startup"), "startup deadline"),
-    (ready(request_error="ReadTimeout"), "request failed"),
-])
+@pytest.mark.parametrize(
+    "obs,words",
+    [
+        (Observation(failed_phase="startup", root_cause={"text": "RuntimeError: boom"}), "boom"),
+        (Observation(hung=True, failed_phase="startup"), "startup deadline"),
+        (ready(request_error="ReadTimeout"), "request failed"),
+    ],
+)
 def test_supported_but_broken_is_fail(obs, words):
     v = judge(SUPPORTED, obs)
     assert v.outcome is Outcome.FAIL and words in v.reason
@@ -77,16 +91,22 @@ def test_claimed_rejection_that_works_is_unexpected_accept():
 
 def test_first_request_rejection():
     line = {"log": "node0-api", "line": 99, "text": "assert self.intermediate_tensors is not None"}
-    obs = Observation(ready=True, request_error="expected error appeared", failed_phase="first-request",
-                      expected_error_line=line, expected_error_after_s=2.0)
+    obs = Observation(
+        ready=True,
+        request_error="expected error appeared",
+        failed_phase="first-request",
+        expected_error_line=line,
+        expected_error_after_s=2.0,
+    )
     assert judge(REJECT_FIRST, obs).outcome is Outcome.XFAIL
     startup_died = Observation(failed_phase="startup", expected_error_line=line)
     assert judge(REJECT_FIRST, startup_died).outcome is Outcome.BAD_REJECT
 
 
 def test_known_issue_and_flaky_and_infra():
-    ki = Expectation(kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1),
-                     waives=("startup",))
+    ki = Expectation(
+        kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1), waives=("startup",)
+    )
     broken = Observation(failed_phase="startup")
     assert judge(ki, broken).outcome is Outcome.KNOWN_ISSUE
     assert judge(ki, ready()).outcome is Outcome.PASS
@@ -112,8 +132,9 @@ def test_config_phase_rejection_after_engine_start_is_bad_reject():
 
 def test_an_accuracy_waiver_waives_only_accuracy():
     """LayerSplit's intermittent output mismatch: a mismatch is waived, a failed start is FAIL."""
-    ki = Expectation(kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1),
-                     waives=("accuracy",))
+    ki = Expectation(
+        kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1), waives=("accuracy",)
+    )
     mismatch = ready()
     mismatch.accuracy = {"equal": False, "summary": "prompt 2 differs at token 5"}
     assert judge(ki, mismatch).outcome is Outcome.KNOWN_ISSUE
@@ -130,9 +151,17 @@ def test_an_accuracy_waiver_waives_only_accuracy():
 
 
 def test_a_crash_waiver_needs_its_root_cause():
-    ki = Expectation(kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1),
-                     waives=("startup",), error="ZeroDivisionError")
-    crash = Observation(failed_phase="startup", root_cause={"text": "ZeroDivisionError: integer division or modulo by zero"})
+    ki = Expectation(
+        kind="known-issue",
+        link="https://x/1",
+        owner="a",
+        until=datetime.date(2027, 1, 1),
+        waives=("startup",),
+        error="ZeroDivisionError",
+    )
+    crash = Observation(
+        failed_phase="startup", root_cause={"text": "ZeroDivisionError: integer division or modulo by zero"}
+    )
     assert judge(ki, crash).outcome is Outcome.KNOWN_ISSUE
     other = Observation(failed_phase="startup", root_cause={"text": "OSError: [Errno 28] No space left on device"})
     v = judge(ki, other)
@@ -140,21 +169,38 @@ def test_a_crash_waiver_needs_its_root_cause():
 
 
 def test_a_request_waiver_covers_the_partition_the_failed_request_left_unchecked():
-    exp = Expectation(kind="known-issue", link="L", owner="o", until=datetime.date(2099, 1, 1),
-                      waives=("request",), error="intermediate_tensors")
-    obs = Observation(ready=True, request_error="process exited during the request",
-                      root_cause={"log": "n", "line": 1, "text": "AssertionError: intermediate_tensors is None"},
-                      partition_expected=[[0, 3], [3, 5]])
+    exp = Expectation(
+        kind="known-issue",
+        link="L",
+        owner="o",
+        until=datetime.date(2099, 1, 1),
+        waives=("request",),
+        error="intermediate_tensors",
+    )
+    obs = Observation(
+        ready=True,
+        request_error="process exited during the request",
+        root_cause={"log": "n", "line": 1, "text": "AssertionError: intermediate_tensors is None"},
+        partition_expected=[[0, 3], [3, 5]],
+    )
     v = judge(exp, obs)
     assert v.outcome is Outcome.KNOWN_ISSUE and "partition the workers built was not checked" in v.reason
 
 
 def test_a_reference_that_did_not_start_leaves_accuracy_unjudged():
-    obs = Observation(ready=True, partition=[[0, 5]], partition_expected=[[0, 5]],
-                      reference_error="reference did not start (exited after 9 s): OOM")
+    obs = Observation(
+        ready=True,
+        partition=[[0, 5]],
+        partition_expected=[[0, 5]],
+        reference_error="reference did not start (exited after 9 s): OOM",
+    )
     v = judge(Expectation(kind="supported"), obs)
-    assert v.outcome is Outcome.ERROR and v.reason == "accuracy not judged: reference did not start (exited after 9 s): OOM"
+    assert (
+        v.outcome is Outcome.ERROR
+        and v.reason == "accuracy not judged: reference did not start (exited after 9 s): OOM"
+    )
     # a case that itself failed is FAIL whatever its reference did
-    broken = Observation(ready=False, root_cause={"log": "n", "line": 1, "text": "ValueError: x"},
-                         reference_error="not launched")
+    broken = Observation(
+        ready=False, root_cause={"log": "n", "line": 1, "text": "ValueError: x"}, reference_error="not launched"
+    )
     assert judge(Expectation(kind="supported"), broken).outcome is Outcome.FAIL

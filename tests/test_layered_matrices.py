@@ -49,8 +49,12 @@ def private(tmp_path):
 def test_a_private_matrix_reuses_the_shipped_one(private):
     m = load_matrix([DEFAULT_MATRICES, private])
     cases = {c.id: c for c in expand(m, "mine").cases}
-    assert set(cases) == {"qwen3-tiny/pp2-tp1-mp/auto/none", "qwen3-tiny/pp2-tp1-mp/auto/prefix-caching",
-                          "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "qwen3-tiny/pp2-tp1-2node-mp/auto/prefix-caching"}
+    assert set(cases) == {
+        "qwen3-tiny/pp2-tp1-mp/auto/none",
+        "qwen3-tiny/pp2-tp1-mp/auto/prefix-caching",
+        "qwen3-tiny/pp2-tp1-2node-mp/auto/none",
+        "qwen3-tiny/pp2-tp1-2node-mp/auto/prefix-caching",
+    }
     assert cases["qwen3-tiny/pp2-tp1-mp/auto/prefix-caching"].expectation.kind == "known-issue"
     assert cases["qwen3-tiny/pp2-tp1-mp/auto/none"].expectation.where.startswith("private/mine.yaml:")
     # the shipped suites keep their own claims: the private rules only name their suite
@@ -62,8 +66,9 @@ def test_a_private_matrix_reuses_the_shipped_one(private):
 
 
 def test_a_later_directory_overrides_an_entry_whole(private):
-    (private / "topo.yaml").write_text("topologies:\n  pp2-tp1-mp:\n    title: PP2, Ray this time\n    pp: 2\n"
-                                       "    backend: ray\n")
+    (private / "topo.yaml").write_text(
+        "topologies:\n  pp2-tp1-mp:\n    title: PP2, Ray this time\n    pp: 2\n    backend: ray\n"
+    )
     m = load_matrix([DEFAULT_MATRICES, private])
     assert m.topologies["pp2-tp1-mp"].backend == "ray"
     assert str(m.where[("topologies", "pp2-tp1-mp")]).startswith("private/topo.yaml:2:")
@@ -73,16 +78,22 @@ def test_a_later_directory_overrides_an_entry_whole(private):
 def test_the_same_name_twice_in_one_layer_is_still_an_error(private):
     (private / "a.yaml").write_text("topologies:\n  x:\n    title: x\n")
     (private / "b.yaml").write_text("topologies:\n  x:\n    title: x again\n")
-    with pytest.raises(MatrixError, match=r"private/b.yaml:2:3: topologies: 'x' is already defined at private/a.yaml:2:3"):
+    with pytest.raises(
+        MatrixError, match=r"private/b.yaml:2:3: topologies: 'x' is already defined at private/a.yaml:2:3"
+    ):
         load_matrix([DEFAULT_MATRICES, private])
 
 
 def test_errors_in_a_later_layer_are_positioned(private):
-    (private / "bad.yaml").write_text("suites:\n  broken:\n    title: b\n    platform: cpu\n    groups:\n"
-                                      "      - {families: [qwen3-tiny], topologies: [pp2-tp1-mpp]}\n")
+    (private / "bad.yaml").write_text(
+        "suites:\n  broken:\n    title: b\n    platform: cpu\n    groups:\n"
+        "      - {families: [qwen3-tiny], topologies: [pp2-tp1-mpp]}\n"
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix([DEFAULT_MATRICES, private])
-    assert "private/bad.yaml:2:3: suites.broken: unknown topology 'pp2-tp1-mpp' (did you mean 'pp2-tp1-mp'?)" in str(err.value)
+    assert "private/bad.yaml:2:3: suites.broken: unknown topology 'pp2-tp1-mpp' (did you mean 'pp2-tp1-mp'?)" in str(
+        err.value
+    )
 
 
 def test_cli_takes_matrices_several_times(private, capsys):
@@ -175,7 +186,9 @@ def test_external_dp_one_engine_per_rank(dp_matrix):
 def test_dp_mode_needs_whole_dp_ranks_per_node(tmp_path):
     root = tmp_path / "bad"
     root.mkdir()
-    (root / "t.yaml").write_text("topologies:\n  odd:\n    title: odd\n    dp: 3\n    nnodes: 2\n    dp_mode: internal\n")
+    (root / "t.yaml").write_text(
+        "topologies:\n  odd:\n    title: odd\n    dp: 3\n    nnodes: 2\n    dp_mode: internal\n"
+    )
     with pytest.raises(MatrixError, match="dp_mode internal needs dp > 1 and a multiple of nnodes"):
         load_matrix([DEFAULT_MATRICES, root])
 
@@ -187,14 +200,20 @@ def test_dp_flags_are_the_installed_vllms(dp_matrix):
     eng = engine()
     if isinstance(eng, str):
         pytest.skip(eng)
-    for flag in ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
-                 "--data-parallel-start-rank", "--data-parallel-rank", "--headless"):
+    for flag in (
+        "--data-parallel-size-local",
+        "--data-parallel-address",
+        "--data-parallel-rpc-port",
+        "--data-parallel-start-rank",
+        "--data-parallel-rank",
+        "--headless",
+    ):
         assert flag in eng.dests
     cluster = load_cluster("a3-2node")
     for case in expand(dp_matrix, "dp").cases:
         d = plan(dp_matrix, case, cluster)
         for l in d.launches:
-            args = list(l.argv[l.argv.index("serve") + 1:])
+            args = list(l.argv[l.argv.index("serve") + 1 :])
             ns, unknown = eng.parse(args)
             assert unknown == []
         assert json.dumps(check_deployment(dp_matrix, case, d, cluster).errors) == "[]"

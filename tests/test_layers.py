@@ -89,6 +89,10 @@ def test_runners_depend_on_plan_types_only():
 
 def test_no_module_imports_another_modules_private_names():
     edges = imports(modules())
-    private = sorted((m, t, name) for m, e in edges.items() for t, name in e
-                     if name.startswith("_") and not name.startswith("__") and t != m)
+    private = sorted(
+        (m, t, name)
+        for m, e in edges.items()
+        for t, name in e
+        if name.startswith("_") and not name.startswith("__") and t != m
+    )
     assert private == []

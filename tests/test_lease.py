@@ -42,8 +42,7 @@ COMPETITOR = """
 def test_competing_processes_never_share_a_device(tmp_path):
     root = tmp_path / "leases"
     wants = [1, 1, 1, 2, 1, 2]
-    procs = [python(COMPETITOR, str(root), str(tmp_path / f"w{i}.json"), str(w), "8")
-             for i, w in enumerate(wants)]
+    procs = [python(COMPETITOR, str(root), str(tmp_path / f"w{i}.json"), str(w), "8") for i, w in enumerate(wants)]
     for p in procs:
         assert p.wait(timeout=180) == 0
     spans = [s for i in range(len(wants)) for s in json.loads((tmp_path / f"w{i}.json").read_text())]
@@ -58,13 +57,17 @@ def test_competing_processes_never_share_a_device(tmp_path):
 
 def test_sigkilled_holder_frees_its_devices(tmp_path):
     root = tmp_path / "leases"
-    victim = python("""
+    victim = python(
+        """
         import sys, time
         from harness.plan.lease import Leases
         lease = Leases(sys.argv[1], holder="victim").acquire("node0", 2, [0, 1], timeout_s=10)
         print("held", *lease.devices, flush=True)
         time.sleep(600)
-    """, str(root), stdout=subprocess.PIPE)
+    """,
+        str(root),
+        stdout=subprocess.PIPE,
+    )
     try:
         assert victim.stdout.readline().split() == ["held", "0", "1"]
         with pytest.raises(TimeoutError) as err:

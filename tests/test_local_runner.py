@@ -63,7 +63,7 @@ def test_leader_exit_leaves_workers_that_stop_still_kills(tmp_path):
     assert group_members(h.pid) == []
 
 
-EVIL = ["; rm -rf /tmp/ppconf-canary", "$(touch /tmp/ppconf-pwned)", "`id`", "it's \"quoted\"", "two\nlines", " "]
+EVIL = ["; rm -rf /tmp/ppconf-canary", "$(touch /tmp/ppconf-pwned)", "`id`", 'it\'s "quoted"', "two\nlines", " "]
 
 
 def test_shell_metacharacters_in_argv_and_env_arrive_literally(tmp_path):
@@ -135,9 +135,15 @@ def test_sigkill_of_the_driver_still_takes_the_group_down(tmp_path):
 def test_set_env_is_sourced_first_and_cannot_override_the_launch_env(tmp_path):
     script = tmp_path / "set env $(x).sh"
     script.write_text("export PPCONF_X=from-script\nexport PPCONF_Y=only-script\n")
-    s = LaunchSpec("n0", "api", "local", "localhost",
-                   (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'], os.environ['PPCONF_Y'])"),
-                   (("PPCONF_X", "from-launch"),), set_env=str(script))
+    s = LaunchSpec(
+        "n0",
+        "api",
+        "local",
+        "localhost",
+        (sys.executable, "-c", "import os; print(os.environ['PPCONF_X'], os.environ['PPCONF_Y'])"),
+        (("PPCONF_X", "from-launch"),),
+        set_env=str(script),
+    )
     h = LocalNodeRunner().start(s, tmp_path / "n0.log")
     h.proc.wait(20)
     h.stop()
@@ -150,9 +156,15 @@ def test_set_env_launch_values_never_show_in_the_process_list(tmp_path):
     script = tmp_path / "set_env.sh"
     script.write_text("export HF_TOKEN=from-script\n")
     token = "hf_planted_0123456789"
-    s = LaunchSpec("n0", "api", "local", "localhost",
-                   (sys.executable, "-c", "import os, time; print(os.environ['HF_TOKEN'], flush=True); time.sleep(30)"),
-                   (("HF_TOKEN", token), ("PPCONF_Z", "a b\nc")), set_env=str(script))
+    s = LaunchSpec(
+        "n0",
+        "api",
+        "local",
+        "localhost",
+        (sys.executable, "-c", "import os, time; print(os.environ['HF_TOKEN'], flush=True); time.sleep(30)"),
+        (("HF_TOKEN", token), ("PPCONF_Z", "a b\nc")),
+        set_env=str(script),
+    )
     h = LocalNodeRunner().start(s, tmp_path / "n0.log")
     try:
         deadline = time.monotonic() + 20

@@ -40,6 +40,7 @@ def test_search_all_logs_in_order(tmp_path):
 def test_silent_disable_only_counts_warnings(tmp_path):
     (tmp_path / "a.log").write_text(
         "(APIServer pid=1) INFO 11-30 1:1:1 [a.py:1] async scheduling is on\n"
-        "(APIServer pid=1) WARNING 11-30 1:1:1 [vllm.py:1638] Async scheduling is disabled because ...\n")
+        "(APIServer pid=1) WARNING 11-30 1:1:1 [vllm.py:1638] Async scheduling is disabled because ...\n"
+    )
     found = logs.warnings_matching({"a": tmp_path / "a.log"}, ["Async scheduling is disabled"])
     assert [f.number for f in found] == [2]

@@ -17,12 +17,15 @@ def test_shipped_matrix_loads(shipped):
 
 
 def test_unknown_key_names_file_line_and_closest_key(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         features:
           my-feature:
             title: x
             argz: [--foo]
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("extra.yaml:4:5" in e and "unknown key 'argz'" in e and "did you mean 'args'" in e for e in errs), errs
 
@@ -30,7 +33,9 @@ def test_unknown_key_names_file_line_and_closest_key(matrix_dir):
 def test_a_suite_cannot_pick_the_partition_rule_set(matrix_dir):
     # each case carries both partition checks and the rules choose; a suite-level choice that
     # nothing reads is refused, pointing at the line and at where the choice lives
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         suites:
           mine:
             title: x
@@ -39,14 +44,22 @@ def test_a_suite_cannot_pick_the_partition_rule_set(matrix_dir):
             groups:
               - families: [guide-61-layer]
                 topologies: [tp8-pp2]
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
-    assert any("extra.yaml:5:5" in e and "suites.mine.partition_rules: 'partition_rules' is no longer a setting" in e
-               and "partition_doc_error" in e and "did you mean" not in e for e in errs), errs
+    assert any(
+        "extra.yaml:5:5" in e
+        and "suites.mine.partition_rules: 'partition_rules' is no longer a setting" in e
+        and "partition_doc_error" in e
+        and "did you mean" not in e
+        for e in errs
+    ), errs
 
 
 def test_unknown_feature_in_suite_is_an_error_not_an_empty_selection(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         suites:
           mine:
             title: x
@@ -55,14 +68,19 @@ def test_unknown_feature_in_suite_is_an_error_not_an_empty_selection(matrix_dir)
               - families: [qwen3-tiny]
                 topologies: [pp2-tp1-mp]
                 features: [prefix-cachin]
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
-    assert any("extra.yaml:2:3" in e and "unknown feature 'prefix-cachin'" in e
-               and "did you mean 'prefix-caching'" in e for e in errs), errs
+    assert any(
+        "extra.yaml:2:3" in e and "unknown feature 'prefix-cachin'" in e and "did you mean 'prefix-caching'" in e
+        for e in errs
+    ), errs
 
 
 def test_bad_literal_value_suggests(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         suites:
           mine:
             title: x
@@ -71,36 +89,46 @@ def test_bad_literal_value_suggests(matrix_dir):
             groups:
               - families: [qwen3-tiny]
                 topologies: [pp2-tp1-mp]
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("extra.yaml:5:11" in e and "'pairwse'" in e and "did you mean 'pairwise'" in e for e in errs), errs
 
 
 def test_condition_error_points_at_the_column(matrix_dir):
-    matrix_dir("zz-rules.yaml", """\
+    matrix_dir(
+        "zz-rules.yaml",
+        """\
         rules:
           - when: 'pp > 1 && familly == "qwen3-tiny"'
             expect: supported
             why: x
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
-    assert any("zz-rules.yaml:2:11" in e and "familly" in e and "did you mean 'family'" in e and "^" in e
-               for e in errs), errs
+    assert any(
+        "zz-rules.yaml:2:11" in e and "familly" in e and "did you mean 'family'" in e and "^" in e for e in errs
+    ), errs
 
 
 def test_typo_in_a_compared_value_is_caught(matrix_dir):
-    matrix_dir("zz-rules.yaml", """\
+    matrix_dir(
+        "zz-rules.yaml",
+        """\
         rules:
           - when: 'family == "qwen3-tny"'
             expect: supported
             why: x
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("qwen3-tny" in e and "qwen3-tiny" in e for e in errs), errs
 
 
 def test_rule_fields_depend_on_the_outcome(matrix_dir):
-    matrix_dir("zz-rules.yaml", """\
+    matrix_dir(
+        "zz-rules.yaml",
+        """\
         rules:
           - when: 'pp > 1'
             expect: rejected
@@ -114,7 +142,8 @@ def test_rule_fields_depend_on_the_outcome(matrix_dir):
             error: '(unclosed'
             phase: startup
             why: z
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("zz-rules.yaml:2:5" in e and "needs error, phase" in e for e in errs), errs
     assert any("zz-rules.yaml:5:5" in e and "needs owner, until, waives" in e for e in errs), errs
@@ -122,11 +151,14 @@ def test_rule_fields_depend_on_the_outcome(matrix_dir):
 
 
 def test_duplicate_names_across_files(matrix_dir):
-    matrix_dir("zz-dupe.yaml", """\
+    matrix_dir(
+        "zz-dupe.yaml",
+        """\
         topologies:
           pp2-tp1:
             pp: 2
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("zz-dupe.yaml:2:3" in e and "already defined at matrices/topologies.yaml" in e for e in errs), errs
 
@@ -152,31 +184,39 @@ def test_files_in_eval_folders_are_data_not_matrix_files(matrix_dir):
 
 
 def test_all_errors_reported_at_once(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         features:
           a:
             title: x
             requires: [nope]
           b:
             titel: y
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert len([e for e in errs if "extra.yaml" in e]) >= 2, errs
 
 
 def test_bad_regex_in_a_feature_is_a_positioned_error(matrix_dir):
-    matrix_dir("extra.yaml", """\
+    matrix_dir(
+        "extra.yaml",
+        """\
         features:
           x:
             title: t
             silent_disable: ['(unclosed']
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("extra.yaml:4:" in e and "not a valid regular expression" in e for e in errs), errs
 
 
 def test_a_waiver_names_the_checks_it_covers(matrix_dir):
-    matrix_dir("zz-rules.yaml", """\
+    matrix_dir(
+        "zz-rules.yaml",
+        """\
         rules:
           - when: 'pp > 2'
             expect: flaky
@@ -187,7 +227,8 @@ def test_a_waiver_names_the_checks_it_covers(matrix_dir):
             expect: supported
             waives: [accuracy]
             why: z
-        """)
+        """,
+    )
     errs = errors_of(matrix_dir.root)
     assert any("zz-rules.yaml" in e and "everything" in e for e in errs), errs
     assert any("zz-rules.yaml:7:5" in e and "waives only applies" in e for e in errs), errs
@@ -196,7 +237,9 @@ def test_a_waiver_names_the_checks_it_covers(matrix_dir):
 def test_lint_warns_when_a_claimed_rejection_is_a_crash(matrix_dir):
     from harness.matrix.lint import lint
 
-    matrix_dir("cpu/zz-crash.yaml", """\
+    matrix_dir(
+        "cpu/zz-crash.yaml",
+        """\
         rules:
           - when: 'platform == "cpu" && partition_doc_error != "" && "prefix-caching" in features'
             expect: rejected
@@ -208,7 +251,8 @@ def test_lint_warns_when_a_claimed_rejection_is_a_crash(matrix_dir):
             error: "'CPUModelRunner' object has no attribute 'drafter'"
             phase: startup
             why: another
-        """)
+        """,
+    )
     text = (matrix_dir.root / "cpu/rules.yaml").read_text()
     # ahead of the shipped rules, so both decide some case
     (matrix_dir.root / "cpu/rules.yaml").unlink()

@@ -119,7 +119,8 @@ def test_backend_env_reaches_vllm_processes_of_that_backend_only(m):
 def test_backend_env_is_not_set_on_ray_start(tmp_path):
     root = tmp_path / "p"
     root.mkdir()
-    (root / "m.yaml").write_text(textwrap.dedent("""
+    (root / "m.yaml").write_text(
+        textwrap.dedent("""
         suites:
           r:
             title: two-node Ray with a Ray-only variable
@@ -128,7 +129,8 @@ def test_backend_env_is_not_set_on_ray_start(tmp_path):
               ray: {VLLM_USE_RAY_COMPILED_DAG_NCCL_CHANNEL: "1"}
             groups:
               - {families: [guide-61-layer], topologies: [tp8-pp2-2node-ray]}
-        """))
+        """)
+    )
     m = load_matrix([DEFAULT_MATRICES, root])
     (case,) = expand(m, "r").cases
     d = plan(m, case, load_cluster("a3-2node"))
@@ -159,8 +161,11 @@ def test_same_value_from_two_entries_of_one_level_is_kept_once():
 
 
 def test_one_entry_giving_a_flag_twice_is_an_error():
-    a = Layer("variant", "variant x", (("--load-format", "v:1:1"), ("dummy", "v:1:1"),
-                                       ("--load-format", "v:1:9"), ("dummy", "v:1:9")))
+    a = Layer(
+        "variant",
+        "variant x",
+        (("--load-format", "v:1:1"), ("dummy", "v:1:1"), ("--load-format", "v:1:9"), ("dummy", "v:1:9")),
+    )
     (err,) = merge([a]).errors
     assert "flag --load-format is given twice by variant x: at v:1:1 and at v:1:9" in err
 
@@ -174,7 +179,8 @@ def test_a_no_flag_overrides_its_positive_form():
 def test_merge_errors_stop_the_plan(tmp_path):
     root = tmp_path / "p"
     root.mkdir()
-    (root / "m.yaml").write_text(textwrap.dedent("""
+    (root / "m.yaml").write_text(
+        textwrap.dedent("""
         features:
           a: {title: a, env: {X: "1"}}
           b: {title: b, env: {X: "2"}}
@@ -184,7 +190,8 @@ def test_merge_errors_stop_the_plan(tmp_path):
             platform: cpu
             groups:
               - {families: [qwen3-tiny], topologies: [pp2-tp1-mp], features: [a+b]}
-        """))
+        """)
+    )
     m = load_matrix([DEFAULT_MATRICES, root])
     (case,) = expand(m, "c").cases
     with pytest.raises(MergeError, match=r"env X has different values .* p/m.yaml:3:.* p/m.yaml:4:"):

@@ -52,7 +52,9 @@ def test_counts_come_from_the_matrix_then_a_local_checkpoint_then_the_hf_cache(t
 
 def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
     write, root = matrix_dir, matrix_dir.root
-    write("zz-extra.yaml", """\
+    write(
+        "zz-extra.yaml",
+        """\
         families:
           unknown-depth:
             title: A family whose depth the matrix does not state
@@ -71,9 +73,13 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
               - families: [unknown-depth]
                 topologies: [tp8-pp2-2node-mp]
                 partitions: [auto, "32,29", "31,31"]
-        """)
+        """,
+    )
     m = load_matrix(root)
-    cases = {c.partition: c for c in expand(m, "depth-read", lambda v: 61 if v.model == "/models/unknown-depth" else None).cases}
+    cases = {
+        c.partition: c
+        for c in expand(m, "depth-read", lambda v: 61 if v.model == "/models/unknown-depth" else None).cases
+    }
     assert cases["32,29"].expectation.kind == "supported"
     assert cases["31,31"].expectation.kind == "rejected"
     assert cases["31,31"].attrs["partition_error"] == "sum(partitions)=62 does not match num_hidden_layers=61."

@@ -39,8 +39,12 @@ def test_an_unmet_need_skips_and_says_why(project, monkeypatch):
     result = project.runpytest_inprocess("-p", "tests.needs", "-p", "no:cacheprovider", "test_needy.py")
     result.assert_outcomes(passed=1, skipped=2)
     # -rs from the repository's addopts: the reasons are on the screen
-    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_needy.py:3: needs_ray: ray is not installed*",
-                                 "SKIPPED [[]1[]] *could not import 'ppconf_no_such_module'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] test_needy.py:3: needs_ray: ray is not installed*",
+            "SKIPPED [[]1[]] *could not import 'ppconf_no_such_module'*",
+        ]
+    )
 
 
 @pytest.mark.parametrize("ci", ["true", "1"])
@@ -48,14 +52,19 @@ def test_in_ci_an_unmet_need_fails(project, monkeypatch, ci):
     monkeypatch.setenv("CI", ci)
     result = project.runpytest_inprocess("-p", "tests.needs", "-p", "no:cacheprovider", "test_needy.py")
     result.assert_outcomes(passed=1, failed=1, errors=1)  # the need is checked at setup
-    result.stdout.fnmatch_lines(["*needs_ray: ray is not installed*CI installs everything*",
-                                 "*could not import 'ppconf_no_such_module'*CI installs everything*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*needs_ray: ray is not installed*CI installs everything*",
+            "*could not import 'ppconf_no_such_module'*CI installs everything*",
+        ]
+    )
 
 
 def test_in_ci_a_module_skipped_by_importorskip_fails(pytester, monkeypatch):
     monkeypatch.setenv("CI", "true")
-    pytester.makepyfile(test_module='import pytest\npytest.importorskip("ppconf_no_such_module")\n\n'
-                                    'def test_x():\n    pass\n')
+    pytester.makepyfile(
+        test_module='import pytest\npytest.importorskip("ppconf_no_such_module")\n\ndef test_x():\n    pass\n'
+    )
     result = pytester.runpytest_inprocess("-p", "tests.needs", "-p", "no:cacheprovider")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*could not import 'ppconf_no_such_module'*CI installs everything*"])
@@ -80,8 +89,9 @@ CONFORMANCE_ITEM = "def test_case(ppconf_case, ppconf_session):\n    pass\n"
 
 def _collect(pytester, *args: str) -> dict[str, int]:
     pytester.makepyfile(test_items=CONFORMANCE_ITEM)
-    result = pytester.runpytest_inprocess("-p", "conformance.plugin", "-p", "no:cacheprovider", "--collect-only", "-q",
-                                          *args)
+    result = pytester.runpytest_inprocess(
+        "-p", "conformance.plugin", "-p", "no:cacheprovider", "--collect-only", "-q", *args
+    )
     return result.parseoutcomes()
 
 

@@ -21,23 +21,35 @@ def test_guide_goldens():
     assert stage_ranges(61, 2, "32,29") == [(0, 32), (32, 61)]
 
 
-@pytest.mark.parametrize("layers,pp,expected", [
-    (2, 2, [1, 1]), (3, 2, [2, 1]), (3, 3, [1, 1, 1]), (4, 3, [1, 2, 1]), (5, 3, [2, 2, 1]),
-    (1, 2, [1, 0]), (5, 2, [3, 2]), (22, 4, [5, 6, 6, 5]),
-])
+@pytest.mark.parametrize(
+    "layers,pp,expected",
+    [
+        (2, 2, [1, 1]),
+        (3, 2, [2, 1]),
+        (3, 3, [1, 1, 1]),
+        (4, 3, [1, 2, 1]),
+        (5, 3, [2, 2, 1]),
+        (1, 2, [1, 0]),
+        (5, 2, [3, 2]),
+        (22, 4, [5, 6, 6, 5]),
+    ],
+)
 def test_auto_remainder_goes_to_stages_before_the_last(layers, pp, expected):
     assert auto_partition(layers, pp) == expected
 
 
-@pytest.mark.parametrize("text,layers,pp,message", [
-    ("5,5,5,a", 20, 4, "Invalid partition string: 5,5,5,a"),
-    ("5,5,5,5,", 20, 4, "Invalid partition string: 5,5,5,5,"),
-    ("", 20, 4, "Invalid partition string: "),
-    ("3.0,2", 5, 2, "Invalid partition string: 3.0,2"),
-    ("5,5,5", 20, 4, "len(partitions)=3 does not match pp_size=4."),
-    ("5,5,5,5", 21, 4, "sum(partitions)=20 does not match num_hidden_layers=21."),
-    ("1,2", 5, 2, "sum(partitions)=3 does not match num_hidden_layers=5."),
-])
+@pytest.mark.parametrize(
+    "text,layers,pp,message",
+    [
+        ("5,5,5,a", 20, 4, "Invalid partition string: 5,5,5,a"),
+        ("5,5,5,5,", 20, 4, "Invalid partition string: 5,5,5,5,"),
+        ("", 20, 4, "Invalid partition string: "),
+        ("3.0,2", 5, 2, "Invalid partition string: 3.0,2"),
+        ("5,5,5", 20, 4, "len(partitions)=3 does not match pp_size=4."),
+        ("5,5,5,5", 21, 4, "sum(partitions)=20 does not match num_hidden_layers=21."),
+        ("1,2", 5, 2, "sum(partitions)=3 does not match num_hidden_layers=5."),
+    ],
+)
 def test_rejections_use_vllm_text(text, layers, pp, message):
     with pytest.raises(PartitionError) as err:
         stage_ranges(layers, pp, text)
@@ -94,8 +106,13 @@ def vllm_get_pp_indices():
 @pytest.mark.slow
 @pytest.mark.needs_vllm
 @settings(max_examples=150, deadline=None)
-@given(layers=st.integers(1, 80), pp=st.integers(1, 8),
-       custom=st.one_of(st.none(), st.lists(st.integers(-2, 30), min_size=1, max_size=8).map(lambda p: ",".join(map(str, p)))))
+@given(
+    layers=st.integers(1, 80),
+    pp=st.integers(1, 8),
+    custom=st.one_of(
+        st.none(), st.lists(st.integers(-2, 30), min_size=1, max_size=8).map(lambda p: ",".join(map(str, p)))
+    ),
+)
 def test_oracle_equals_vllm_get_pp_indices(vllm_get_pp_indices, layers, pp, custom):
     """The oracle is checked against the installed vLLM's own function, not a copy of it."""
     old = os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
@@ -136,5 +153,7 @@ def test_tuning_advice_moves_a_layer_off_the_costliest_stage_and_leaves_balanced
     assert t["by_step_time"]["next"] is None
     # a stage that was not measured gives no advice rather than a guess
     assert tuning_advice([3, 2], [0.01, None], [None, None])["by_step_time"]["next"] is None
-    assert tuning_advice([1, 4], [0.02, 0.01], [1, 1])["by_step_time"]["why"] == \
-        "stage 0 is the costliest but has a single layer"
+    assert (
+        tuning_advice([1, 4], [0.02, 0.01], [1, 1])["by_step_time"]["why"]
+        == "stage 0 is the costliest but has a single layer"
+    )

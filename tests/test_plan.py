@@ -60,16 +60,22 @@ def test_two_node_mp_is_the_guides_example(shipped):
 
 
 def test_custom_partition_exported_on_every_node(shipped):
-    d = plan(shipped, case(shipped, "nightly-ascend", "guide-61-layer/tp8-pp2-2node-mp/32,29/none"), load_cluster("a3-2node"))
+    d = plan(
+        shipped, case(shipped, "nightly-ascend", "guide-61-layer/tp8-pp2-2node-mp/32,29/none"), load_cluster("a3-2node")
+    )
     assert [l.env_dict()["VLLM_PP_LAYER_PARTITION"] for l in d.launches] == ["32,29", "32,29"]
 
 
 def test_pd_is_the_guides_example(shipped):
-    d = plan(shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"), load_cluster("a3-pd"))
+    d = plan(
+        shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"), load_cluster("a3-pd")
+    )
     prefill, decode, proxy = d.launches
     assert (prefill.role, decode.role, proxy.role) == ("prefill", "decode", "proxy")
-    expected_topology = {"prefill": {"dp_size": 1, "tp_size": 8, "pp_size": 2, "pp_layer_partition": "32,29"},
-                         "decode": {"dp_size": 1, "tp_size": 1, "pp_size": 1}}
+    expected_topology = {
+        "prefill": {"dp_size": 1, "tp_size": 8, "pp_size": 2, "pp_layer_partition": "32,29"},
+        "decode": {"dp_size": 1, "tp_size": 1, "pp_size": 1},
+    }
     configs = []
     for launch in (prefill, decode):
         argv = list(launch.argv)
@@ -87,7 +93,9 @@ def test_pd_is_the_guides_example(shipped):
 
 
 def test_pd_auto_partition_omits_pp_layer_partition(shipped):
-    d = plan(shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none"), load_cluster("a3-pd"))
+    d = plan(
+        shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none"), load_cluster("a3-pd")
+    )
     for launch in d.launches[:2]:
         argv = list(launch.argv)
         cfg = json.loads(argv[argv.index("--kv-transfer-config") + 1])
@@ -109,8 +117,12 @@ def test_ray_multi_node_starts_ray_with_env_then_serves_on_the_head(shipped):
 
 
 def test_cpu_two_node_on_one_host_binds_disjoint_cores(shipped):
-    d = plan(shipped, case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/none"), load_cluster(None),
-             ports=Ports(api=18000, master=18001))
+    d = plan(
+        shipped,
+        case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/none"),
+        load_cluster(None),
+        ports=Ports(api=18000, master=18001),
+    )
     head, worker = d.launches
     assert head.env_dict()["VLLM_CPU_OMP_THREADS_BIND"] != worker.env_dict()["VLLM_CPU_OMP_THREADS_BIND"]
     assert head.env_dict()["VLLM_HOST_IP"] == "127.0.0.1"
@@ -131,7 +143,9 @@ def test_cpu_single_node_binds_one_core_per_rank(shipped):
 def test_feature_json_fragments_and_drafter(matrix_dir):
     from harness.matrix.load import load_matrix
 
-    matrix_dir("ascend/extra.yaml", """\
+    matrix_dir(
+        "ascend/extra.yaml",
+        """\
         suites:
           stack:
             title: x
@@ -140,7 +154,8 @@ def test_feature_json_fragments_and_drafter(matrix_dir):
               - families: [deepseek-v4]
                 topologies: [tp8-pp2-2node-mp]
                 features: [mtp+graph-mode]
-        """)
+        """,
+    )
     m = load_matrix(matrix_dir.root)
     c = case(m, "stack", "deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode+mtp")
     d = plan(m, c, load_cluster("a3-2node"))
@@ -161,4 +176,8 @@ def test_cluster_too_small_is_a_clear_error(shipped):
     from harness.plan.deployment import PlanError
 
     with pytest.raises(PlanError, match="cannot hold"):
-        plan(shipped, case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"), load_cluster("a3-2node"))
+        plan(
+            shipped,
+            case(shipped, "nightly-ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"),
+            load_cluster("a3-2node"),
+        )

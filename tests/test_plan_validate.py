@@ -74,8 +74,11 @@ def check(m, name="s", cluster=None):
 
 @pytest.mark.needs_vllm
 def test_misspelled_serve_flag_names_the_matrix_entry(private, vllm_engine):
-    m = private(FAMILY.replace('[--max-model-len, "256"]', '[--max-modle-len, "256"]') + RULES
-                + suite("- {families: [tiny], topologies: [pp1-tp1]}"))
+    m = private(
+        FAMILY.replace('[--max-model-len, "256"]', '[--max-modle-len, "256"]')
+        + RULES
+        + suite("- {families: [tiny], topologies: [pp1-tp1]}")
+    )
     report = check(m)
     assert not report.ok
     (err,) = summarize(report.errors)
@@ -97,7 +100,9 @@ features:
   long: {title: long, args: [--max-num-seqs, "8"]}
   short: {title: short, args: [--max-num-seqs, "4"]}
 """
-    m = private(FAMILY + RULES + features + suite("- {families: [tiny], topologies: [pp1-tp1], features: [long+short]}"))
+    m = private(
+        FAMILY + RULES + features + suite("- {families: [tiny], topologies: [pp1-tp1], features: [long+short]}")
+    )
     (err,) = summarize(check(m).errors)
     assert "flag --max-num-seqs has different values from two features entries" in err
     assert "private/private.yaml:20:" in err and "private/private.yaml:21:" in err
@@ -110,8 +115,12 @@ features:
   long: {title: long, args: [--max-num-seqs, "8"]}
   short: {title: short, args: [--max-num-seqs, "4"]}
 """
-    m = private(FAMILY + RULES + features
-                + suite('- {families: [tiny], topologies: [pp1-tp1], features: [long+short], args: [--max-num-seqs, "2"]}'))
+    m = private(
+        FAMILY
+        + RULES
+        + features
+        + suite('- {families: [tiny], topologies: [pp1-tp1], features: [long+short], args: [--max-num-seqs, "2"]}')
+    )
     assert check(m).ok
     (case,) = expand(m, "s").cases
     argv = list(plan(m, case, load_cluster(None)).launches[0].argv)
@@ -123,10 +132,16 @@ def test_a_flag_the_planner_also_gives_is_reported_twice_with_both_origins(priva
 features:
   pinned: {title: a feature that pins the node rank, args: [--node-rank, "0"]}
 """
-    m = private(FAMILY + RULES + features + suite("- {families: [tiny], topologies: [pp2-tp1-2node-mp], features: [pinned]}"))
+    m = private(
+        FAMILY + RULES + features + suite("- {families: [tiny], topologies: [pp2-tp1-2node-mp], features: [pinned]}")
+    )
     errors = summarize(check(m).errors)
-    assert any("--node-rank and --node-rank set the same option 2 times" in e and "private/private.yaml:20:" in e
-               and "planned by ppconf for this node" in e for e in errors), errors
+    assert any(
+        "--node-rank and --node-rank set the same option 2 times" in e
+        and "private/private.yaml:20:" in e
+        and "planned by ppconf for this node" in e
+        for e in errors
+    ), errors
 
 
 @pytest.mark.needs_vllm
@@ -175,14 +190,18 @@ rules:
 def test_env_name_with_a_space(private):
     # refused where the matrix is read, with its position, before any plan is made
     with pytest.raises(MatrixError, match=r"private/private.yaml:12:\d+: families.tiny.variants.default.env.BAD NAME"):
-        private(FAMILY.replace('serve_args: [--max-model-len, "256"]', 'env: {"BAD NAME": "1"}') + RULES
-                + suite("- {families: [tiny], topologies: [pp1-tp1]}"))
+        private(
+            FAMILY.replace('serve_args: [--max-model-len, "256"]', 'env: {"BAD NAME": "1"}')
+            + RULES
+            + suite("- {families: [tiny], topologies: [pp1-tp1]}")
+        )
 
 
 def test_suite_platform_must_match_the_cluster(shipped):
     report = validate_cases(shipped, expand(shipped, "smoke-cpu").cases, load_cluster("a3-pd"))
-    assert report.errors == [f"{shipped.where[('suites', 'smoke-cpu')]}: suite smoke-cpu is for platform 'cpu', "
-                             f"cluster a3-pd is 'ascend'"]
+    assert report.errors == [
+        f"{shipped.where[('suites', 'smoke-cpu')]}: suite smoke-cpu is for platform 'cpu', cluster a3-pd is 'ascend'"
+    ]
 
 
 def test_ports_must_not_collide_on_a_node(private):
@@ -215,7 +234,9 @@ def cli_json(argv, flag):
 
 @pytest.mark.needs_vllm
 def test_additional_config_keys_come_from_the_platform(shipped, vllm_engine, matrix_dir):
-    matrix_dir("features-extra.yaml", """
+    matrix_dir(
+        "features-extra.yaml",
+        """
         features:
           typo:
             title: a misspelled Ascend option
@@ -228,7 +249,8 @@ def test_additional_config_keys_come_from_the_platform(shipped, vllm_engine, mat
             reference: {kind: counterpart, fold: tp}
             groups:
               - {families: [glm-5.2], topologies: [tp8-pp2-2node-mp], features: [typo]}
-        """)
+        """,
+    )
     m = load_matrix(matrix_dir.root)
     # the two cases and their references (the same flags, PP folded away) each carry the typo
     report = validate_cases(m, expand(m, "t").cases, load_cluster("a3-pd"))
@@ -244,8 +266,10 @@ def test_additional_config_keys_come_from_the_platform(shipped, vllm_engine, mat
 
 
 @pytest.mark.needs_vllm
-@pytest.mark.parametrize("suite_name, cluster", [("nightly-ascend", "a3-pd"), ("nightly-ascend", "a3-2node"),
-                                                 ("smoke-cpu", None), ("features-cpu", None)])
+@pytest.mark.parametrize(
+    "suite_name, cluster",
+    [("nightly-ascend", "a3-pd"), ("nightly-ascend", "a3-2node"), ("smoke-cpu", None), ("features-cpu", None)],
+)
 def test_shipped_plans_pass(shipped, vllm_engine, suite_name, cluster):
     report = validate_cases(shipped, expand(shipped, suite_name).cases, load_cluster(cluster))
     assert report.errors == []
@@ -253,14 +277,20 @@ def test_shipped_plans_pass(shipped, vllm_engine, suite_name, cluster):
 
 
 def test_cli_lint_plans_fails_with_a_positioned_message(private, capsys):
-    m_text = (FAMILY + RULES + """
+    m_text = (
+        FAMILY
+        + RULES
+        + """
 features:
   long: {title: long, args: [--max-num-seqs, "8"]}
   short: {title: short, args: [--max-num-seqs, "4"]}
-""" + suite("- {families: [tiny], topologies: [pp1-tp1], features: [long+short]}"))
+"""
+        + suite("- {families: [tiny], topologies: [pp1-tp1], features: [long+short]}")
+    )
     private(m_text)
-    code = cli.main(["lint", "--matrices", str(DEFAULT_MATRICES), "--matrices", str(private.root),
-                     "--plans", "--suite", "s"])
+    code = cli.main(
+        ["lint", "--matrices", str(DEFAULT_MATRICES), "--matrices", str(private.root), "--plans", "--suite", "s"]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "error: s on local:" in out and "private/private.yaml:20:" in out

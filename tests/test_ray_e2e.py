@@ -27,7 +27,8 @@ def ray_cluster():
 
 
 def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
-    nodes = "".join(f"""
+    nodes = "".join(
+        f"""
   - name: node{i}
     host: localhost
     address: 127.0.0.1
@@ -38,12 +39,28 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     python: {sys.executable}
     bind: 127.0.0.1
     ppconf: true
-""" for i in (0, 1))
+"""
+        for i in (0, 1)
+    )
     inventory = tmp_path / "two-ray-nodes.yaml"
     inventory.write_text(f"name: two-ray-nodes\nplatform: cpu\nray_address: {ray_cluster.address}\nnodes:{nodes}")
     run_dir = tmp_path / "run"
-    argv = ray_cluster.ns([sys.executable, "-m", "harness.cli", "run", "--suite", "smoke-cpu", "--cluster",
-                           str(inventory), "--case", "qwen3-tiny/pp2-tp1-2node-mp/auto/none", "--out", str(run_dir)])
+    argv = ray_cluster.ns(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--suite",
+            "smoke-cpu",
+            "--cluster",
+            str(inventory),
+            "--case",
+            "qwen3-tiny/pp2-tp1-2node-mp/auto/none",
+            "--out",
+            str(run_dir),
+        ]
+    )
     done = subprocess.run(argv, env=ray_cluster.env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (rec,) = results.read(run_dir)

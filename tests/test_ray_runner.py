@@ -149,8 +149,17 @@ def test_argv_env_and_set_env_arrive_literally(driver, tmp_path):
     victim = tmp_path / "x"
     victim.mkdir()
     pwned = tmp_path / "pwned"
-    nasty = [f"; rm -rf {victim}", f"$(touch {pwned})", f"`touch {pwned}`", "'single' \"double\"",
-             "line one\nline two", "back\\slash $HOME ${PATH} && || > < | &", "", "--flag=*", " lead and trail "]
+    nasty = [
+        f"; rm -rf {victim}",
+        f"$(touch {pwned})",
+        f"`touch {pwned}`",
+        "'single' \"double\"",
+        "line one\nline two",
+        "back\\slash $HOME ${PATH} && || > < | &",
+        "",
+        "--flag=*",
+        " lead and trail ",
+    ]
     set_env = tmp_path / "set env; $(touch pwned).sh"
     set_env.write_text("export PPCONF_FROM_SET_ENV='sourced on the node'\n")
     code = textwrap.dedent("""\
@@ -163,8 +172,11 @@ def test_argv_env_and_set_env_arrive_literally(driver, tmp_path):
         """)
     env = [(f"PPCONF_V{i}", v) for i, v in enumerate(nasty)] + [("PPCONF_N", str(len(nasty)))]
     log = tmp_path / "literal.log"
-    driver.start(launch("literal", "node1", "-c", code, *nasty, env=env, set_env=str(set_env)), log,
-                 extra_env={"PPCONF_EXTRA": f"$(touch {pwned}) ; x\n'y'"})
+    driver.start(
+        launch("literal", "node1", "-c", code, *nasty, env=env, set_env=str(set_env)),
+        log,
+        extra_env={"PPCONF_EXTRA": f"$(touch {pwned}) ; x\n'y'"},
+    )
     assert driver.call("wait", name="literal", timeout=30)["rc"] == 0
     driver.call("stop", name="literal", grace_s=1.0)
     seen = json.loads(log.read_text())
@@ -212,8 +224,11 @@ def test_sigkill_of_the_driver_takes_the_launch_down(cluster, tmp_path):
 def test_nodes_resolve_by_resource_or_by_node_ids(driver, node_ids, tmp_path):
     with pytest.raises(ClusterError, match="no alive Ray node holds a resource named 'node9'"):
         driver.start(launch("nowhere", "node9", "-c", "pass"), tmp_path / "nowhere.log")
-    info = driver.start(launch("mapped", "gpu-box-7", "-c", "print('hi')"), tmp_path / "mapped.log",
-                        node_ids={"gpu-box-7": node_ids["node1"]})
+    info = driver.start(
+        launch("mapped", "gpu-box-7", "-c", "print('hi')"),
+        tmp_path / "mapped.log",
+        node_ids={"gpu-box-7": node_ids["node1"]},
+    )
     assert info["node_id"] == node_ids["node1"]
     assert driver.call("wait", name="mapped", timeout=30)["rc"] == 0
     driver.call("stop", name="mapped", grace_s=1.0)
@@ -242,10 +257,15 @@ def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_
         node_id = next(a.split("=", 1)[1] for a in args if a.startswith("--node_id="))
         print(json.dumps([node_id, "RAY_JOB_ID" in os.environ]))
         """)
-    outs = driver.call("run_commands", calls=[["node0", [sys.executable, "-c", code]],
-                                              ["node1", [sys.executable, "-c", code]],
-                                              ["node1", [sys.executable, "-c", _SCRIPT]],
-                                              ["node9", [sys.executable, "-c", code]]])["outputs"]
+    outs = driver.call(
+        "run_commands",
+        calls=[
+            ["node0", [sys.executable, "-c", code]],
+            ["node1", [sys.executable, "-c", code]],
+            ["node1", [sys.executable, "-c", _SCRIPT]],
+            ["node9", [sys.executable, "-c", code]],
+        ],
+    )["outputs"]
     assert [json.loads(o["stdout"]) for o in outs[:2]] == [[node_ids["node0"], False], [node_ids["node1"], False]]
     versions = json.loads(outs[2]["stdout"])
     assert versions["torch"] and versions["python"] == sys.version.split()[0]
@@ -258,13 +278,15 @@ def test_a_resumed_run_reaps_only_its_own_groups_on_a_ray_node(driver, tmp_path)
 
     run_dir = str(tmp_path / "run")
     mine = driver.start(launch("mine", "node1", "-c", TREE, "600"), tmp_path / "mine.log", {MARKER: run_dir})["pgid"]
-    other = driver.start(launch("other", "node1", "-c", TREE, "600"), tmp_path / "other.log",
-                         {MARKER: str(tmp_path / "another-run")})["pgid"]
+    other = driver.start(
+        launch("other", "node1", "-c", TREE, "600"), tmp_path / "other.log", {MARKER: str(tmp_path / "another-run")}
+    )["pgid"]
     try:
         wait_for_tree(mine)
         wait_for_tree(other)
-        out = driver.call("run_commands", calls=[["node1", [sys.executable, "-c", REAPER_SOURCE, run_dir,
-                                                            str(mine), str(other)]]])["outputs"][0]
+        out = driver.call(
+            "run_commands", calls=[["node1", [sys.executable, "-c", REAPER_SOURCE, run_dir, str(mine), str(other)]]]
+        )["outputs"][0]
         assert out["returncode"] == 0, out
         assert json.loads(out["stdout"]) == [mine]
         gone(mine, timeout=5)

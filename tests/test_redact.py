@@ -14,17 +14,44 @@ AUTH = "plantedAUTHvalue42"
 
 
 def test_secret_names_by_convention_but_not_token_counts():
-    for name in ("HF_TOKEN", "GITHUB_TOKEN", "DB_PASS", "PROXY_AUTH", "OPENAI_API_KEY", "MY_SECRET_X",
-                 "DB_PASSWORD", "GCP_CREDENTIALS", "--api-key", "--hf-token", "S3_ACCESS_KEY"):
+    for name in (
+        "HF_TOKEN",
+        "GITHUB_TOKEN",
+        "DB_PASS",
+        "PROXY_AUTH",
+        "OPENAI_API_KEY",
+        "MY_SECRET_X",
+        "DB_PASSWORD",
+        "GCP_CREDENTIALS",
+        "--api-key",
+        "--hf-token",
+        "S3_ACCESS_KEY",
+    ):
         assert redact.secret_name(name), name
-    for name in ("--max-num-batched-tokens", "--tokenizer", "--long-prefill-token-threshold", "--ssl-keyfile",
-                 "VLLM_PP_LAYER_PARTITION", "PASSES", "--max-model-len", "--return-tokens-as-token-ids"):
+    for name in (
+        "--max-num-batched-tokens",
+        "--tokenizer",
+        "--long-prefill-token-threshold",
+        "--ssl-keyfile",
+        "VLLM_PP_LAYER_PARTITION",
+        "PASSES",
+        "--max-model-len",
+        "--return-tokens-as-token-ids",
+    ):
         assert not redact.secret_name(name), name
 
 
 def test_argv_is_masked_by_flag_name_and_json_key():
-    argv = ["vllm", "serve", "m", "--api-key", KEY, f"--hf-token={TOKEN}",
-            "--kv-transfer-config", json.dumps({"kv_connector": "x", "extra": {"auth_token": AUTH}})]
+    argv = [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        KEY,
+        f"--hf-token={TOKEN}",
+        "--kv-transfer-config",
+        json.dumps({"kv_connector": "x", "extra": {"auth_token": AUTH}}),
+    ]
     assert sorted(redact.argv_secrets(argv)) == sorted([KEY, TOKEN, AUTH])
     masked = redact.argv(argv)
     assert masked[3:6] == ["--api-key", MASK, f"--hf-token={MASK}"]
@@ -36,25 +63,49 @@ def test_argv_is_masked_by_flag_name_and_json_key():
 def test_text_masks_learned_values_and_secret_looking_assignments():
     r = Redactor().learn_env({"HF_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"})
     assert r.text(f"got {TOKEN} and /usr/bin:/bin") == f"got {MASK} and /usr/bin:/bin"
-    assert Redactor().text("export DB_PASS=hunter2 --api-key abc123xyz ok") == f"export DB_PASS={MASK} --api-key {MASK} ok"
+    assert (
+        Redactor().text("export DB_PASS=hunter2 --api-key abc123xyz ok") == f"export DB_PASS={MASK} --api-key {MASK} ok"
+    )
 
 
 def test_store_scrubs_every_string_of_a_record(tmp_path):
     r = Redactor().learn_argv(["--api-key", KEY])
     from tests.records import record
 
-    results.append(tmp_path, record("c", "FAIL", reason=f"HTTP 401: bad key {KEY}",
-                                    observation={"root_cause": {"log": "node0-api", "line": 1,
-                                                                "text": f"ValueError: {KEY}"}, "notes": [KEY]}), r)
+    results.append(
+        tmp_path,
+        record(
+            "c",
+            "FAIL",
+            reason=f"HTTP 401: bad key {KEY}",
+            observation={"root_cause": {"log": "node0-api", "line": 1, "text": f"ValueError: {KEY}"}, "notes": [KEY]},
+        ),
+        r,
+    )
     raw = (tmp_path / results.RESULTS).read_text()
     assert KEY not in raw and results.read(tmp_path)[0]["reason"] == f"HTTP 401: bad key {MASK}"
 
 
 def _deployment() -> Deployment:
-    argv = ("vllm", "serve", "/models/m", "--api-key", KEY, f"--hf-token={TOKEN}",
-            "--kv-transfer-config", json.dumps({"kv_connector": "x", "auth_token": AUTH}))
-    launch = LaunchSpec("node0-api", "api", "local", "localhost", argv,
-                        (("HF_TOKEN", TOKEN), ("PROXY_AUTH", AUTH), ("VLLM_X", "1")), 8000)
+    argv = (
+        "vllm",
+        "serve",
+        "/models/m",
+        "--api-key",
+        KEY,
+        f"--hf-token={TOKEN}",
+        "--kv-transfer-config",
+        json.dumps({"kv_connector": "x", "auth_token": AUTH}),
+    )
+    launch = LaunchSpec(
+        "node0-api",
+        "api",
+        "local",
+        "localhost",
+        argv,
+        (("HF_TOKEN", TOKEN), ("PROXY_AUTH", AUTH), ("VLLM_X", "1")),
+        8000,
+    )
     return Deployment(("fam/pp2-tp1/auto/none",), (launch,), "node0-api", model="/models/m")
 
 
@@ -67,24 +118,41 @@ def test_a_planted_token_is_in_no_file_of_the_run_directory_or_its_report(tmp_pa
     redactor = Redactor().learn(d)  # what the run learns from each deployment it launches
     log = run_dir / "logs" / d.key / "node0-api.log"
     log.parent.mkdir(parents=True)
-    log.write_text("\n".join([
-        "INFO vLLM API server version 0.32",
-        f"INFO non-default args: {{'api_key': ['{KEY}'], 'hf_token': '{TOKEN}', "
-        f"'kv_transfer_config': {{'auth_token': '{AUTH}'}}}}",
-        *[f"INFO line {i}" for i in range(20)],
-        f"ValueError: could not authenticate with {TOKEN}",
-        "RuntimeError: Engine core initialization failed. See root cause above.",
-    ]) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                "INFO vLLM API server version 0.32",
+                f"INFO non-default args: {{'api_key': ['{KEY}'], 'hf_token': '{TOKEN}', "
+                f"'kv_transfer_config': {{'auth_token': '{AUTH}'}}}}",
+                *[f"INFO line {i}" for i in range(20)],
+                f"ValueError: could not authenticate with {TOKEN}",
+                "RuntimeError: Engine core initialization failed. See root cause above.",
+            ]
+        )
+        + "\n"
+    )
     redactor.scrub_file(log)  # the run does this when it stops a deployment
     rec = {
-        "case": "fam/pp2-tp1/auto/none", "suite": "s", "family": "fam", "variant": "v", "topology": "pp2-tp1",
-        "partition": "auto", "features": [], "platform": "cpu", "expectation": {"kind": "supported", "why": "x"},
-        "outcome": "FAIL", "reason": f"did not start: ValueError: could not authenticate with {TOKEN}",
-        "fails_run": True, "started": "2026-01-01T00:00:00+00:00", "duration_s": 3.0,
-        "observation": {"root_cause": {"log": "node0-api", "line": 23,
-                                       "text": f"ValueError: could not authenticate with {TOKEN}"},
-                        "request_error": f"HTTP 401 for key {KEY}", "notes": [f"PROXY_AUTH={AUTH}"],
-                        "logs": {"node0-api": str(log)}},
+        "case": "fam/pp2-tp1/auto/none",
+        "suite": "s",
+        "family": "fam",
+        "variant": "v",
+        "topology": "pp2-tp1",
+        "partition": "auto",
+        "features": [],
+        "platform": "cpu",
+        "expectation": {"kind": "supported", "why": "x"},
+        "outcome": "FAIL",
+        "reason": f"did not start: ValueError: could not authenticate with {TOKEN}",
+        "fails_run": True,
+        "started": "2026-01-01T00:00:00+00:00",
+        "duration_s": 3.0,
+        "observation": {
+            "root_cause": {"log": "node0-api", "line": 23, "text": f"ValueError: could not authenticate with {TOKEN}"},
+            "request_error": f"HTTP 401 for key {KEY}",
+            "notes": [f"PROXY_AUTH={AUTH}"],
+            "logs": {"node0-api": str(log)},
+        },
         "deployment": d.to_json(),
         "diagnosis": {"symptom": f"token {TOKEN} rejected", "advice": "x"},
     }
@@ -92,8 +160,16 @@ def test_a_planted_token_is_in_no_file_of_the_run_directory_or_its_report(tmp_pa
     results.append(run_dir, rec, redactor)
     report_run(run_dir, run_dir / "report")
     written = [p for p in run_dir.rglob("*") if p.is_file()]
-    assert {p.name for p in written} >= {"node0-api.log", "results.jsonl", "commands.sh", "case.json", "support.md",
-                                        "support.html", "junit.xml", "summary.json"}
+    assert {p.name for p in written} >= {
+        "node0-api.log",
+        "results.jsonl",
+        "commands.sh",
+        "case.json",
+        "support.md",
+        "support.html",
+        "junit.xml",
+        "summary.json",
+    }
     for secret in (TOKEN, KEY, AUTH):
         found = subprocess.run(["grep", "-rlF", secret, str(run_dir)], capture_output=True, text=True).stdout
         assert found == "", f"{secret} found in {found}"

@@ -44,17 +44,22 @@ def test_counterpart_folds_pp_away_on_the_nodes_it_needs():
 
 
 def test_the_most_specific_declaration_wins(matrix_dir):
-    matrix_dir("cpu/00-references.yaml", """\
+    matrix_dir(
+        "cpu/00-references.yaml",
+        """\
         rules:
           - when: 'family == "qwen3-tiny" && partition == "1,4"'
             expect: supported
             why: a rule that names its own reference
             reference: {kind: golden, golden: goldens/qwen3.json}
             compare: {mode: first-divergence, diverge_after: 4}
-        """)
+        """,
+    )
     text = (matrix_dir.root / "cpu/families.yaml").read_text()
     assert "      kind: counterpart\n      score:" in text
-    text = text.replace("      kind: counterpart\n      score:", "      kind: counterpart\n      fold: tp\n      score:", 1)
+    text = text.replace(
+        "      kind: counterpart\n      score:", "      kind: counterpart\n      fold: tp\n      score:", 1
+    )
     (matrix_dir.root / "cpu/families.yaml").write_text(text)
     m = load_matrix(matrix_dir.root)
     plain = resolve(m, case(m, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none"))
@@ -63,20 +68,27 @@ def test_the_most_specific_declaration_wins(matrix_dir):
     fam = resolve(m, case(m, "smoke-cpu", "qwen3-moe-tiny/pp2-tp1-mp/auto/none"))
     assert fam.spec.fold == "tp" and fam.source == "family qwen3-moe-tiny"
     ruled = resolve(m, case(m, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/1,4/none"))
-    assert ruled.spec.kind == "golden" and ruled.compare.mode == "first-divergence" and "00-references.yaml:2" in ruled.source
+    assert (
+        ruled.spec.kind == "golden"
+        and ruled.compare.mode == "first-divergence"
+        and "00-references.yaml:2" in ruled.source
+    )
     assert ruled.path("goldens/qwen3.json") == matrix_dir.root / "cpu" / "goldens" / "qwen3.json"
 
 
 def test_reference_declarations_are_validated(matrix_dir):
     from harness.matrix.source import MatrixError
 
-    matrix_dir("cpu/zz-bad.yaml", """\
+    matrix_dir(
+        "cpu/zz-bad.yaml",
+        """\
         rules:
           - when: 'family == "qwen3-tiny"'
             expect: supported
             why: golden without a file
             reference: {kind: golden}
-        """)
+        """,
+    )
     with pytest.raises(MatrixError, match="golden needs golden"):
         load_matrix(matrix_dir.root)
 
@@ -109,8 +121,16 @@ def test_a_reference_that_cannot_hold_the_model_is_named_before_anything_launche
 
 
 def test_plan_prints_the_reference_launch(shipped):
-    r = ppconf("plan", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-mp/auto/prefix-caching", "--reference",
-               "--format", "json")
+    r = ppconf(
+        "plan",
+        "--suite",
+        "smoke-cpu",
+        "--case",
+        "qwen3-tiny/pp2-tp1-mp/auto/prefix-caching",
+        "--reference",
+        "--format",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     (api,) = d["launches"]

@@ -13,19 +13,44 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
 def test_grid_click_opens_failed_cell_evidence_without_script_errors(tmp_path):
     from playwright import sync_api
-    failed = rec("qwen3-moe-tiny/pp2-tp1-mp/auto/none", "FAIL", family="qwen3-moe-tiny",
-                 reason="outputs differ from the PP=1 baseline")
-    failed["observation"] = {"accuracy": {"equal": False, "summary": "1 of 3 prompts differ",
-                                          "diffs": [{"prompt": "Hello", "baseline_ids": [1, 2], "observed_ids": [1, 3],
-                                                     "first_token_mismatch": 1, "max_logprob_diff": 0.4}]}}
+
+    failed = rec(
+        "qwen3-moe-tiny/pp2-tp1-mp/auto/none",
+        "FAIL",
+        family="qwen3-moe-tiny",
+        reason="outputs differ from the PP=1 baseline",
+    )
+    failed["observation"] = {
+        "accuracy": {
+            "equal": False,
+            "summary": "1 of 3 prompts differ",
+            "diffs": [
+                {
+                    "prompt": "Hello",
+                    "baseline_ids": [1, 2],
+                    "observed_ids": [1, 3],
+                    "first_token_mismatch": 1,
+                    "max_logprob_diff": 0.4,
+                }
+            ],
+        }
+    }
     run = make_run(tmp_path / "run", GOOD + [failed])
     out = tmp_path / "run" / "report"
     report_run(run, out)
     problems = []
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))

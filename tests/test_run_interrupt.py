@@ -14,9 +14,23 @@ def test_sigint_during_a_real_launch_leaves_nothing_and_loses_nothing(tmp_path):
     import psutil  # comes with vLLM, not with ppconf: imported here so collection never needs it
 
     out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", "smoke-cpu",
-                          "--case", "bert-tiny/pp2-tp1-mp/auto/none", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--suite",
+            "smoke-cpu",
+            "--case",
+            "bert-tiny/pp2-tp1-mp/auto/none",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     me = psutil.Process(p.pid)
     started: set[int] = set()
     end = time.monotonic() + 120

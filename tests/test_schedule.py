@@ -24,14 +24,20 @@ from tests.records import record
 
 
 def cluster(nodes: int, devices: int = 16) -> Cluster:
-    return Cluster(name=f"sim-{nodes}", platform="ascend", nodes=[
-        Node(name=f"n{i}", host=f"n{i}", address=f"10.0.0.{i + 1}", devices=list(range(devices)))
-        for i in range(nodes)])
+    return Cluster(
+        name=f"sim-{nodes}",
+        platform="ascend",
+        nodes=[
+            Node(name=f"n{i}", host=f"n{i}", address=f"10.0.0.{i + 1}", devices=list(range(devices)))
+            for i in range(nodes)
+        ],
+    )
 
 
 def need(key, slots, spread=None, cases=1):
-    return Need(key, tuple(slots), len(slots) > 1 if spread is None else spread,
-                tuple(f"{key}/c{i}" for i in range(cases)), key)
+    return Need(
+        key, tuple(slots), len(slots) > 1 if spread is None else spread, tuple(f"{key}/c{i}" for i in range(cases)), key
+    )
 
 
 def check_whole(s: Schedule, c: Cluster) -> None:
@@ -193,8 +199,11 @@ def test_shipped_nightly_on_two_8_npu_nodes(shipped):
         assert by_id[cid].attrs["devices"] > 16 or by_id[cid].attrs["devices"] // topo.nnodes > 8
     assert all("a3-2node" in u.reason for u in s.unplaceable)
     # two-node layouts get both nodes at once
-    two_node = [e for e in s.entries if e.need.cases[0] in by_id
-                and shipped.topologies[by_id[e.need.cases[0]].topology].nnodes == 2]
+    two_node = [
+        e
+        for e in s.entries
+        if e.need.cases[0] in by_id and shipped.topologies[by_id[e.need.cases[0]].topology].nnodes == 2
+    ]
     assert two_node and all({n for n, _ in e.placement.nodes} == {"node0", "node1"} for e in two_node)
     text = s.render()
     assert "schedule on a3-2node" in text and "unplaceable on a3-2node" in text

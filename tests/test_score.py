@@ -18,8 +18,9 @@ from tests.completions_stub import CompletionsStub
 
 EVAL_DIR = DEFAULT_MATRICES / "cpu" / "eval"
 
-needs_lm_eval = pytest.mark.skipif(find_spec("lm_eval") is None,
-                                   reason="lm-eval is not installed (pip install -e '.[eval]')")
+needs_lm_eval = pytest.mark.skipif(
+    find_spec("lm_eval") is None, reason="lm-eval is not installed (pip install -e '.[eval]')"
+)
 
 
 @dataclass
@@ -37,6 +38,7 @@ SHIPPED = Score(task="tiny_mc.yaml", dataset="tiny_mc.jsonl", metric="acc")
 
 
 # ---- judge_score -----------------------------------------------------------------------------
+
 
 def test_min_alone():
     assert judge_score(0.3, None, Score("t", min=0.25))["ok"]
@@ -86,8 +88,10 @@ def test_a_score_without_threshold_cannot_pass():
 
 # ---- resolving the task file -----------------------------------------------------------------
 
+
 def _load_copy(copy: Path) -> dict:
     from ruamel.yaml import YAML
+
     return YAML(typ="safe").load(copy.read_text())
 
 
@@ -97,7 +101,8 @@ def test_dataset_from_the_matrix_becomes_the_evaluated_split(tmp_path):
     assert name == "ppconf_tiny_mc" and copy.parent == tmp_path / "task"
     assert _load_copy(copy) == {
         "include": str((EVAL_DIR / "tiny_mc.yaml").resolve()),
-        "dataset_path": "json", "dataset_name": None,
+        "dataset_path": "json",
+        "dataset_name": None,
         "dataset_kwargs": {"data_files": {"test": str((EVAL_DIR / "tiny_mc.jsonl").resolve())}},
     }
     assert (EVAL_DIR / "tiny_mc.yaml").read_bytes() == before, "the user's file is never edited"
@@ -116,7 +121,8 @@ def test_task_data_files_resolve_against_the_file_that_names_them(tmp_path):
     (tmp_path / "common").mkdir()
     (tmp_path / "common" / "base.yaml").write_text(
         "dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: [a.jsonl, 'b*.jsonl']\n"
-        "  field: rows\ntest_split: test\nprocess_docs: !function utils.process\n")
+        "  field: rows\ntest_split: test\nprocess_docs: !function utils.process\n"
+    )
     for f in ("a.jsonl", "b1.jsonl"):
         (tmp_path / "common" / f).write_text("{}\n")
     (tmp_path / "tasks").mkdir()
@@ -126,8 +132,10 @@ def test_task_data_files_resolve_against_the_file_that_names_them(tmp_path):
     assert name == "mine"
     assert _load_copy(copy) == {
         "include": str(tmp_path / "tasks" / "t.yaml"),
-        "dataset_kwargs": {"field": "rows",
-                           "data_files": {"test": [str(common / "a.jsonl"), str(common / "b*.jsonl")]}},
+        "dataset_kwargs": {
+            "field": "rows",
+            "data_files": {"test": [str(common / "a.jsonl"), str(common / "b*.jsonl")]},
+        },
     }
 
 
@@ -147,17 +155,20 @@ def test_lm_eval_reads_the_copy_with_the_users_keys_and_absolute_data(tmp_path):
     assert Path(cfg["dataset_kwargs"]["data_files"]["test"]).is_absolute()
 
 
-@pytest.mark.parametrize("files, text, dataset, message", [
-    ({}, "", None, "task file not found"),
-    ({"t.yaml": "dataset_path: json\n"}, None, None, "needs `task: NAME`"),
-    ({"t.yaml": "task: [a, b]\n"}, None, None, "needs `task: NAME`"),
-    ({"t.yaml": "task: t\n"}, None, "d.jsonl", "neither `test_split` nor `validation_split`"),
-    ({"t.yaml": "task: t\ntest_split: test\n"}, None, "d.jsonl", "dataset file not found"),
-    ({"t.yaml": "task: t\ntest_split: test\n", "d.txt": ""}, None, "d.txt", "unsupported file type '.txt'"),
-    ({"t.yaml": "task: t\ninclude: t.yaml\n"}, None, None, "include cycle"),
-    ({"t.yaml": "task: t\ninclude: nope.yaml\n"}, None, None, "include task file not found"),
-    ({"t.yaml": "task: [t\n"}, None, None, "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "files, text, dataset, message",
+    [
+        ({}, "", None, "task file not found"),
+        ({"t.yaml": "dataset_path: json\n"}, None, None, "needs `task: NAME`"),
+        ({"t.yaml": "task: [a, b]\n"}, None, None, "needs `task: NAME`"),
+        ({"t.yaml": "task: t\n"}, None, "d.jsonl", "neither `test_split` nor `validation_split`"),
+        ({"t.yaml": "task: t\ntest_split: test\n"}, None, "d.jsonl", "dataset file not found"),
+        ({"t.yaml": "task: t\ntest_split: test\n", "d.txt": ""}, None, "d.txt", "unsupported file type '.txt'"),
+        ({"t.yaml": "task: t\ninclude: t.yaml\n"}, None, None, "include cycle"),
+        ({"t.yaml": "task: t\ninclude: nope.yaml\n"}, None, None, "include task file not found"),
+        ({"t.yaml": "task: [t\n"}, None, None, "invalid YAML"),
+    ],
+)
 def test_bad_task_or_dataset_is_a_clear_error(tmp_path, files, text, dataset, message):
     for name, body in files.items():
         (tmp_path / name).write_text(body)
@@ -174,9 +185,18 @@ def test_missing_data_file_names_the_task_file_and_line(tmp_path):
 
 # ---- the lm-eval command and its results -----------------------------------------------------
 
+
 def test_argv_carries_the_server_the_task_and_a_fixed_seed(tmp_path):
-    argv = sc.lm_eval_argv("http://h:8000/", "m,odd", tmp_path / "task", "ppconf_tiny_mc", tmp_path / "out",
-                           limit=5, tokenizer="/models/tiny", request_timeout_s=120)
+    argv = sc.lm_eval_argv(
+        "http://h:8000/",
+        "m,odd",
+        tmp_path / "task",
+        "ppconf_tiny_mc",
+        tmp_path / "out",
+        limit=5,
+        tokenizer="/models/tiny",
+        request_timeout_s=120,
+    )
     model_args = json.loads(argv[argv.index("--model_args") + 1])
     assert model_args["model"] == "m,odd" and model_args["base_url"] == "http://h:8000/v1/completions"
     assert model_args["tokenizer_backend"] == "huggingface" and model_args["tokenizer"] == "/models/tiny"
@@ -191,14 +211,16 @@ def test_argv_carries_the_server_the_task_and_a_fixed_seed(tmp_path):
 def _results(tmp_path, results: dict) -> Path:
     out = tmp_path / "out" / "model"
     out.mkdir(parents=True)
-    (out / "results_1.json").write_text(json.dumps(
-        {"results": {"t": results}, "n-samples": {"t": {"original": 40, "effective": 10}}}))
+    (out / "results_1.json").write_text(
+        json.dumps({"results": {"t": results}, "n-samples": {"t": {"original": 40, "effective": 10}}})
+    )
     return tmp_path / "out"
 
 
 def test_results_pick_the_metric_and_its_stderr(tmp_path):
-    out = _results(tmp_path, {"acc,none": 0.5, "acc_stderr,none": 0.1, "acc_norm,none": 0.4,
-                              "acc_norm_stderr,none": "N/A"})
+    out = _results(
+        tmp_path, {"acc,none": 0.5, "acc_stderr,none": 0.1, "acc_norm,none": 0.4, "acc_norm_stderr,none": "N/A"}
+    )
     got = sc.read_results(out, "t", "acc")
     assert (got["metric"], got["value"], got["stderr"], got["samples"]) == ("acc,none", 0.5, 0.1, 10)
     assert sc.read_results(out, "t", "acc_norm")["stderr"] is None
@@ -215,8 +237,11 @@ def test_results_with_several_filters_need_one_named(tmp_path):
 
 def test_last_lines_drop_progress_bars(tmp_path):
     log = tmp_path / "log"
-    log.write_text("start\n" + "".join(f"\rRequesting API: {i}%|###| {i}/9 [00:00, 5.0it/s]" for i in range(9))
-                   + "\n\nTraceback (most recent call last):\nValueError: boom\n")
+    log.write_text(
+        "start\n"
+        + "".join(f"\rRequesting API: {i}%|###| {i}/9 [00:00, 5.0it/s]" for i in range(9))
+        + "\n\nTraceback (most recent call last):\nValueError: boom\n"
+    )
     assert sc.last_lines(log) == "start\nTraceback (most recent call last):\nValueError: boom"
     assert sc.last_lines(tmp_path / "missing") == "(no output)"
 
@@ -244,6 +269,7 @@ def test_a_rerun_in_the_same_folder_reads_only_its_own_run(tmp_path, monkeypatch
 
 # ---- real lm-eval against a stub server ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tokenizer")
@@ -267,8 +293,7 @@ def test_shipped_task_scores_what_the_servers_logprobs_decide(tmp_path, tokenize
     expected = shortest_answer_acc(EVAL_DIR / "tiny_mc.jsonl")
     assert 0 < expected < 1, "the shipped dataset must let the stub's rule score non-trivially"
     with CompletionsStub(tokenizer_dir, model="tiny") as stub:
-        got = evaluate(stub.base_url, "tiny", SHIPPED, EVAL_DIR, tmp_path, timeout_s=300,
-                       tokenizer=str(tokenizer_dir))
+        got = evaluate(stub.base_url, "tiny", SHIPPED, EVAL_DIR, tmp_path, timeout_s=300, tokenizer=str(tokenizer_dir))
     assert got["task"] == "ppconf_tiny_mc" and got["metric"] == "acc,none"
     assert got["value"] == pytest.approx(expected) and got["samples"] == 32
     assert got["stderr"] > 0
@@ -287,8 +312,7 @@ def test_shipped_task_scores_what_the_servers_logprobs_decide(tmp_path, tokenize
 def test_limit_scores_the_first_questions_only(tmp_path, tokenizer_dir):
     limited = Score(task="tiny_mc.yaml", dataset="tiny_mc.jsonl", metric="acc", limit=12)
     with CompletionsStub(tokenizer_dir) as stub:
-        got = evaluate(stub.base_url, "stub", limited, EVAL_DIR, tmp_path, timeout_s=300,
-                       tokenizer=str(tokenizer_dir))
+        got = evaluate(stub.base_url, "stub", limited, EVAL_DIR, tmp_path, timeout_s=300, tokenizer=str(tokenizer_dir))
     assert got["samples"] == 12 and len(stub.requests) == 4 * 12
     assert got["value"] == pytest.approx(shortest_answer_acc(EVAL_DIR / "tiny_mc.jsonl", 12))
 
@@ -297,8 +321,15 @@ def test_limit_scores_the_first_questions_only(tmp_path, tokenizer_dir):
 @needs_lm_eval
 def test_lm_eval_failure_carries_its_own_error(tmp_path):
     with pytest.raises(ScoreError) as err:
-        evaluate("http://127.0.0.1:9", "m", SHIPPED, EVAL_DIR, tmp_path, timeout_s=300,
-                 tokenizer=str(tmp_path / "no-such-tokenizer"))
+        evaluate(
+            "http://127.0.0.1:9",
+            "m",
+            SHIPPED,
+            EVAL_DIR,
+            tmp_path,
+            timeout_s=300,
+            tokenizer=str(tmp_path / "no-such-tokenizer"),
+        )
     message = str(err.value)
     assert message.startswith("lm-eval exited with status 1")
     assert "no-such-tokenizer" in message.split("last lines of", 1)[1]
@@ -330,10 +361,11 @@ def recorded(monkeypatch):
 @pytest.mark.slow
 @needs_lm_eval
 def test_timeout_stops_the_whole_lm_eval_group(tmp_path, tokenizer_dir, recorded):
-    with CompletionsStub(tokenizer_dir, hang=True) as stub, \
-            pytest.raises(ScoreError, match=r"did not finish within 4 s \(stopped\)"):
-        evaluate(stub.base_url, "stub", SHIPPED, EVAL_DIR, tmp_path, timeout_s=4,
-                 tokenizer=str(tokenizer_dir))
+    with (
+        CompletionsStub(tokenizer_dir, hang=True) as stub,
+        pytest.raises(ScoreError, match=r"did not finish within 4 s \(stopped\)"),
+    ):
+        evaluate(stub.base_url, "stub", SHIPPED, EVAL_DIR, tmp_path, timeout_s=4, tokenizer=str(tokenizer_dir))
     [proc] = recorded
     assert proc.returncode is not None and _group_gone(proc.pid)
 
@@ -342,14 +374,14 @@ def test_timeout_stops_the_whole_lm_eval_group(tmp_path, tokenizer_dir, recorded
 @needs_lm_eval
 def test_ctrl_c_while_lm_eval_waits_on_the_server_stops_its_group(tmp_path, tokenizer_dir, recorded):
     with CompletionsStub(tokenizer_dir, hang=True) as stub:
+
         def interrupt():
             if stub.request_seen.wait(120):
                 os.kill(os.getpid(), signal.SIGINT)
 
         threading.Thread(target=interrupt, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
-            evaluate(stub.base_url, "stub", SHIPPED, EVAL_DIR, tmp_path, timeout_s=150,
-                     tokenizer=str(tokenizer_dir))
+            evaluate(stub.base_url, "stub", SHIPPED, EVAL_DIR, tmp_path, timeout_s=150, tokenizer=str(tokenizer_dir))
         assert stub.request_seen.is_set(), "lm-eval was stopped while its request was in flight"
     [proc] = recorded
     assert proc.returncode is not None and _group_gone(proc.pid)

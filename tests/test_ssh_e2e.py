@@ -22,7 +22,8 @@ def sshd(tmp_path_factory):
 
 
 def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
-    nodes = "".join(f"""
+    nodes = "".join(
+        f"""
   - name: node{i}
     host: {sshd.host}
     address: 127.0.0.1
@@ -34,12 +35,21 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     python: {sys.executable}
     bind: 127.0.0.1
     ppconf: true
-""" for i in (0, 1))
+"""
+        for i in (0, 1)
+    )
     inventory = tmp_path / "two-ssh-nodes.yaml"
     inventory.write_text(f"name: two-ssh-nodes\nplatform: cpu\nnodes:{nodes}")
     run_dir = tmp_path / "run"
-    runner = SuiteRun(RunConfig(load_matrix(), "smoke-cpu", load_cluster(inventory), run_dir,
-                              case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"]))
+    runner = SuiteRun(
+        RunConfig(
+            load_matrix(),
+            "smoke-cpu",
+            load_cluster(inventory),
+            run_dir,
+            case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"],
+        )
+    )
     summary = runner.run()
     assert summary.counts() == {"PASS": 1}
     from harness.results import store as results

@@ -67,8 +67,15 @@ def tree(seconds: int, node: str = "remote") -> LaunchSpec:
 
 
 def python(code: str, *args: str, env=(), set_env=None) -> LaunchSpec:
-    return LaunchSpec("n0", "api", "remote", "127.0.0.1", (sys.executable, "-c", code, *args),
-                      ((MARK, MARK_VALUE), *env), set_env=set_env)
+    return LaunchSpec(
+        "n0",
+        "api",
+        "remote",
+        "127.0.0.1",
+        (sys.executable, "-c", code, *args),
+        ((MARK, MARK_VALUE), *env),
+        set_env=set_env,
+    )
 
 
 def control_path(tag: str) -> str:
@@ -82,16 +89,17 @@ def end_master(node: Node, opts: SshOptions) -> None:
 
 
 def wait_for_tree(handle, n=3, timeout=20):
-    assert wait_until(lambda: len(group_members(handle.pgid)) >= n, timeout), \
+    assert wait_until(lambda: len(group_members(handle.pgid)) >= n, timeout), (
         f"tree never grew: {group_members(handle.pgid)}\n{handle.log_path.read_text()}"
+    )
 
 
 def assert_nothing_left(handle):
     assert group_members(handle.pgid) == []
     # the watchdog and the remote shell (they carry the token) end once the session closed
-    assert wait_until(lambda: with_args(handle.token) == [], 10), \
-        subprocess.run(["ps", "-o", "pid,pgid,args", "-p", ",".join(map(str, with_args(handle.token)))],
-                       capture_output=True, text=True).stdout
+    assert wait_until(lambda: with_args(handle.token) == [], 10), subprocess.run(
+        ["ps", "-o", "pid,pgid,args", "-p", ",".join(map(str, with_args(handle.token)))], capture_output=True, text=True
+    ).stdout
     assert handle.proc.poll() is not None, "the local ssh client is still running"
 
 
@@ -115,18 +123,34 @@ def sshd(tmp_path_factory):
 @pytest.fixture(scope="module")
 def opts(tmp_path_factory, sshd):
     # a control path of the tests' own, so no other ppconf shares (or ends) these masters
-    o = SshOptions(state=tmp_path_factory.mktemp("state"), control_path=control_path(""),
-                   control_persist_s=30, connect_timeout_s=5)
+    o = SshOptions(
+        state=tmp_path_factory.mktemp("state"), control_path=control_path(""), control_persist_s=30, connect_timeout_s=5
+    )
     yield o
     # the drivers' runners are never closed (they are killed): end the master they shared
-    end_master(Node(name="remote", host=sshd.host, address=sshd.host, devices=[0], reach="ssh",
-                    ssh={"user": sshd.user, "port": sshd.port, "key": str(sshd.client_key)}), o)
+    end_master(
+        Node(
+            name="remote",
+            host=sshd.host,
+            address=sshd.host,
+            devices=[0],
+            reach="ssh",
+            ssh={"user": sshd.user, "port": sshd.port, "key": str(sshd.client_key)},
+        ),
+        o,
+    )
 
 
 @pytest.fixture
 def node(sshd) -> Node:
-    return Node(name="remote", host=sshd.host, address=sshd.host, devices=[0], reach="ssh",
-                ssh={"user": sshd.user, "port": sshd.port, "key": str(sshd.client_key)})
+    return Node(
+        name="remote",
+        host=sshd.host,
+        address=sshd.host,
+        devices=[0],
+        reach="ssh",
+        ssh={"user": sshd.user, "port": sshd.port, "key": str(sshd.client_key)},
+    )
 
 
 @pytest.fixture
@@ -143,9 +167,18 @@ def test_ssh_options(tmp_path):
     opts = SshOptions(state=tmp_path)
     argv = ssh_argv(SshTarget("node1", "ci", 2222, "~/.ssh/ppconf_ci", ("ProxyJump=bastion",)), opts)
     text = " ".join(argv)
-    for want in ("BatchMode=yes", "StrictHostKeyChecking=accept-new", f"UserKnownHostsFile={tmp_path}/ssh/known_hosts",
-                 "ControlMaster=auto", "ControlPath=/tmp/ppconf-ssh-%C", "ControlPersist=60", "ServerAliveInterval=15",
-                 "-p 2222", "-l ci", f"-i {os.path.expanduser('~/.ssh/ppconf_ci')}"):
+    for want in (
+        "BatchMode=yes",
+        "StrictHostKeyChecking=accept-new",
+        f"UserKnownHostsFile={tmp_path}/ssh/known_hosts",
+        "ControlMaster=auto",
+        "ControlPath=/tmp/ppconf-ssh-%C",
+        "ControlPersist=60",
+        "ServerAliveInterval=15",
+        "-p 2222",
+        "-l ci",
+        f"-i {os.path.expanduser('~/.ssh/ppconf_ci')}",
+    ):
         assert want in text
     assert argv[:3] == ["ssh", "-o", "ProxyJump=bastion"]  # the inventory's options win
     assert argv[-2:] == ["--", "node1"]
@@ -155,11 +188,18 @@ def test_ssh_options(tmp_path):
 
 def test_remote_command_quotes_every_word_and_carries_no_environment():
     nasty = "; rm -rf /tmp/x $(touch /tmp/pwned) `id` 'q' \"d\"\nline"
-    spec = LaunchSpec("n0", "api", "n", "h", ("vllm", "serve", nasty), (("V", nasty), ("HF_TOKEN", "hf_s3cret")),
-                      set_env="/opt/a b;c.sh")
+    spec = LaunchSpec(
+        "n0",
+        "api",
+        "n",
+        "h",
+        ("vllm", "serve", nasty),
+        (("V", nasty), ("HF_TOKEN", "hf_s3cret")),
+        set_env="/opt/a b;c.sh",
+    )
     cmd = remote_command(spec, "ppconf-0123")
     words = shlex.split(cmd.split(" 3<&0 ")[0])
-    assert words[words.index("ppconf-launch") + 1:] == ["ppconf-0123", "10", "/opt/a b;c.sh", "vllm", "serve", nasty]
+    assert words[words.index("ppconf-launch") + 1 :] == ["ppconf-0123", "10", "/opt/a b;c.sh", "vllm", "serve", nasty]
     assert "hf_s3cret" not in cmd and "V=" not in cmd
     with pytest.raises(ValueError):
         remote_command(LaunchSpec("n0", "api", "n", "h", (), ()), "ppconf-0123")
@@ -172,7 +212,7 @@ def test_env_block_is_a_sized_list_of_quoted_exports():
     assert int(size) == len(body)
     lines = body.decode()
     assert lines.startswith("export V=") and lines.endswith("export W=''\n")
-    assert shlex.split(lines[len("export "):lines.index("\nexport W")]) == [f"V={nasty}"]
+    assert shlex.split(lines[len("export ") : lines.index("\nexport W")]) == [f"V={nasty}"]
     with pytest.raises(ValueError):
         env_block(LaunchSpec("n0", "api", "n", "h", ("x",), (("A;B", "1"),)))
 
@@ -215,8 +255,9 @@ def test_stop_of_a_launch_that_obeys_sigterm_does_not_wait_for_the_grace(runner,
 @pytest.mark.needs_sshd
 def test_exit_status_and_log_arrive_locally(runner, tmp_path):
     log = tmp_path / "logs" / "n0.log"
-    h = runner.start(python("import sys; print('to stdout', flush=True); print('to stderr', file=sys.stderr); sys.exit(7)"),
-                     log)
+    h = runner.start(
+        python("import sys; print('to stdout', flush=True); print('to stderr', file=sys.stderr); sys.exit(7)"), log
+    )
     assert wait_until(lambda: h.returncode() is not None, 20)
     assert h.returncode() == 7
     assert wait_until(lambda: h.proc.poll() is not None, 10)
@@ -270,7 +311,7 @@ def test_shell_metacharacters_arrive_literally(runner, tmp_path):
     h.stop(grace_s=1.0)
     assert h.returncode() == 0, h.log_path.read_text()
     line = next(l for l in h.log_path.read_text().splitlines() if l.startswith("RESULT "))
-    got = json.loads(line[len("RESULT "):])
+    got = json.loads(line[len("RESULT ") :])
     assert got["argv"] == values
     assert got["env"] == values
     assert not pwned.exists()
@@ -282,20 +323,28 @@ def test_shell_metacharacters_arrive_literally(runner, tmp_path):
 @pytest.mark.needs_sshd
 def test_environment_values_are_not_on_any_remote_command_line(runner, tmp_path):
     secret = "hf_" + uuid.uuid4().hex  # as a token in HF_TOKEN would be
-    h = runner.start(python("import os, time; print('HAS', os.environ['HF_TOKEN'] == os.environ['SECRET_TWIN'], "
-                            "flush=True); time.sleep(60)", env=[("HF_TOKEN", secret)]),
-                     tmp_path / "n0.log", {"SECRET_TWIN": secret})
+    h = runner.start(
+        python(
+            "import os, time; print('HAS', os.environ['HF_TOKEN'] == os.environ['SECRET_TWIN'], "
+            "flush=True); time.sleep(60)",
+            env=[("HF_TOKEN", secret)],
+        ),
+        tmp_path / "n0.log",
+        {"SECRET_TWIN": secret},
+    )
     try:
         assert wait_until(lambda: "HAS True" in h.log_path.read_text(), 20), h.log_path.read_text()
         # the launch has it in its environment...
-        assert any(f"HF_TOKEN={secret}".encode() in (Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
-                   for pid in group_members(h.pgid))
+        assert any(
+            f"HF_TOKEN={secret}".encode() in (Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+            for pid in group_members(h.pgid)
+        )
         # ...and no process on the node shows it in its arguments: not the login shell, not setsid,
         # not the launch's leader, not the local ssh client
-        shown = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                 if secret.encode() in _cmdline(pid)]
-        assert shown == [], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, shown))],
-                                           capture_output=True, text=True).stdout
+        shown = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if secret.encode() in _cmdline(pid)]
+        assert shown == [], subprocess.run(
+            ["ps", "-o", "pid,args", "-p", ",".join(map(str, shown))], capture_output=True, text=True
+        ).stdout
     finally:
         h.stop(grace_s=1.0)
     assert_nothing_left(h)
@@ -314,8 +363,14 @@ def _cmdline(pid: int) -> bytes:
 def test_set_env_script_is_sourced_first(runner, tmp_path):
     script = tmp_path / "set env $(x);.sh"  # a path a shell would split and expand
     script.write_text("export FROM_SET_ENV='sourced ok'\nexport OVERRIDDEN=by-script\n")
-    h = runner.start(python("import os; print('GOT', os.environ['FROM_SET_ENV'], os.environ['OVERRIDDEN'])",
-                            env=[("OVERRIDDEN", "by-spec")], set_env=str(script)), tmp_path / "n0.log")
+    h = runner.start(
+        python(
+            "import os; print('GOT', os.environ['FROM_SET_ENV'], os.environ['OVERRIDDEN'])",
+            env=[("OVERRIDDEN", "by-spec")],
+            set_env=str(script),
+        ),
+        tmp_path / "n0.log",
+    )
     assert wait_until(lambda: h.returncode() is not None, 20)
     h.stop(grace_s=1.0)
     assert h.returncode() == 0, h.log_path.read_text()
@@ -339,8 +394,9 @@ def test_a_failing_set_env_script_fails_the_launch(runner, tmp_path):
 @pytest.mark.needs_root
 @pytest.mark.needs_sshd
 def test_extra_env_reaches_the_launch(runner, tmp_path):
-    h = runner.start(python("import os; print('X', os.environ['PPCONF_EXTRA'])"), tmp_path / "n0.log",
-                     {"PPCONF_EXTRA": "a b;$(c)"})
+    h = runner.start(
+        python("import os; print('X', os.environ['PPCONF_EXTRA'])"), tmp_path / "n0.log", {"PPCONF_EXTRA": "a b;$(c)"}
+    )
     assert wait_until(lambda: h.returncode() is not None, 20)
     h.stop(grace_s=1.0)
     assert "X a b;$(c)" in h.log_path.read_text()
@@ -451,8 +507,14 @@ DRIVER = textwrap.dedent("""\
 
 
 def driver(node, opts, tmp_path) -> subprocess.Popen:
-    code = DRIVER.format(repo=str(REPO), mark=MARK_VALUE, node=node.model_dump_json(), state=str(opts.state),
-                         control=opts.control_path, log=str(tmp_path / "n0.log"))
+    code = DRIVER.format(
+        repo=str(REPO),
+        mark=MARK_VALUE,
+        node=node.model_dump_json(),
+        state=str(opts.state),
+        control=opts.control_path,
+        log=str(tmp_path / "n0.log"),
+    )
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
 
 
@@ -505,10 +567,19 @@ def test_lost_connection_takes_the_group_down_and_stop_says_so(opts, tmp_path):
     and stop() returns promptly with the reason instead of hanging on a dead node."""
     server = Sshd.start(tmp_path / "sshd2")
     try:
-        node = Node(name="remote", host=server.host, address=server.host, devices=[0], reach="ssh",
-                    ssh={"user": server.user, "port": server.port, "key": str(server.client_key)})
-        runner = SshNodeRunner([node], SshOptions(state=opts.state, control_path=control_path("l"), connect_timeout_s=3),
-                           watchdog_grace_s=1)
+        node = Node(
+            name="remote",
+            host=server.host,
+            address=server.host,
+            devices=[0],
+            reach="ssh",
+            ssh={"user": server.user, "port": server.port, "key": str(server.client_key)},
+        )
+        runner = SshNodeRunner(
+            [node],
+            SshOptions(state=opts.state, control_path=control_path("l"), connect_timeout_s=3),
+            watchdog_grace_s=1,
+        )
         h = runner.start(tree(600), tmp_path / "n0.log")
         wait_for_tree(h)
         members = group_members(h.pgid)
@@ -533,8 +604,11 @@ def test_lost_connection_takes_the_group_down_and_stop_says_so(opts, tmp_path):
 def _orphan(h) -> None:
     """Leave the launch's group running as a ppconf killed at the worst moment would: its remote
     watchdog is gone too (say the node was cut off while the session closed), then the client."""
-    watchdogs = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                 if b"\0ppconf-watchdog\0" + h.token.encode() + b"\0" in _cmdline(pid)]
+    watchdogs = [
+        pid
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+        if b"\0ppconf-watchdog\0" + h.token.encode() + b"\0" in _cmdline(pid)
+    ]
     assert watchdogs, "no watchdog found for the launch"
     for pid in watchdogs:
         os.kill(pid, signal.SIGKILL)
@@ -566,9 +640,14 @@ def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runne
         _orphan(other)
         time.sleep(3)  # longer than the watchdogs' grace: nothing else is taking these groups down
         assert group_members(mine.pgid) and group_members(other.pgid)
-        reaped, problems = reap_left_behind(run_dir, _ssh_cluster(node),
-                                            [{"node": "remote", "reach": "ssh", "pgid": mine.pgid},
-                                             {"node": "remote", "reach": "ssh", "pgid": other.pgid}])
+        reaped, problems = reap_left_behind(
+            run_dir,
+            _ssh_cluster(node),
+            [
+                {"node": "remote", "reach": "ssh", "pgid": mine.pgid},
+                {"node": "remote", "reach": "ssh", "pgid": other.pgid},
+            ],
+        )
         assert group_members(mine.pgid) == []
         assert group_members(other.pgid), "a group of another run was signalled"
         assert reaped == [mine.pgid] and problems == []
@@ -592,8 +671,14 @@ def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, mo
     here = probe(local_cluster())["local"]
     assert here.get("torch") and here.get("python")
     assert probe(_ssh_cluster(node)) == {"remote": here}
-    gone = Node(name="gone", host="127.0.0.1", address="127.0.0.1", devices=[0], reach="ssh",
-                ssh={"port": 1, "key": str(node.ssh.key)})
+    gone = Node(
+        name="gone",
+        host="127.0.0.1",
+        address="127.0.0.1",
+        devices=[0],
+        reach="ssh",
+        ssh={"port": 1, "key": str(node.ssh.key)},
+    )
     from harness.plan.cluster import Cluster
 
     out = probe(Cluster(name="c", platform="cpu", nodes=[gone]), timeout_s=10)

@@ -24,7 +24,8 @@ def test_cann_version_is_read_from_the_toolkit_that_set_env_points_at(tmp_path):
     toolkit = tmp_path / "Ascend" / "ascend-toolkit" / "latest"
     (toolkit / "aarch64-linux").mkdir(parents=True)
     (toolkit / "aarch64-linux" / "ascend_toolkit_install.info").write_text(
-        "package_name=Ascend-cann-toolkit\nversion=8.5.0\ninnerversion=V100R001C25\narch=aarch64\n")
+        "package_name=Ascend-cann-toolkit\nversion=8.5.0\ninnerversion=V100R001C25\narch=aarch64\n"
+    )
     set_env = tmp_path / "set env.sh"
     set_env.write_text(f"export ASCEND_TOOLKIT_HOME='{toolkit}'\n")
     got = probe(Cluster(name="c", platform="ascend", nodes=[node(set_env=str(set_env)), node(name="n2")]))

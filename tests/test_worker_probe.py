@@ -42,5 +42,11 @@ def test_a_partitioned_drafter_shows_its_placeholders():
 
 def test_a_proposer_without_a_model():
     info = _drafter_info(SimpleNamespace(drafter=SimpleNamespace()), SimpleNamespace(speculative_config=None))
-    assert info == {"method": None, "proposer": "SimpleNamespace", "model": None, "stack": "",
-                    "built_layers": None, "parameters": 0}
+    assert info == {
+        "method": None,
+        "proposer": "SimpleNamespace",
+        "model": None,
+        "stack": "",
+        "built_layers": None,
+        "parameters": 0,
+    }

@@ -28,8 +28,10 @@ def rebuilt(tmp_path_factory) -> Path:
     # Built again in a second interpreter: tokenizer training and weight init
     # must not depend on per-process state such as hash seeds.
     root = tmp_path_factory.mktemp("zoo-again")
-    code = ("import sys; from pathlib import Path; from harness.target import zoo\n"
-            "for name in zoo.ZOO: zoo.ensure_model(name, Path(sys.argv[1]))")
+    code = (
+        "import sys; from pathlib import Path; from harness.target import zoo\n"
+        "for name in zoo.ZOO: zoo.ensure_model(name, Path(sys.argv[1]))"
+    )
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, check=True)
     return root
 

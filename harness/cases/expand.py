@@ -50,7 +50,9 @@ class _Dims:
 
     @property
     def sizes(self) -> list[int]:
-        return [len(self.variants), len(self.topologies), len(self.partitions), len(self.stacks)] + [2] * len(self.toggles)
+        return [len(self.variants), len(self.topologies), len(self.partitions), len(self.stacks)] + [2] * len(
+            self.toggles
+        )
 
 
 def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group) -> _Dims:
@@ -69,9 +71,15 @@ def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group)
     stacks = [tuple(sorted(set() if s == "none" else set(s.split("+")))) for s in group.features]
     dims = _Dims(variants, list(group.topologies), list(group.partitions), stacks, list(group.toggles))
     if not variants:
-        raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
-                                       f"suites.{suite_name}.groups[{gi}]: no variant of {group.families} "
-                                       f"runs on platform '{suite.platform}'")])
+        raise MatrixError(
+            [
+                SourceError(
+                    m.where.get(("suites", suite_name)),
+                    f"suites.{suite_name}.groups[{gi}]: no variant of {group.families} "
+                    f"runs on platform '{suite.platform}'",
+                )
+            ]
+        )
     return dims
 
 
@@ -120,8 +128,12 @@ def _pcp(m: Matrix, suite_name: str, suite: Suite, gi: int, feats: tuple[str, ..
     # the variant's flags cannot change the PCP size a stack gives; any variant of the suite will do
     from harness.plan.merge import pcp_size
 
-    fam = next(f for f, fam in m.families.items() for v in fam.variants.values()
-               if not v.platforms or suite.platform in v.platforms)
+    fam = next(
+        f
+        for f, fam in m.families.items()
+        for v in fam.variants.values()
+        if not v.platforms or suite.platform in v.platforms
+    )
     var = next(n for n, v in m.families[fam].variants.items() if not v.platforms or suite.platform in v.platforms)
     return pcp_size(m, suite.platform, fam, var, feats, suite_name, gi)
 
@@ -130,8 +142,19 @@ def _devices(t, pcp: int) -> int:
     return t.world * pcp + (t.decode.tp * t.decode.pp * t.decode.dp if t.decode else 0)
 
 
-def _attrs(m: Matrix, suite_name: str, suite: Suite, gi: int, fam: str, var: str, topo_name: str, partition: str,
-           feats: tuple[str, ...], layers: Callable[[Variant], int | None], network: str) -> dict:
+def _attrs(
+    m: Matrix,
+    suite_name: str,
+    suite: Suite,
+    gi: int,
+    fam: str,
+    var: str,
+    topo_name: str,
+    partition: str,
+    feats: tuple[str, ...],
+    layers: Callable[[Variant], int | None],
+    network: str,
+) -> dict:
     from harness.plan.merge import matrix_layers, merge
     from harness.target.model_config import layers_in
 
@@ -143,11 +166,17 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, gi: int, fam: str, var: str
     n = layers_in(merged.configs.get("hf-overrides", {})) or layers(v) or 0  # 0: unknown, only auto can be claimed
     if part is not None and not n:
         where = getattr(layers, "where", {}).get(v.model, f"{v.model}/config.json")
-        raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
-                                       f"suites.{suite_name}: {fam}/{var} with the custom partition {partition!r}: "
-                                       f"its hidden-layer count is unknown (no hidden_layers in the matrix, and none "
-                                       f"in {where}); state hidden_layers, make the config readable, or claim only "
-                                       f"the auto partition")])
+        raise MatrixError(
+            [
+                SourceError(
+                    m.where.get(("suites", suite_name)),
+                    f"suites.{suite_name}: {fam}/{var} with the custom partition {partition!r}: "
+                    f"its hidden-layer count is unknown (no hidden_layers in the matrix, and none "
+                    f"in {where}); state hidden_layers, make the config readable, or claim only "
+                    f"the auto partition",
+                )
+            ]
+        )
     pcp = merged.pcp
     return {
         "suite": suite_name,
@@ -181,8 +210,16 @@ def _attrs(m: Matrix, suite_name: str, suite: Suite, gi: int, fam: str, var: str
     }
 
 
-def _case(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims, row: tuple[int, ...],
-          layers: Callable[[Variant], int | None], network: str) -> Case:
+def _case(
+    m: Matrix,
+    suite_name: str,
+    suite: Suite,
+    gi: int,
+    dims: _Dims,
+    row: tuple[int, ...],
+    layers: Callable[[Variant], int | None],
+    network: str,
+) -> Case:
     fam, var = dims.variants[row[0]]
     topo = dims.topologies[row[1]]
     partition = dims.partitions[row[2]]
@@ -203,8 +240,9 @@ def _case(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims, row: t
     )
 
 
-def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None,
-           network: str | None = None) -> Expansion:
+def expand(
+    m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] | None = None, network: str | None = None
+) -> Expansion:
     """All cases of a suite, each with its expectation resolved. ``layers`` gives a variant's
     hidden-layer count where the matrix does not (default: read from the model's config.json
     where this host can read it, ``harness.target.model_config``). ``network`` (default: that of
@@ -228,18 +266,25 @@ def expand(m: Matrix, suite_name: str, layers: Callable[[Variant], int | None] |
             possible += cov.pairs_possible
         else:
             if size > FULL_LIMIT:
-                raise MatrixError([SourceError(m.where.get(("suites", suite_name)),
-                                               f"suites.{suite_name}.groups[{gi}]: the full product has {size:,} "
-                                               f"combinations (limit {FULL_LIMIT:,}); use mode: pairwise")])
-            rows = [r for r in itertools.product(*(range(n) for n in dims.sizes))
-                    if allowed(dict(enumerate(r)))]
+                raise MatrixError(
+                    [
+                        SourceError(
+                            m.where.get(("suites", suite_name)),
+                            f"suites.{suite_name}.groups[{gi}]: the full product has {size:,} "
+                            f"combinations (limit {FULL_LIMIT:,}); use mode: pairwise",
+                        )
+                    ]
+                )
+            rows = [r for r in itertools.product(*(range(n) for n in dims.sizes)) if allowed(dict(enumerate(r)))]
         for row in rows:
             case = _case(m, suite_name, suite, gi, dims, row, layers, network)
             cases.setdefault(case.id, case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":
-        summary = (f"{suite_name}: pairwise, {len(resolved)} cases cover {covered}/{possible} possible pairs "
-                   f"(full product: {product:,})")
+        summary = (
+            f"{suite_name}: pairwise, {len(resolved)} cases cover {covered}/{possible} possible pairs "
+            f"(full product: {product:,})"
+        )
     else:
         summary = f"{suite_name}: full, {len(resolved)} cases (product {product:,}, impossible ones left out)"
     return Expansion(suite_name, resolved, summary, covered, possible, product)
@@ -263,16 +308,37 @@ def resolve(m: Matrix, case: Case) -> Case:
         text = case.attrs["partition_error"]
         if not text:
             # an empty pattern matches every log line: any failure would pass as this rejection
-            raise MatrixError([SourceError(entry.where, f"rule {entry.index}: error {r.error!r} uses "
-                                                        f"{{partition_error}}, but the case {case.id} has a partition "
-                                                        f"vLLM accepts, so the pattern would match any line; narrow "
-                                                        f"`when` to cases with partition_error != \"\"")])
+            raise MatrixError(
+                [
+                    SourceError(
+                        entry.where,
+                        f"rule {entry.index}: error {r.error!r} uses "
+                        f"{{partition_error}}, but the case {case.id} has a partition "
+                        f"vLLM accepts, so the pattern would match any line; narrow "
+                        f'`when` to cases with partition_error != ""',
+                    )
+                ]
+            )
         error = error.replace("{partition_error}", re.escape(text))
-    return replace(case, expectation=Expectation(
-        kind=r.expect, why=r.why, rule=entry.index, where=str(entry.where), link=r.link,
-        experimental=r.experimental, error=error, phase=r.phase, within_s=r.within_s,
-        reason=r.reason, owner=r.owner, until=r.until, waives=tuple(r.waives), undocumented=not r.documented,
-    ))
+    return replace(
+        case,
+        expectation=Expectation(
+            kind=r.expect,
+            why=r.why,
+            rule=entry.index,
+            where=str(entry.where),
+            link=r.link,
+            experimental=r.experimental,
+            error=error,
+            phase=r.phase,
+            within_s=r.within_s,
+            reason=r.reason,
+            owner=r.owner,
+            until=r.until,
+            waives=tuple(r.waives),
+            undocumented=not r.documented,
+        ),
+    )
 
 
 def select(cases: tuple[Case, ...] | list[Case], ids: list[str] | None = None, expr: str | None = None) -> list[Case]:

@@ -235,8 +235,7 @@ class _Builder:
         d, off, uncovered = order[i], self.offset[order[i]], self.uncovered
         # Best coverage with the placed values first, ties broken by a seeded coin.
         ranked = sorted(
-            (-(uncovered[x] & mask).bit_count(), self.rng.random(), x)
-            for x in _bits(open_ & self.dim_mask[d])
+            (-(uncovered[x] & mask).bit_count(), self.rng.random(), x) for x in _bits(open_ & self.dim_mask[d])
         )
         for *_, x in ranked:
             narrowed = open_ & self.compat[x]

@@ -57,9 +57,7 @@ def parse_partition(text: str, num_layers: int, pp_size: int, rules: Rules = "up
     if rules == "ascend-doc":
         bad = [p for p in parts if p <= 0]
         if bad:
-            raise PartitionError(
-                f"every partition entry must be a positive integer, got {bad[0]} in {text!r}."
-            )
+            raise PartitionError(f"every partition entry must be a positive integer, got {bad[0]} in {text!r}.")
     return parts
 
 
@@ -117,10 +115,15 @@ def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: lis
     peak memory: the stages, and the next partition to try by time (a stage slower than the
     others by more than BALANCED gives one layer to its cheaper neighbour) and by memory (the
     same for the stage holding the most)."""
-    stages = [{"stage": i, "layers": n,
-               "step_ms": round(t * 1000, 3) if t is not None else None,
-               "peak_mib": round(m / 2**20, 1) if m is not None else None}
-              for i, (n, t, m) in enumerate(zip(counts, step_s, peak_bytes, strict=True))]
+    stages = [
+        {
+            "stage": i,
+            "layers": n,
+            "step_ms": round(t * 1000, 3) if t is not None else None,
+            "peak_mib": round(m / 2**20, 1) if m is not None else None,
+        }
+        for i, (n, t, m) in enumerate(zip(counts, step_s, peak_bytes, strict=True))
+    ]
     out: dict = {"stages": stages, "partition": ",".join(map(str, counts))}
     for key, measured in (("by_step_time", step_s), ("by_memory", peak_bytes)):
         costs: list[float] = [c for c in measured if c is not None]
@@ -136,7 +139,9 @@ def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: lis
         if nxt is None:
             out[key] = {"next": None, "why": f"stage {slowest} is the costliest but has a single layer"}
         else:
-            out[key] = {"next": ",".join(map(str, nxt)),
-                        "why": f"stage {slowest} is the costliest ({spread:.1%} above the cheapest): "
-                               f"try VLLM_PP_LAYER_PARTITION={','.join(map(str, nxt))}"}
+            out[key] = {
+                "next": ",".join(map(str, nxt)),
+                "why": f"stage {slowest} is the costliest ({spread:.1%} above the cheapest): "
+                f"try VLLM_PP_LAYER_PARTITION={','.join(map(str, nxt))}",
+            }
     return out

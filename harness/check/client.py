@@ -20,8 +20,12 @@ class Completion:
     label: str = ""  # which request of a comparison this answers ("text:0", "stream:0", "ids:0")
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"prompt": self.prompt, "token_ids": list(self.token_ids),
-                               "logprobs": list(self.logprobs), "text": self.text}
+        out: dict[str, Any] = {
+            "prompt": self.prompt,
+            "token_ids": list(self.token_ids),
+            "logprobs": list(self.logprobs),
+            "text": self.text,
+        }
         if self.top:
             out["top"] = [{str(k): v for k, v in t.items()} for t in self.top]
         if self.label:
@@ -31,8 +35,7 @@ class Completion:
     @staticmethod
     def from_json(d: dict[str, Any]) -> Completion:
         top = tuple({int(k): float(v) for k, v in t.items()} for t in d.get("top") or [])
-        return Completion(d["prompt"], tuple(d["token_ids"]), tuple(d["logprobs"]), d["text"], top,
-                          d.get("label", ""))
+        return Completion(d["prompt"], tuple(d["token_ids"]), tuple(d["logprobs"]), d["text"], top, d.get("label", ""))
 
 
 @dataclass(frozen=True)
@@ -77,24 +80,38 @@ class Client:
             return None
 
     def _body(self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling) -> dict[str, Any]:
-        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": sampling.temperature,
-                "logprobs": sampling.top_logprobs, "return_tokens_as_token_ids": True, "ignore_eos": True}
+        body = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": sampling.temperature,
+            "logprobs": sampling.top_logprobs,
+            "return_tokens_as_token_ids": True,
+            "ignore_eos": True,
+        }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         return body
 
-    def complete(self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling = GREEDY,
-                 label: str = "") -> Completion:
+    def complete(
+        self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling = GREEDY, label: str = ""
+    ) -> Completion:
         r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompt, max_tokens, sampling))
         r.raise_for_status()
         choice = r.json()["choices"][0]
         lp = choice["logprobs"]
-        return Completion(str(prompt), tuple(_token_id(t) for t in lp["tokens"]),
-                          tuple(float(x) for x in lp["token_logprobs"]), choice["text"],
-                          tuple(_top(t) for t in lp.get("top_logprobs") or []), label)
+        return Completion(
+            str(prompt),
+            tuple(_token_id(t) for t in lp["tokens"]),
+            tuple(float(x) for x in lp["token_logprobs"]),
+            choice["text"],
+            tuple(_top(t) for t in lp.get("top_logprobs") or []),
+            label,
+        )
 
-    def complete_streamed(self, model: str, prompt: str, max_tokens: int, sampling: Sampling = GREEDY,
-                          label: str = "") -> Completion:
+    def complete_streamed(
+        self, model: str, prompt: str, max_tokens: int, sampling: Sampling = GREEDY, label: str = ""
+    ) -> Completion:
         body = self._body(model, prompt, max_tokens, sampling) | {"stream": True}
         ids: list[int] = []
         lps: list[float] = []
@@ -132,7 +149,7 @@ class Client:
         """Sum of a Prometheus counter over its label sets."""
         total = 0.0
         for line in self.metrics().splitlines():
-            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
                 total += float(line.rsplit(" ", 1)[1])
         return total
 

@@ -26,15 +26,23 @@ class Outputs:
     score: dict[str, Any] | None = None  # the task score measured on this server, when one was asked
 
     def to_json(self) -> dict[str, Any]:
-        return {"completions": [c.to_json() for c in self.completions], "embeddings": self.embeddings,
-                "id_prompts": self.id_prompts, "notes": self.notes, "score": self.score}
+        return {
+            "completions": [c.to_json() for c in self.completions],
+            "embeddings": self.embeddings,
+            "id_prompts": self.id_prompts,
+            "notes": self.notes,
+            "score": self.score,
+        }
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Outputs:
-        return Outputs([Completion.from_json(c) for c in d.get("completions") or []],
-                       [list(map(float, v)) for v in d.get("embeddings") or []],
-                       [list(map(int, p)) for p in d.get("id_prompts") or []], list(d.get("notes") or []),
-                       d.get("score"))
+        return Outputs(
+            [Completion.from_json(c) for c in d.get("completions") or []],
+            [list(map(float, v)) for v in d.get("embeddings") or []],
+            [list(map(int, p)) for p in d.get("id_prompts") or []],
+            list(d.get("notes") or []),
+            d.get("score"),
+        )
 
 
 def sampling_of(compare: Compare) -> Sampling:
@@ -46,9 +54,16 @@ def sampling_of(compare: Compare) -> Sampling:
 def request_shape(accuracy: Accuracy, compare: Compare, pooling: bool) -> dict[str, Any]:
     """What was asked of a server: outputs are comparable only between equal shapes."""
     s = sampling_of(compare)
-    return {"prompts": list(accuracy.prompts), "max_tokens": accuracy.max_tokens, "streamed": accuracy.streamed,
-            "temperature": s.temperature, "seed": s.seed, "top_logprobs": s.top_logprobs,
-            "token_id_prompts": compare.token_id_prompts, "pooling": pooling}
+    return {
+        "prompts": list(accuracy.prompts),
+        "max_tokens": accuracy.max_tokens,
+        "streamed": accuracy.streamed,
+        "temperature": s.temperature,
+        "seed": s.seed,
+        "top_logprobs": s.top_logprobs,
+        "token_id_prompts": compare.token_id_prompts,
+        "pooling": pooling,
+    }
 
 
 def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling: bool) -> Outputs:
@@ -62,8 +77,10 @@ def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling:
     sampling = sampling_of(compare)
     n = accuracy.max_tokens
     out.completions = [live.client.complete(model, p, n, sampling, f"text:{i}") for i, p in enumerate(accuracy.prompts)]
-    out.completions += [live.client.complete_streamed(model, p, n, sampling, f"stream:{i}")
-                        for i, p in enumerate(accuracy.prompts[:accuracy.streamed])]
+    out.completions += [
+        live.client.complete_streamed(model, p, n, sampling, f"stream:{i}")
+        for i, p in enumerate(accuracy.prompts[: accuracy.streamed])
+    ]
     if compare.token_id_prompts:
         try:
             id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
@@ -71,7 +88,9 @@ def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling:
             out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
             id_prompts = []
         out.id_prompts = id_prompts
-        out.completions += [live.client.complete(model, ids, n, sampling, f"ids:{i}") for i, ids in enumerate(id_prompts)]
+        out.completions += [
+            live.client.complete(model, ids, n, sampling, f"ids:{i}") for i, ids in enumerate(id_prompts)
+        ]
     return out
 
 
@@ -108,8 +127,14 @@ def _pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
             g_id = got.token_ids[first] if first < len(got.token_ids) else None
             near_tie = r_id is not None and g_id is not None and g_id in r_top and r_id in g_top
             ok = near_tie
-            why = "" if ok else (f"token ids diverge at token {first} and the two picks are not a near-tie "
-                                 f"(each outside the other's top {compare.top_logprobs})")
+            why = (
+                ""
+                if ok
+                else (
+                    f"token ids diverge at token {first} and the two picks are not a near-tie "
+                    f"(each outside the other's top {compare.top_logprobs})"
+                )
+            )
     else:  # exact
         ok = first is None and ref.text == got.text and delta <= compare.logprob_tolerance
         if first is not None:
@@ -147,26 +172,43 @@ def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool)
         if v["first_divergence"] is not None:
             firsts.append(v["first_divergence"])
         if not v["ok"]:
-            diffs.append({"request": label, "prompt": r.prompt, "why": v["why"],
-                          "first_token_mismatch": v["first_divergence"], "baseline_ids": list(r.token_ids),
-                          "observed_ids": list(g.token_ids), "max_logprob_diff": v["max_logprob_diff"]})
+            diffs.append(
+                {
+                    "request": label,
+                    "prompt": r.prompt,
+                    "why": v["why"],
+                    "first_token_mismatch": v["first_divergence"],
+                    "baseline_ids": list(r.token_ids),
+                    "observed_ids": list(g.token_ids),
+                    "max_logprob_diff": v["max_logprob_diff"],
+                }
+            )
     equal = not diffs and bool(refs)
     n = len(refs)
     divergence = f", first divergence at token {min(firsts)}" if firsts else ", no divergence"
     head = f"{mode_name(compare)}: " + (f"{n} requests agree" if equal else f"{len(diffs)} of {n} requests differ")
     if not refs:
         head = f"{mode_name(compare)}: the reference has no outputs to compare with"
-    return {"mode": compare.mode, "equal": equal, "requests": n, "max_logprob_diff": worst,
-            "first_divergence": min(firsts) if firsts else None, "tolerance": compare.logprob_tolerance,
-            "summary": f"{head}, max |Δlogprob| {worst:.3g}{divergence}{skipped}", "diffs": diffs}
+    return {
+        "mode": compare.mode,
+        "equal": equal,
+        "requests": n,
+        "max_logprob_diff": worst,
+        "first_divergence": min(firsts) if firsts else None,
+        "tolerance": compare.logprob_tolerance,
+        "summary": f"{head}, max |Δlogprob| {worst:.3g}{divergence}{skipped}",
+        "diffs": diffs,
+    }
 
 
 def mode_name(compare: Compare) -> str:
-    return {"exact": f"exact token ids and text (|Δlogprob| ≤ {compare.logprob_tolerance:g})",
-            "logprob": f"logprobs within {compare.logprob_tolerance:g}, near-tie divergence allowed",
-            "first-divergence": f"no divergence before token {compare.diverge_after}",
-            "seeded": f"seeded sampling (seed {compare.seed}, temperature {compare.temperature:g}) exact",
-            "non-empty": "non-empty output"}[compare.mode]
+    return {
+        "exact": f"exact token ids and text (|Δlogprob| ≤ {compare.logprob_tolerance:g})",
+        "logprob": f"logprobs within {compare.logprob_tolerance:g}, near-tie divergence allowed",
+        "first-divergence": f"no divergence before token {compare.diverge_after}",
+        "seeded": f"seeded sampling (seed {compare.seed}, temperature {compare.temperature:g}) exact",
+        "non-empty": "non-empty output",
+    }[compare.mode]
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -180,15 +222,29 @@ def _cosine(a: list[float], b: list[float]) -> float:
 def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list[float]]) -> dict[str, Any]:
     base = {"mode": "cosine", "cosine_min": compare.cosine_min, "requests": len(ref)}
     if not ref:
-        return base | {"equal": False, "summary": "cosine: the reference has no embeddings to compare with", "diffs": []}
+        return base | {
+            "equal": False,
+            "summary": "cosine: the reference has no embeddings to compare with",
+            "diffs": [],
+        }
     if len(ref) != len(got) or any(len(a) != len(b) for a, b in zip(ref, got, strict=True)):
-        return base | {"equal": False, "diffs": [], "summary": f"cosine: shape differs from the reference: "
-                       f"{[len(v) for v in got]} vs {[len(v) for v in ref]}"}
+        return base | {
+            "equal": False,
+            "diffs": [],
+            "summary": f"cosine: shape differs from the reference: {[len(v) for v in got]} vs {[len(v) for v in ref]}",
+        }
     cosines = [_cosine(a, b) for a, b in zip(ref, got, strict=True)]
     worst = min(cosines)
     equal = worst >= compare.cosine_min
-    diffs = [{"request": f"embed:{i}", "why": f"cosine {c:.6f} < {compare.cosine_min:g}"}
-             for i, c in enumerate(cosines) if c < compare.cosine_min]
-    return base | {"equal": equal, "min_cosine": worst, "diffs": diffs,
-                   "summary": f"cosine: {len(got)} embeddings of dimension {len(got[0])}, min cosine {worst:.6f} "
-                              f"(≥ {compare.cosine_min:g} needed)"}
+    diffs = [
+        {"request": f"embed:{i}", "why": f"cosine {c:.6f} < {compare.cosine_min:g}"}
+        for i, c in enumerate(cosines)
+        if c < compare.cosine_min
+    ]
+    return base | {
+        "equal": equal,
+        "min_cosine": worst,
+        "diffs": diffs,
+        "summary": f"cosine: {len(got)} embeddings of dimension {len(got[0])}, min cosine {worst:.6f} "
+        f"(≥ {compare.cosine_min:g} needed)",
+    }

@@ -7,8 +7,10 @@ from pathlib import Path
 from harness.check import logs
 from harness.matrix.schema import Diagnosis
 
-UNCLASSIFIED = {"symptom": "unclassified",
-                "advice": "No known symptom matched; start from the root cause and the logs of each node."}
+UNCLASSIFIED = {
+    "symptom": "unclassified",
+    "advice": "No known symptom matched; start from the root cause and the logs of each node.",
+}
 
 
 def diagnose(table: list[Diagnosis], texts: list[str], log_paths: dict[str, Path]) -> dict[str, str]:

@@ -20,6 +20,8 @@ def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]
     except Exception as err:  # noqa: BLE001 — a failed check is evidence, not a crash
         return {"ok": False, "detail": f"{type(err).__name__}: {err}"}
     same = first.token_ids == second.token_ids
-    return {"ok": hits >= block and same,
-            "detail": f"{hits:.0f} prompt tokens served from the cache on the repeat of a {len(prompt)}-token "
-                      f"prompt; outputs {'equal' if same else 'differ'}"}
+    return {
+        "ok": hits >= block and same,
+        "detail": f"{hits:.0f} prompt tokens served from the cache on the repeat of a {len(prompt)}-token "
+        f"prompt; outputs {'equal' if same else 'differ'}",
+    }

@@ -26,9 +26,16 @@ class GoldenError(RuntimeError):
     pass
 
 
-def record_golden(m: Matrix, case: Case, cluster: Cluster, out: Path, from_case: bool = False,
-                  work_dir: Path = Path("runs/golden"), fold: Literal["none", "tp"] = "none",
-                  topology: str | None = None) -> Path:
+def record_golden(
+    m: Matrix,
+    case: Case,
+    cluster: Cluster,
+    out: Path,
+    from_case: bool = False,
+    work_dir: Path = Path("runs/golden"),
+    fold: Literal["none", "tp"] = "none",
+    topology: str | None = None,
+) -> Path:
     """Launch the case's counterpart (or ``topology``, or with ``from_case`` the case itself), ask
     it what the case's comparison asks, and write the golden to ``out``."""
     resolved = resolve(m, case)
@@ -54,27 +61,33 @@ def record_golden(m: Matrix, case: Case, cluster: Cluster, out: Path, from_case:
         state, elapsed = live.wait_ready(suite.startup_timeout_s)
         if state != "ready":
             cause = logs.root_cause(live.log_paths)
-            raise GoldenError(f"the launch did not start ({state} after {elapsed:.0f} s): "
-                              f"{cause.text if cause else 'no error line in its log'}")
+            raise GoldenError(
+                f"the launch did not start ({state} after {elapsed:.0f} s): "
+                f"{cause.text if cause else 'no error line in its log'}"
+            )
         outputs = collect(live, suite.accuracy, resolved.compare, pooling)
         score: dict[str, Any] | None = None
         if resolved.spec.score is not None:
             from harness.check.score import evaluate
 
-            score = evaluate(live.client.base, live.model_name or "", resolved.spec.score, resolved.base_dir,
-                             work_dir / "score", suite.request_timeout_s * 20,
-                             tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None)
+            score = evaluate(
+                live.client.base,
+                live.model_name or "",
+                resolved.spec.score,
+                resolved.base_dir,
+                work_dir / "score",
+                suite.request_timeout_s * 20,
+                tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None,
+            )
             outputs.score = score
         real = live.deployment
     nodes = {s.node for s in real.launches}
-    data = golden_record(outputs, shape_for(m, case, resolved), real, {n: versions.get(n, {}) for n in nodes},
-                         real.model, score)
+    data = golden_record(
+        outputs, shape_for(m, case, resolved), real, {n: versions.get(n, {}) for n in nodes}, real.model, score
+    )
     data["case"] = case.id
     data["from"] = "the case itself" if from_case else launch_ref.describe()
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, data)
     json.loads(out.read_text())  # written whole
     return out
-
-
-

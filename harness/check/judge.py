@@ -90,8 +90,12 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
     if obs.partition_expected is not None:
         if obs.partition is None and obs.request_error:
             # a consequence of the failed request, not a check of its own: a waiver of the request covers it
-            out.append(("request", "the partition the workers built was not checked: the request failed before "
-                                   "it could be read"))
+            out.append(
+                (
+                    "request",
+                    "the partition the workers built was not checked: the request failed before it could be read",
+                )
+            )
         elif obs.partition is None:
             out.append(("partition", "the partition the workers built could not be read (no stage probe, no log line)"))
         elif obs.partition != obs.partition_expected:
@@ -160,8 +164,10 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
     if exp.kind in ("known-issue", "flaky"):
         unwaived = _unwaived(exp, obs, failed)
         if unwaived:
-            return Verdict(Outcome.FAIL, f"{'; '.join(unwaived)} (the {exp.kind} waiver {exp.link} covers only "
-                                         f"{', '.join(exp.waives)})")
+            return Verdict(
+                Outcome.FAIL,
+                f"{'; '.join(unwaived)} (the {exp.kind} waiver {exp.link} covers only {', '.join(exp.waives)})",
+            )
     if exp.kind == "known-issue":
         return Verdict(Outcome.KNOWN_ISSUE, f"{reason} (known issue {exp.link}, owner {exp.owner})")
     if exp.kind == "flaky":
@@ -174,26 +180,34 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
     problems = _problems(obs)
     if line is None:
         if obs.ready and not problems:
-            return Verdict(Outcome.UNEXPECTED_ACCEPT,
-                           f"expected a {exp.phase} rejection matching /{exp.error}/, but it became ready "
-                           f"and every check passed")
+            return Verdict(
+                Outcome.UNEXPECTED_ACCEPT,
+                f"expected a {exp.phase} rejection matching /{exp.error}/, but it became ready and every check passed",
+            )
         if obs.hung:
-            return Verdict(Outcome.BAD_REJECT, f"expected a {exp.phase} rejection matching /{exp.error}/; "
-                                               f"it hung instead")
+            return Verdict(
+                Outcome.BAD_REJECT, f"expected a {exp.phase} rejection matching /{exp.error}/; it hung instead"
+            )
         got = "; ".join(problems) or "no error"
         return Verdict(Outcome.BAD_REJECT, f"expected /{exp.error}/ at {exp.phase}; got: {got}")
     where = f"{line['log']}:{line['line']}"
     if exp.phase == "config" and obs.engine_started:
-        return Verdict(Outcome.BAD_REJECT, f"rejected with the expected error ({where}), but only after the engine "
-                                           f"processes had started, not while the configuration was built")
+        return Verdict(
+            Outcome.BAD_REJECT,
+            f"rejected with the expected error ({where}), but only after the engine "
+            f"processes had started, not while the configuration was built",
+        )
     if exp.phase in ("config", "startup") and obs.ready:
         return Verdict(Outcome.BAD_REJECT, f"the expected error appeared ({where}) but the server became ready anyway")
     if exp.phase == "first-request" and not obs.ready:
-        return Verdict(Outcome.BAD_REJECT, f"expected the first request to fail, but startup already failed: {line['text']}")
+        return Verdict(
+            Outcome.BAD_REJECT, f"expected the first request to fail, but startup already failed: {line['text']}"
+        )
     after = obs.expected_error_after_s
     if exp.within_s is not None and after is not None and after > exp.within_s:
-        return Verdict(Outcome.BAD_REJECT, f"rejected as expected ({where}), but after {after:.0f} s, "
-                                           f"not within {exp.within_s:.0f} s")
+        return Verdict(
+            Outcome.BAD_REJECT,
+            f"rejected as expected ({where}), but after {after:.0f} s, not within {exp.within_s:.0f} s",
+        )
     timing = f" after {after:.1f} s" if after is not None else ""
     return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line['text']} ({where})")
-

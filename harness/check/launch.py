@@ -40,8 +40,12 @@ class Launcher:
         self.redactor = redactor or Redactor().learn_env(os.environ)
 
     def extra_env(self) -> dict[str, str]:
-        return {"VLLM_CACHE_ROOT": str(self.run_dir / "vllm-cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-                MARKER: str(self.run_dir)}
+        return {
+            "VLLM_CACHE_ROOT": str(self.run_dir / "vllm-cache"),
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            MARKER: str(self.run_dir),
+        }
 
     def ports(self) -> Ports:
         return fresh_ports()
@@ -57,8 +61,13 @@ class Launcher:
             yield gang.placement()
 
     @contextlib.contextmanager
-    def serve(self, replan: Callable[[Placement | None, Ports], Deployment], placement: Placement | None,
-              note: str, log_dir: Path) -> Iterator[LiveDeployment]:
+    def serve(
+        self,
+        replan: Callable[[Placement | None, Ports], Deployment],
+        placement: Placement | None,
+        note: str,
+        log_dir: Path,
+    ) -> Iterator[LiveDeployment]:
         """Lease, plan on what the lease gave, launch; stop every process group on the way out."""
         with self.leased(placement, note) as leased:
             d = instrument(replan(leased, self.ports()), self.cluster)

@@ -24,13 +24,20 @@ def free_port() -> int:
 
 
 def fresh_ports() -> Ports:
-    return Ports(api=free_port(), master=free_port(), ray=free_port(), kv=free_port(),
-                 prefill=free_port(), decode=free_port())
+    return Ports(
+        api=free_port(), master=free_port(), ray=free_port(), kv=free_port(), prefill=free_port(), decode=free_port()
+    )
 
 
 class LiveDeployment:
-    def __init__(self, deployment: Deployment, log_dir: Path, extra_env: dict[str, str], timeout_s: float,
-                 cluster: Cluster | None = None):
+    def __init__(
+        self,
+        deployment: Deployment,
+        log_dir: Path,
+        extra_env: dict[str, str],
+        timeout_s: float,
+        cluster: Cluster | None = None,
+    ):
         self.deployment = deployment
         self.log_dir = log_dir
         self.cluster = cluster

@@ -56,15 +56,17 @@ class Pattern:
                 raise TimeoutError
             return self.rx.search(text, timeout=left) is not None
         except TimeoutError:
-            raise PatternTimeout(f"pattern /{self.pattern}/ took more than {self.budget_s:g} s to search the "
-                                 f"logs (it backtracks); simplify it in the matrix") from None
+            raise PatternTimeout(
+                f"pattern /{self.pattern}/ took more than {self.budget_s:g} s to search the "
+                f"logs (it backtracks); simplify it in the matrix"
+            ) from None
 
 
 def message(line: str) -> tuple[str | None, str]:
     """(log level or None for raw stderr, the message text) of one log line."""
     rest = PREFIX.sub("", line)
     m = HEADER.match(rest)
-    return (m.group("level"), rest[m.end():]) if m else (None, rest)
+    return (m.group("level"), rest[m.end() :]) if m else (None, rest)
 
 
 @dataclass(frozen=True)
@@ -133,4 +135,4 @@ def warnings_matching(logs: dict[str, Path], patterns: list[str]) -> list[LogLin
 def excerpt(path: Path, number: int, before: int = 5, after: int = 5) -> list[str]:
     lines = read_lines(path)
     lo = max(0, number - 1 - before)
-    return lines[lo:number + after]
+    return lines[lo : number + after]

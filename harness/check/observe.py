@@ -34,8 +34,15 @@ ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
 
 
 class Observer:
-    def __init__(self, m: Matrix, cluster: Cluster, run_dir: Path, launcher: Launcher, references: ReferenceRuns,
-                 progress: Callable[[str, Case | None, str], None]):
+    def __init__(
+        self,
+        m: Matrix,
+        cluster: Cluster,
+        run_dir: Path,
+        launcher: Launcher,
+        references: ReferenceRuns,
+        progress: Callable[[str, Case | None, str], None],
+    ):
         self.m = m
         self.cluster = cluster
         self.run_dir = run_dir
@@ -74,8 +81,11 @@ class Observer:
         obs.root_cause = cause.to_json() if cause else None
         # references only now, once this deployment's devices are free, and only for cases that
         # served their requests: a case that never answered has nothing to compare
-        refs = {c.id: self.references.for_case(c) for c in cases
-                if c.expectation.kind in NEEDS_REFERENCE and obs.ready and not obs.request_error}
+        refs = {
+            c.id: self.references.for_case(c)
+            for c in cases
+            if c.expectation.kind in NEEDS_REFERENCE and obs.ready and not obs.request_error
+        }
         return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs) for c in cases}
 
     def _requests(self, case: Case) -> tuple[str, Compare]:
@@ -83,8 +93,14 @@ class Observer:
         compare = resolve(self.m, case).compare
         return json.dumps([compare.model_dump(), "pooling" in case.features], sort_keys=True), compare
 
-    def _check_live(self, live: LiveDeployment, cases: list[Case], obs: Observation, pattern: str | None,
-                    outputs: dict[str, Outputs]) -> None:
+    def _check_live(
+        self,
+        live: LiveDeployment,
+        cases: list[Case],
+        obs: Observation,
+        pattern: str | None,
+        outputs: dict[str, Outputs],
+    ) -> None:
         suite = self.m.suite(cases[0].suite)
         case = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
@@ -98,7 +114,11 @@ class Observer:
             if key in outputs:
                 continue
             result, problem, line = watch_request(
-                live, functools.partial(collect, live, suite.accuracy, compare, pooling), suite.request_timeout_s, pattern)
+                live,
+                functools.partial(collect, live, suite.accuracy, compare, pooling),
+                suite.request_timeout_s,
+                pattern,
+            )
             if problem:
                 obs.request_error = problem
                 obs.failed_phase = "first-request"
@@ -130,17 +150,34 @@ class Observer:
         for key, r in specs.items():
             assert r.spec.score is not None
             try:
-                obs.scores[key] = evaluate(live.client.base, live.model_name or "", r.spec.score, r.base_dir,
-                                           live.log_dir / "score", suite.request_timeout_s * 20,
-                                           tokenizer=live.deployment.model if Path(live.deployment.model).is_dir()
-                                           else None)
+                obs.scores[key] = evaluate(
+                    live.client.base,
+                    live.model_name or "",
+                    r.spec.score,
+                    r.base_dir,
+                    live.log_dir / "score",
+                    suite.request_timeout_s * 20,
+                    tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None,
+                )
             except ScoreError as err:
                 obs.scores[key] = {"error": str(err)}
 
-    def _per_case(self, case: Case, shared: Observation, paths: dict[str, Path], ref: ReferenceResult | None,
-                  outputs: dict[str, Outputs]) -> Observation:
-        obs = replace(shared, notes=list(shared.notes), silent_disable=[], feature_checks=dict(shared.feature_checks),
-                      logs=dict(shared.logs), scores={})
+    def _per_case(
+        self,
+        case: Case,
+        shared: Observation,
+        paths: dict[str, Path],
+        ref: ReferenceResult | None,
+        outputs: dict[str, Outputs],
+    ) -> Observation:
+        obs = replace(
+            shared,
+            notes=list(shared.notes),
+            silent_disable=[],
+            feature_checks=dict(shared.feature_checks),
+            logs=dict(shared.logs),
+            scores={},
+        )
         exp = case.expectation
         topo = self.m.topologies[case.topology]
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
@@ -152,18 +189,23 @@ class Observer:
                 obs.expected_error_line = line.to_json()
                 obs.expected_error_after_s = shared.failed_after_s
         for f in case.features:
-            obs.silent_disable += [w.to_json() for w in logs.warnings_matching(paths, self.m.features[f].silent_disable)]
+            obs.silent_disable += [
+                w.to_json() for w in logs.warnings_matching(paths, self.m.features[f].silent_disable)
+            ]
         doc = case.attrs.get("partition_doc_error")
         if doc and not case.attrs.get("partition_error"):
-            obs.notes.append(f"documentation disagrees: the Ascend guide's rule rejects this partition "
-                             f"({doc}); vLLM's own partition check accepts it (the outcome says what the "
-                             f"server then did)")
+            obs.notes.append(
+                f"documentation disagrees: the Ascend guide's rule rejects this partition "
+                f"({doc}); vLLM's own partition check accepts it (the outcome says what the "
+                f"server then did)"
+            )
         if ref is not None and shared.ready and not shared.request_error:
             self._accuracy(case, ref, obs, shared, outputs)
         return obs
 
-    def _accuracy(self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation,
-                  outputs: dict[str, Outputs]) -> None:
+    def _accuracy(
+        self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation, outputs: dict[str, Outputs]
+    ) -> None:
         obs.reference = dict(ref.evidence)
         if ref.error:
             obs.reference_error = ref.error
@@ -185,5 +227,7 @@ class Observer:
             if "error" in measured or "value" not in measured:
                 obs.score = {"ok": False, "detail": f"task score failed: {measured.get('error', 'not measured')}"}
             else:
-                obs.score = judge_score(measured["value"], ref.score, spec) | {"task": measured.get("task"),
-                                                                                  "metric": measured.get("metric")}
+                obs.score = judge_score(measured["value"], ref.score, spec) | {
+                    "task": measured.get("task"),
+                    "metric": measured.get("metric"),
+                }

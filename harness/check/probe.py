@@ -49,8 +49,9 @@ def read_partition(live: LiveDeployment, obs: Observation) -> None:
     """Each PP rank's [start, end) from the workers, or from vLLM's log line when no probe answers."""
     try:
         stages = live.client.collective_rpc(PROBE_METHOD)
-        obs.partition = [[s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"])
-                         if s["tp_rank"] == 0]
+        obs.partition = [
+            [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
+        ]
         obs.partition_source = "workers (collective_rpc)"
         return
     except Exception as err:  # noqa: BLE001

@@ -44,9 +44,16 @@ class ReferenceResult:
 
 
 class ReferenceRuns:
-    def __init__(self, m: Matrix, cluster: Cluster, run_dir: Path, launcher: Launcher,
-                 versions: Callable[[], dict[str, dict[str, str]]], cache_dir: Path | None = None,
-                 progress: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        m: Matrix,
+        cluster: Cluster,
+        run_dir: Path,
+        launcher: Launcher,
+        versions: Callable[[], dict[str, dict[str, str]]],
+        cache_dir: Path | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
         self.m = m
         self.cluster = cluster
         self.run_dir = run_dir
@@ -60,8 +67,9 @@ class ReferenceRuns:
 
     def for_case(self, case: Case) -> ReferenceResult:
         ref = resolve(self.m, case)
-        result = ReferenceResult(ref, evidence={"reference": ref.describe(), "kind": ref.spec.kind,
-                                                "compare": ref.compare.mode})
+        result = ReferenceResult(
+            ref, evidence={"reference": ref.describe(), "kind": ref.spec.kind, "compare": ref.compare.mode}
+        )
         try:
             if ref.launches:
                 result.outputs = self._launched(case, ref, result.evidence)
@@ -78,8 +86,10 @@ class ReferenceRuns:
         evidence["golden"] = str(path)
         shape = shape_for(self.m, case, ref)
         if data.get("request") != shape:
-            raise ReferenceUnavailable(f"golden {path} answers other requests than this suite asks "
-                                       f"(recorded {data.get('request')}, asked {shape}); record it again")
+            raise ReferenceUnavailable(
+                f"golden {path} answers other requests than this suite asks "
+                f"(recorded {data.get('request')}, asked {shape}); record it again"
+            )
         moved = stack_difference(data.get("versions") or {}, self.versions())
         evidence["golden_recorded"] = data.get("recorded")
         if moved:
@@ -124,8 +134,15 @@ class ReferenceRuns:
         except ReferenceUnavailable as err:
             self._memo[key] = str(err)
             raise
-        record = {"key": key, "reference": ref.describe(), "case": case.id, "deployment": planned.to_json(),
-                  "versions": self.versions(), "request": shape_for(self.m, case, ref), "outputs": outputs.to_json()}
+        record = {
+            "key": key,
+            "reference": ref.describe(),
+            "case": case.id,
+            "deployment": planned.to_json(),
+            "versions": self.versions(),
+            "request": shape_for(self.m, case, ref),
+            "outputs": outputs.to_json(),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, record)
         if self.cache_dir:
@@ -141,13 +158,19 @@ class ReferenceRuns:
         log_dir = self.run_dir / "logs" / "references" / key
         self.progress(f"reference of {case.id}: {ref.describe()}")
         self.launched += 1
-        with self.launcher.serve(lambda pl, ports: plan_reference(self.m, case, self.cluster, ref, pl, ports),
-                                 planned.placement, f"reference {key}", log_dir) as live:
+        with self.launcher.serve(
+            lambda pl, ports: plan_reference(self.m, case, self.cluster, ref, pl, ports),
+            planned.placement,
+            f"reference {key}",
+            log_dir,
+        ) as live:
             state, elapsed = live.wait_ready(suite.startup_timeout_s)
             if state != "ready":
                 cause = logs.root_cause(live.log_paths)
-                raise ReferenceUnavailable(f"reference did not start ({state} after {elapsed:.0f} s): "
-                                           f"{cause.text if cause else 'no error line in its log'}")
+                raise ReferenceUnavailable(
+                    f"reference did not start ({state} after {elapsed:.0f} s): "
+                    f"{cause.text if cause else 'no error line in its log'}"
+                )
             try:
                 outputs = collect(live, suite.accuracy, ref.compare, "pooling" in case.features)
             except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
@@ -157,9 +180,15 @@ class ReferenceRuns:
 
                 t0 = time.monotonic()
                 try:
-                    outputs.score = evaluate(live.client.base, live.model_name or "", ref.spec.score, ref.base_dir,
-                                             log_dir / "score", suite.request_timeout_s * 20,
-                                             tokenizer=_local_dir(live.deployment.model))
+                    outputs.score = evaluate(
+                        live.client.base,
+                        live.model_name or "",
+                        ref.spec.score,
+                        ref.base_dir,
+                        log_dir / "score",
+                        suite.request_timeout_s * 20,
+                        tokenizer=_local_dir(live.deployment.model),
+                    )
                 except ScoreError as err:
                     raise ReferenceUnavailable(f"reference score failed: {err}") from None
                 log.info("reference score of %s took %.1f s", case.id, time.monotonic() - t0)

@@ -22,6 +22,8 @@ from harness.plan.deployment import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 
 GOLDEN_FORMAT = 1
+
+
 def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
     """Why the case's reference cannot run on ``cluster`` (None when it can): lint's question."""
     ref = resolve(m, case)
@@ -54,15 +56,24 @@ def load_golden(path: Path) -> dict[str, Any]:
     return data
 
 
-def golden_record(outputs: Outputs, shape: dict[str, Any], deployment: Deployment | None,
-                  versions: dict[str, dict[str, str]], model: str, score: dict[str, Any] | None = None) -> dict[str, Any]:
+def golden_record(
+    outputs: Outputs,
+    shape: dict[str, Any],
+    deployment: Deployment | None,
+    versions: dict[str, dict[str, str]],
+    model: str,
+    score: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "ppconf_golden": GOLDEN_FORMAT,
         "model": model,
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "request": shape,
-        "reference": [{k: v for k, v in s.to_json().items() if k in ("node", "role", "argv", "env")}
-                      for s in deployment.launches] if deployment else [],
+        "reference": [
+            {k: v for k, v in s.to_json().items() if k in ("node", "role", "argv", "env")} for s in deployment.launches
+        ]
+        if deployment
+        else [],
         "versions": versions,
         "outputs": outputs.to_json(),
         "score": score,
@@ -71,6 +82,7 @@ def golden_record(outputs: Outputs, shape: dict[str, Any], deployment: Deploymen
 
 def stack_difference(recorded: dict[str, dict[str, str]], current: dict[str, dict[str, str]]) -> list[str]:
     """The versions that differ between the stack a golden was recorded on and the one now."""
+
     def flat(v: dict[str, dict[str, str]]) -> dict[str, str]:
         out: dict[str, str] = {}
         for node in sorted(v):
@@ -93,14 +105,19 @@ def _model_fingerprint(model: str) -> str:
     return model
 
 
-def cache_key(d: Deployment, versions: dict[str, dict[str, str]], shape: dict[str, Any],
-              score: dict[str, Any] | None = None) -> str:
+def cache_key(
+    d: Deployment, versions: dict[str, dict[str, str]], shape: dict[str, Any], score: dict[str, Any] | None = None
+) -> str:
     """Outputs of a reference launch are reused while its argv, env, model, the versions on its
     nodes and what is asked of it are all unchanged."""
     nodes = sorted({s.node for s in d.launches})
-    body = {"launches": [(s.role, s.node, list(s.argv), sorted(s.env)) for s in d.launches],
-            "model": _model_fingerprint(d.model), "versions": {n: versions.get(n, {}) for n in nodes},
-            "request": shape, "score": score}
+    body = {
+        "launches": [(s.role, s.node, list(s.argv), sorted(s.env)) for s in d.launches],
+        "model": _model_fingerprint(d.model),
+        "versions": {n: versions.get(n, {}) for n in nodes},
+        "request": shape,
+        "score": score,
+    }
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

@@ -102,22 +102,25 @@ def resolve_task(task_file: Path, dataset: Path | None, out_dir: Path) -> tuple[
     cfg, origin = _load_task(task_file)
     name = cfg.get("task")
     if not isinstance(name, str) or not name:
-        raise ScoreError(f"{task_file}: needs `task: NAME` (one task; groups are not supported), "
-                         f"got {name!r}")
+        raise ScoreError(f"{task_file}: needs `task: NAME` (one task; groups are not supported), got {name!r}")
     override: dict[str, Any] = {"include": str(task_file)}
     if dataset is not None:
         split = cfg.get("test_split") or cfg.get("validation_split")
         if not split:
-            raise ScoreError(f"{task_file}: names neither `test_split` nor `validation_split`, "
-                             f"so there is no split to read {dataset} into")
+            raise ScoreError(
+                f"{task_file}: names neither `test_split` nor `validation_split`, "
+                f"so there is no split to read {dataset} into"
+            )
         builder = BUILDERS.get(dataset.suffix)
         if builder is None:
-            raise ScoreError(f"dataset {dataset}: unsupported file type {dataset.suffix!r}; "
-                             f"use one of {', '.join(BUILDERS)}")
+            raise ScoreError(
+                f"dataset {dataset}: unsupported file type {dataset.suffix!r}; use one of {', '.join(BUILDERS)}"
+            )
         if not dataset.is_file():
             raise ScoreError(f"dataset file not found: {dataset}")
-        override.update(dataset_path=builder, dataset_name=None,
-                        dataset_kwargs={"data_files": {str(split): str(dataset.resolve())}})
+        override.update(
+            dataset_path=builder, dataset_name=None, dataset_kwargs={"data_files": {str(split): str(dataset.resolve())}}
+        )
     else:
         kwargs = cfg.get("dataset_kwargs")
         files = kwargs.get("data_files") if isinstance(kwargs, dict) else None
@@ -147,8 +150,16 @@ def _plain(node: Any) -> Any:
     return json.loads(json.dumps(node, default=str))
 
 
-def lm_eval_argv(base_url: str, model_name: str, task_dir: Path, task: str, out_dir: Path,
-                 limit: int | None, tokenizer: str | None, request_timeout_s: float) -> list[str]:
+def lm_eval_argv(
+    base_url: str,
+    model_name: str,
+    task_dir: Path,
+    task: str,
+    out_dir: Path,
+    limit: int | None,
+    tokenizer: str | None,
+    request_timeout_s: float,
+) -> list[str]:
     model_args = {
         "model": model_name,
         "base_url": f"{base_url.rstrip('/')}/v1/completions",
@@ -162,29 +173,51 @@ def lm_eval_argv(base_url: str, model_name: str, task_dir: Path, task: str, out_
     }
     if tokenizer:
         model_args["tokenizer"] = str(tokenizer)
-    argv = [sys.executable, "-m", "lm_eval", "run",
-            "--model", "local-completions",
-            # JSON, not key=value: a path or model name with a comma stays whole
-            "--model_args", json.dumps(model_args),
-            "--include_path", str(task_dir),
-            "--tasks", task,
-            "--output_path", str(out_dir),
-            "--log_samples",
-            "--seed", str(SEED)]
+    argv = [
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "run",
+        "--model",
+        "local-completions",
+        # JSON, not key=value: a path or model name with a comma stays whole
+        "--model_args",
+        json.dumps(model_args),
+        "--include_path",
+        str(task_dir),
+        "--tasks",
+        task,
+        "--output_path",
+        str(out_dir),
+        "--log_samples",
+        "--seed",
+        str(SEED),
+    ]
     if limit is not None:
         argv += ["--limit", str(limit)]
     return argv
 
 
 def offline_env(workdir: Path) -> dict[str, str]:
-    return {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            # a per-run cache: nothing lands in the user's home, nothing stale is read back
-            "HF_DATASETS_CACHE": str(workdir / "hf-datasets"),
-            "TOKENIZERS_PARALLELISM": "false"}
+    return {
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        # a per-run cache: nothing lands in the user's home, nothing stale is read back
+        "HF_DATASETS_CACHE": str(workdir / "hf-datasets"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
-def evaluate(base_url: str, model_name: str, score: Any, base_dir: Path, workdir: Path,
-             timeout_s: float, tokenizer: str | None = None) -> dict[str, Any]:
+def evaluate(
+    base_url: str,
+    model_name: str,
+    score: Any,
+    base_dir: Path,
+    workdir: Path,
+    timeout_s: float,
+    tokenizer: str | None = None,
+) -> dict[str, Any]:
     """Run ``score.task`` through lm-eval against the server at ``base_url`` (its root, e.g.
     ``http://host:8000``) serving ``model_name``. ``score.task`` and ``score.dataset`` are
     relative to ``base_dir`` (the folder of the matrix file that names them). Raises
@@ -204,21 +237,33 @@ def evaluate(base_url: str, model_name: str, score: Any, base_dir: Path, workdir
     started = time.monotonic()
     _run(argv, {**os.environ, **env}, log_path, timeout_s)
     duration = time.monotonic() - started
-    return {**read_results(out_dir, task, score.metric),
-            "command": argv, "env": env, "log": str(log_path), "duration_s": round(duration, 3)}
+    return {
+        **read_results(out_dir, task, score.metric),
+        "command": argv,
+        "env": env,
+        "log": str(log_path),
+        "duration_s": round(duration, 3),
+    }
 
 
 def _run(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, guard.__file__, "--", *argv], env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, guard.__file__, "--", *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         rc = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise ScoreError(f"lm-eval did not finish within {timeout_s:g} s (stopped); "
-                         f"last lines of {log_path}:\n{last_lines(log_path)}") from None
+        raise ScoreError(
+            f"lm-eval did not finish within {timeout_s:g} s (stopped); "
+            f"last lines of {log_path}:\n{last_lines(log_path)}"
+        ) from None
     finally:
         stop_group(proc)
     if rc != 0:
@@ -319,16 +364,20 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
     passed: list[str] = []
     if score.min is not None:
         (passed if value >= score.min else problems).append(
-            f"score {value:g} {'>=' if value >= score.min else '<'} min {score.min:g}")
+            f"score {value:g} {'>=' if value >= score.min else '<'} min {score.min:g}"
+        )
     if score.max_drop is not None:
         if reference is None:
-            problems.append(f"max_drop {score.max_drop:g} is set but there is no reference score "
-                            f"(no reference run and no recorded baseline)")
+            problems.append(
+                f"max_drop {score.max_drop:g} is set but there is no reference score "
+                f"(no reference run and no recorded baseline)"
+            )
         else:
             drop = reference - value
             ok = drop <= score.max_drop + DROP_EPS
             (passed if ok else problems).append(
-                f"drop {drop:g} from {source} {reference:g} {'<=' if ok else '>'} max_drop {score.max_drop:g}")
+                f"drop {drop:g} from {source} {reference:g} {'<=' if ok else '>'} max_drop {score.max_drop:g}"
+            )
     if score.min is None and score.max_drop is None:
         problems.append("no threshold: set min and/or max_drop")
     return {

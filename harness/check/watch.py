@@ -17,8 +17,9 @@ from harness.check import logs
 from harness.check.live import LiveDeployment
 
 
-def watch_request(live: LiveDeployment, fn: Callable[[], Any], deadline_s: float,
-                  error: str | None) -> tuple[Any, str | None, logs.LogLine | None]:
+def watch_request(
+    live: LiveDeployment, fn: Callable[[], Any], deadline_s: float, error: str | None
+) -> tuple[Any, str | None, logs.LogLine | None]:
     """Run ``fn`` in a thread while watching ``live``: (result, problem, matched expected-error line)."""
     box: dict[str, Any] = {}
 

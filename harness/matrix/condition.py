@@ -50,8 +50,7 @@ _NAME_CHARS = _NAME_START | frozenset("0123456789")  # ASCII only: str.isdigit()
 _DIGITS = frozenset("0123456789")
 _SPACE = frozenset(" \t\r\n")
 # Spellings people bring from Python, shells and YAML.
-_HINTS = {"&": "&&", "|": "||", "=": "==", "and": "&&", "or": "||", "not": "!",
-          "True": "true", "False": "false"}
+_HINTS = {"&": "&&", "|": "||", "=": "==", "and": "&&", "or": "||", "not": "!", "True": "true", "False": "false"}
 
 
 class ConditionError(ValueError):
@@ -96,8 +95,9 @@ def _tokenize(text: str) -> Iterator[_Token]:
             while i < n and text[i] != c:
                 if text[i] == "\\" and i + 1 < n:
                     if text[i + 1] not in "\"'\\":
-                        raise ConditionError(text, i + 1, f"unsupported escape {text[i:i + 2]!r};"
-                                             " only \\\", \\' and \\\\ are allowed")
+                        raise ConditionError(
+                            text, i + 1, f"unsupported escape {text[i : i + 2]!r}; only \\\", \\' and \\\\ are allowed"
+                        )
                     i += 1
                 chars.append(text[i])
                 i += 1
@@ -175,7 +175,7 @@ def _type_name(t: object) -> str:
 
 
 def _snippet(text: str, node: _Node) -> str:
-    s = text[node.start:node.end]
+    s = text[node.start : node.end]
     return s if len(s) <= 40 else s[:37] + "..."
 
 
@@ -200,8 +200,7 @@ def _type_problem(node: _Node, lt: str | None, rt: str | None, text: str) -> tup
 
 
 class _Parser:
-    def __init__(self, text: str, types: Mapping[str, str] | None,
-                 domains: Mapping[str, Collection[str]]):
+    def __init__(self, text: str, types: Mapping[str, str] | None, domains: Mapping[str, Collection[str]]):
         self.text, self.types, self.domains = text, types, domains
         self.tokens = _tokenize(text)
         self.tok = next(self.tokens)
@@ -221,11 +220,11 @@ class _Parser:
 
     def unexpected(self, expected: str | None = None) -> typing.NoReturn:
         tok = self.tok
-        found = "end of condition" if tok.kind == "eof" else repr(self.text[tok.start:tok.end])
+        found = "end of condition" if tok.kind == "eof" else repr(self.text[tok.start : tok.end])
         if expected:
             self.fail(tok.start, f"expected {expected} but found {found}")
         reason = "unexpected end of condition" if tok.kind == "eof" else f"unexpected token {found}"
-        self.fail(tok.start, reason, _HINTS.get(self.text[tok.start:tok.end]))
+        self.fail(tok.start, reason, _HINTS.get(self.text[tok.start : tok.end]))
 
     def close(self, opener: _Token, closer: str, expected: str) -> _Token:
         if self.tok.kind == "eof":  # point at the opener: that is what needs fixing
@@ -347,8 +346,10 @@ class _Parser:
             self.advance()
             item = _Node("lit", tok.start, tok.end, tok.value, type=_scalar_type(tok.value))
             if items and item.type != items[0].type:
-                self.fail(item.start, f"list elements must all be {items[0].type}, but "
-                                      f"{_snippet(self.text, item)} is {item.type}")
+                self.fail(
+                    item.start,
+                    f"list elements must all be {items[0].type}, but {_snippet(self.text, item)} is {item.type}",
+                )
             items.append(item)
             if not self.at(","):
                 break
@@ -414,8 +415,9 @@ class Condition:
                     raise MissingAttributeError(text, node.start + 1, reason) from None
                 t = _runtime_type(value)
                 if t is None:
-                    fail(node.start, f"attribute {node.value!r} has an unsupported value"
-                                     f" of type {type(value).__name__}")
+                    fail(
+                        node.start, f"attribute {node.value!r} has an unsupported value of type {type(value).__name__}"
+                    )
                 return (tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else value), t
             if node.kind == "not":
                 return not boolean(node.args[0], "'!'"), "bool"
@@ -441,8 +443,9 @@ class Condition:
         return boolean(self._root, "a condition")
 
 
-def parse(text: str, attributes: Mapping[str, type] | None = None,
-          domains: Mapping[str, Collection[str]] | None = None) -> Condition:
+def parse(
+    text: str, attributes: Mapping[str, type] | None = None, domains: Mapping[str, Collection[str]] | None = None
+) -> Condition:
     """Parse `text`; with `attributes` (name -> bool/int/str/list) also type-check it,
     and with `domains` (name -> valid strings) reject unknown string values."""
     if not isinstance(text, str):  # e.g. YAML turned an unquoted `true` into a bool

@@ -69,12 +69,15 @@ def lint(m: Matrix) -> LintReport:
         if matched[entry.index] == 0:
             report.errors.append(f"{where} matches no case of any suite")
         elif decided[entry.index] == 0:
-            report.errors.append(f"{where} is shadowed: every case it matches ({matched[entry.index]}) "
-                                 f"is decided by an earlier rule")
+            report.errors.append(
+                f"{where} is shadowed: every case it matches ({matched[entry.index]}) is decided by an earlier rule"
+            )
         crash = crash_in(entry.rule.error) if entry.rule.expect == "rejected" and entry.rule.error else None
         if crash:
-            report.warnings.append(f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
-                                   f"refusal naming its cause; claim it as known-issue with a link")
+            report.warnings.append(
+                f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
+                f"refusal naming its cause; claim it as known-issue with a link"
+            )
         text = " ".join(entry.rule.when.split())
         if text in seen:
             report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")

@@ -83,8 +83,14 @@ class Matrix:
 
     def suite(self, name: str) -> Suite:
         if name not in self.suites:
-            raise MatrixError([SourceError(None, f"unknown suite '{name}'{suggest(name, self.suites)}; "
-                                                 f"suites: {', '.join(sorted(self.suites))}")])
+            raise MatrixError(
+                [
+                    SourceError(
+                        None,
+                        f"unknown suite '{name}'{suggest(name, self.suites)}; suites: {', '.join(sorted(self.suites))}",
+                    )
+                ]
+            )
         return self.suites[name]
 
     def domains(self) -> dict[str, set[str]]:
@@ -118,7 +124,9 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return []
 
 
-def validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError) -> list[SourceError]:
+def validation_errors(
+    doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError
+) -> list[SourceError]:
     out = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -127,11 +135,15 @@ def validation_errors(doc: Document, model: type[BaseModel], base: tuple[Any, ..
         if e["type"] == "extra_forbidden":
             key = loc[-1]
             if key in REMOVED_KEYS:
-                out.append(SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: "
-                                                        f"{REMOVED_KEYS[key]}"))
+                out.append(
+                    SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: {REMOVED_KEYS[key]}")
+                )
                 continue
-            out.append(SourceError(doc.where(full), f"{dotted}: unknown key '{key}'"
-                                   f"{suggest(str(key), _field_names(model, loc[:-1]))}"))
+            out.append(
+                SourceError(
+                    doc.where(full), f"{dotted}: unknown key '{key}'{suggest(str(key), _field_names(model, loc[:-1]))}"
+                )
+            )
             continue
         msg = e["msg"]
         hint = ""
@@ -240,8 +252,12 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
             continue
         model = SECTIONS.get(section)
         if model is None:
-            errors.append(SourceError(doc.where((section,)), f"unknown section '{section}'"
-                                      f"{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}"))
+            errors.append(
+                SourceError(
+                    doc.where((section,)),
+                    f"unknown section '{section}'{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}",
+                )
+            )
             continue
         if not isinstance(body, dict):
             errors.append(SourceError(doc.where((section,)), f"{section} must be a mapping of name -> entry"))
@@ -254,8 +270,9 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
                 errors.append(SourceError(here, f"{section}: name '{name}' must match {NAME}"))
                 continue
             if (section, name) in defined_here:
-                errors.append(SourceError(here, f"{section}: '{name}' is already defined at "
-                                                f"{matrix.where[(section, name)]}"))
+                errors.append(
+                    SourceError(here, f"{section}: '{name}' is already defined at {matrix.where[(section, name)]}")
+                )
                 continue
             try:
                 target[name] = model.model_validate(entry)
@@ -273,8 +290,11 @@ def _check_references(m: Matrix) -> list[SourceError]:
     errors: list[SourceError] = []
 
     def unknown(section: str, name: str, what: str, value: str, pool: Any) -> None:
-        errors.append(SourceError(m.where.get((section, name)),
-                                  f"{section}.{name}: unknown {what} '{value}'{suggest(value, pool)}"))
+        errors.append(
+            SourceError(
+                m.where.get((section, name)), f"{section}.{name}: unknown {what} '{value}'{suggest(value, pool)}"
+            )
+        )
 
     for fname, family in m.families.items():
         for vname, variant in family.variants.items():

@@ -75,8 +75,10 @@ def check_pattern(pattern: str) -> str:
     except re.error as err:
         raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from err
     if _nested_quantifier(list(parsed)):
-        raise ValueError(f"{pattern!r} repeats a repetition (nested quantifiers, e.g. (a+)+): it can take "
-                         f"exponential time on a log line; write it without the outer repeat")
+        raise ValueError(
+            f"{pattern!r} repeats a repetition (nested quantifiers, e.g. (a+)+): it can take "
+            f"exponential time on a log line; write it without the outer repeat"
+        )
     return pattern
 
 
@@ -91,8 +93,8 @@ def _compiled(patterns: list[str]) -> list[str]:
 # gets this, not a typo suggestion.
 REMOVED_KEYS = {
     "partition_rules": "a suite does not pick the partition rule set; each case carries both checks "
-                       "(`partition_error`: vLLM's, `partition_doc_error`: the Ascend guide's stricter one) "
-                       "and the rules say which one decides (see matrices/ascend/rules.yaml)",
+    "(`partition_error`: vLLM's, `partition_doc_error`: the Ascend guide's stricter one) "
+    "and the rules say which one decides (see matrices/ascend/rules.yaml)",
 }
 
 
@@ -324,8 +326,10 @@ class Topology(Strict):
     def _dp_layout(self) -> Topology:
         if self.dp_mode is not None:
             if self.dp < 2 or self.dp % self.nnodes:
-                raise ValueError(f"dp_mode {self.dp_mode} needs dp > 1 and a multiple of nnodes "
-                                 f"(dp={self.dp}, nnodes={self.nnodes}): each node holds whole DP ranks")
+                raise ValueError(
+                    f"dp_mode {self.dp_mode} needs dp > 1 and a multiple of nnodes "
+                    f"(dp={self.dp}, nnodes={self.nnodes}): each node holds whole DP ranks"
+                )
             if self.decode is not None or self.backend == "ray":
                 raise ValueError("dp_mode applies to an mp (or default) topology without P/D")
         return self
@@ -418,7 +422,9 @@ class Rule(Strict):
             raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}")
         if self.waives and self.expect not in ("known-issue", "flaky"):
             raise ValueError("waives only applies to expect: known-issue or flaky")
-        only_rejected = ("phase", "within_s") if self.expect in ("known-issue", "flaky") else ("error", "phase", "within_s")
+        only_rejected = (
+            ("phase", "within_s") if self.expect in ("known-issue", "flaky") else ("error", "phase", "within_s")
+        )
         if self.expect != "rejected":
             stray = [f for f in only_rejected if getattr(self, f) is not None]
             if stray:

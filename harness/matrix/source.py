@@ -175,8 +175,12 @@ class _Builder:
                 out_list = []
                 for i, item in enumerate(node.value):
                     here = loc + (i,)
-                    self.marks[here] = (item.start_mark.line, item.start_mark.column,
-                                        item.start_mark.line, item.start_mark.column)
+                    self.marks[here] = (
+                        item.start_mark.line,
+                        item.start_mark.column,
+                        item.start_mark.line,
+                        item.start_mark.column,
+                    )
                     out_list.append(self.build(item, here))
                 return out_list
             assert isinstance(node, yaml.MappingNode)  # the composer makes scalars, sequences and mappings only
@@ -204,8 +208,12 @@ class _Builder:
             if key in out:
                 raise self.fail(key_node, f"duplicate key '{key}'")
             here = loc + (key,)
-            self.marks[here] = (key_node.start_mark.line, key_node.start_mark.column,
-                                value_node.start_mark.line, value_node.start_mark.column)
+            self.marks[here] = (
+                key_node.start_mark.line,
+                key_node.start_mark.column,
+                value_node.start_mark.line,
+                value_node.start_mark.column,
+            )
             out[key] = self.build(value_node, here)
         for k, v in merged.items():
             out.setdefault(k, v)

@@ -74,8 +74,18 @@ def local_cluster() -> Cluster:
     return Cluster(
         name="local",
         platform="cpu",
-        nodes=[Node(name="local", host="localhost", address="127.0.0.1", nic="lo", devices=cores,
-                    vllm=vllm, python=sys.executable, bind="127.0.0.1")],
+        nodes=[
+            Node(
+                name="local",
+                host="localhost",
+                address="127.0.0.1",
+                nic="lo",
+                devices=cores,
+                vllm=vllm,
+                python=sys.executable,
+                bind="127.0.0.1",
+            )
+        ],
         network="loopback",
     )
 

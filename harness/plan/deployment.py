@@ -78,9 +78,16 @@ class LaunchSpec:
         """For results and reports: secret-looking variables and flags are masked, and so is
         any of their values wherever else it appears (inside a JSON config, another flag)."""
         scrub = redact.Redactor().learn(self).scrub
-        return {"name": self.name, "role": self.role, "node": self.node, "host": self.host,
-                "argv": scrub(redact.argv(self.argv)), "env": scrub(redact.env(dict(self.env))),
-                "port": self.port, "set_env": self.set_env}
+        return {
+            "name": self.name,
+            "role": self.role,
+            "node": self.node,
+            "host": self.host,
+            "argv": scrub(redact.argv(self.argv)),
+            "env": scrub(redact.env(dict(self.env))),
+            "port": self.port,
+            "set_env": self.set_env,
+        }
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -129,8 +136,13 @@ class Deployment:
         return next(l for l in self.launches if l.name == name)
 
     def to_json(self) -> dict:
-        return {"key": self.key, "cases": list(self.case_ids), "api": self.api, "model": self.model,
-                "launches": [l.to_json() for l in self.launches]}
+        return {
+            "key": self.key,
+            "cases": list(self.case_ids),
+            "api": self.api,
+            "model": self.model,
+            "launches": [l.to_json() for l in self.launches],
+        }
 
 
 class PlanError(ValueError):
@@ -158,7 +170,7 @@ def _device_value(fmt: str, devices: tuple[int, ...], ranks: int) -> str:
         return ",".join(str(d) for d in devices)
     # cpu-bind: one core range per local rank, "0|1" or "0-1|2-3"
     per = max(1, len(devices) // max(1, ranks))
-    groups = [devices[i * per:(i + 1) * per] for i in range(ranks)]
+    groups = [devices[i * per : (i + 1) * per] for i in range(ranks)]
     return "|".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in groups)
 
 
@@ -184,9 +196,15 @@ class MergeError(PlanError):
 PLANNER = "planned by ppconf for this node"
 
 
-def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = None,
-         ports: Ports = Ports(), resolve_model: ModelResolver = resolve_model_default,
-         topology: Topology | None = None) -> Deployment:
+def plan(
+    m: Matrix,
+    case: Case,
+    cluster: Cluster,
+    placement: Placement | None = None,
+    ports: Ports = Ports(),
+    resolve_model: ModelResolver = resolve_model_default,
+    topology: Topology | None = None,
+) -> Deployment:
     """``topology`` stands in for the case's named one (a reference's layout, derived from the case's)."""
     topo = topology or m.topologies[case.topology]
     variant = m.variant(case.family, case.variant)
@@ -196,8 +214,18 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
 
     def merged(inst, extra_configs: dict | None = None, role: str | None = None) -> Merged:
         """The launch's flags, env and JSON configs on one instance (``role``: a P/D side, or None)."""
-        layers = matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group,
-                               case.expectation.rule, topo.backend, role)
+        layers = matrix_layers(
+            m,
+            case.platform,
+            case.family,
+            case.variant,
+            case.features,
+            case.suite,
+            case.group,
+            case.expectation.rule,
+            topo.backend,
+            role,
+        )
         head: list[str] = []
         if topo.backend:
             head += ["--distributed-executor-backend", topo.backend]
@@ -212,13 +240,15 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
             mg.configs["speculative-config"] = {**spec, "model": resolve_model(variant.drafters[spec["method"]])}
             mg.config_origins["speculative-config"].append(
                 f"{m.at('families', case.family, 'variants', case.variant, 'drafters', spec['method'])} "
-                f"(drafter of {case.family}/{case.variant})")
+                f"(drafter of {case.family}/{case.variant})"
+            )
         return mg
 
     custom = case.partition != "auto"
 
-    def node_env(mg: Merged, node: Node, devices: tuple[int, ...], ranks: int, partition: bool,
-                 vllm: bool = True) -> tuple[tuple[str, str], ...]:
+    def node_env(
+        mg: Merged, node: Node, devices: tuple[int, ...], ranks: int, partition: bool, vllm: bool = True
+    ) -> tuple[tuple[str, str], ...]:
         e = dict(mg.vllm_env if vllm else mg.env)
         for var, attr in platform.node_env.items():
             e[var] = getattr(node, attr)
@@ -242,34 +272,46 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
         return tuple((k, tuple(v)) for k, v in mg.env_origins.items())
 
     if topo.decode is not None:
+
         def own_kv(role: str) -> dict:
             """The kv-transfer-config a feature brings for one P/D side (the layerwise / sparse KV
             offload), which then stands in for the topology's connector there; else {}."""
-            return next((dict(m.features[f].side(role).configs["kv-transfer-config"]) for f in case.features
-                         if "kv-transfer-config" in m.features[f].side(role).configs), {})
+            return next(
+                (
+                    dict(m.features[f].side(role).configs["kv-transfer-config"])
+                    for f in case.features
+                    if "kv-transfer-config" in m.features[f].side(role).configs
+                ),
+                {},
+            )
 
         return _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv)
 
     mg = merged(topo)
     # what the case (and a run's lease) was sized for: the layers before the rule
-    sized = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite,
-                                case.group)).pcp
+    sized = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group)).pcp
     if mg.pcp != sized:  # a rule's flags changed it
-        raise MergeError(case.id, [
-            f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} "
-            f"(TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x DP {topo.dp}) "
-            f"but the case is planned on {topo.world * sized} device(s) "
-            f"({topo.world * sized // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
-            f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
-            f"give it in a feature, suite or group instead of a rule"])
+        raise MergeError(
+            case.id,
+            [
+                f"vLLM's world size is {topo.tp * topo.pp * mg.pcp * topo.dp} "
+                f"(TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x DP {topo.dp}) "
+                f"but the case is planned on {topo.world * sized} device(s) "
+                f"({topo.world * sized // topo.nnodes} per node over {topo.nnodes} node(s), PCP {sized}); "
+                f"the PCP size comes from {', '.join(mg.flag_origins.get('--prefill-context-parallel-size', ['?']))}: "
+                f"give it in a feature, suite or group instead of a rule"
+            ],
+        )
     per_rank = topo.tp * topo.pp * mg.pcp  # vLLM's world size of one DP rank
     if topo.dp_mode is not None:
         return _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_env, origins, env_origins)
     nnodes = topo.nnodes
     world = per_rank * topo.dp
     if world % nnodes:
-        raise PlanError(f"case {case.id}: a world of {world} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
-                        f"DP {topo.dp}) does not split over {nnodes} nodes")
+        raise PlanError(
+            f"case {case.id}: a world of {world} (TP {topo.tp} x PP {topo.pp} x PCP {mg.pcp} x "
+            f"DP {topo.dp}) does not split over {nnodes} nodes"
+        )
     per_node = world // nnodes
     placement = placement or default_placement(cluster, per_node, nnodes)
     head = cluster.node(placement.nodes[0][0])
@@ -290,29 +332,67 @@ def plan(m: Matrix, case: Case, cluster: Cluster, placement: Placement | None = 
             node = cluster.node(node_name)
             start = ["ray", "start", "--block", "--node-ip-address", node.address]
             start += ["--head", "--port", str(ports.ray)] if rank == 0 else ["--address", f"{head.address}:{ports.ray}"]
-            launches.append(LaunchSpec(f"node{rank}-{'ray-head' if rank == 0 else 'ray-worker'}",
-                                       "ray-head" if rank == 0 else "ray-worker", node.name, node.host,
-                                       tuple(start), node_env(mg, node, devices, per_node, True, vllm=False),
-                                       set_env=node.set_env, env_origins=env_origins(mg)))
+            launches.append(
+                LaunchSpec(
+                    f"node{rank}-{'ray-head' if rank == 0 else 'ray-worker'}",
+                    "ray-head" if rank == 0 else "ray-worker",
+                    node.name,
+                    node.host,
+                    tuple(start),
+                    node_env(mg, node, devices, per_node, True, vllm=False),
+                    set_env=node.set_env,
+                    env_origins=env_origins(mg),
+                )
+            )
         node_name, devices = placement.nodes[0]
         argv, why = serve(head, [], True)
-        launches.append(LaunchSpec("node0-api", "api", head.name, head.host, argv,
-                                   node_env(mg, head, devices, per_node, True), ports.api, head.set_env,
-                                   why, env_origins(mg)))
+        launches.append(
+            LaunchSpec(
+                "node0-api",
+                "api",
+                head.name,
+                head.host,
+                argv,
+                node_env(mg, head, devices, per_node, True),
+                ports.api,
+                head.set_env,
+                why,
+                env_origins(mg),
+            )
+        )
     else:
         for rank, (node_name, devices) in enumerate(placement.nodes):
             node = cluster.node(node_name)
             extra: list[str] = []
             if nnodes > 1:
-                extra = ["--nnodes", str(nnodes), "--node-rank", str(rank),
-                         "--master-addr", head.address, "--master-port", str(ports.master)]
+                extra = [
+                    "--nnodes",
+                    str(nnodes),
+                    "--node-rank",
+                    str(rank),
+                    "--master-addr",
+                    head.address,
+                    "--master-port",
+                    str(ports.master),
+                ]
                 if rank > 0:
                     extra.append("--headless")
             role = "api" if rank == 0 else "headless"
             argv, why = serve(node, extra, rank == 0, rank)
-            launches.append(LaunchSpec(f"node{rank}-{role}", role, node.name, node.host, argv,
-                                       node_env(mg, node, devices, per_node, True),
-                                       ports.api if rank == 0 else None, node.set_env, why, env_origins(mg)))
+            launches.append(
+                LaunchSpec(
+                    f"node{rank}-{role}",
+                    role,
+                    node.name,
+                    node.host,
+                    argv,
+                    node_env(mg, node, devices, per_node, True),
+                    ports.api if rank == 0 else None,
+                    node.set_env,
+                    why,
+                    env_origins(mg),
+                )
+            )
     return Deployment((case.id,), tuple(launches), "node0-api", model, model, placement)
 
 
@@ -350,10 +430,20 @@ def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_en
                 extra += ["--port", str(ports.api)]
             role = "api" if index == 0 else "headless"
             argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs))
-            launches.append(LaunchSpec(f"node{index}-{role}", role, node.name, node.host, argv,
-                                       node_env(mg, node, devices, local * per_rank, True),
-                                       ports.api if index == 0 else None, node.set_env,
-                                       origins(mg, extra), env_origins(mg)))
+            launches.append(
+                LaunchSpec(
+                    f"node{index}-{role}",
+                    role,
+                    node.name,
+                    node.host,
+                    argv,
+                    node_env(mg, node, devices, local * per_rank, True),
+                    ports.api if index == 0 else None,
+                    node.set_env,
+                    origins(mg, extra),
+                    env_origins(mg),
+                )
+            )
             continue
         for slot in range(local):
             rank = index * local + slot
@@ -364,10 +454,21 @@ def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_en
             if port != API_PORT:
                 extra += ["--port", str(port)]
             argv = (*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs))
-            mine = devices[slot * per_rank:(slot + 1) * per_rank]
-            launches.append(LaunchSpec(f"dp{rank}", "api" if rank == 0 else "dp-rank", node.name, node.host, argv,
-                                       node_env(mg, node, mine, per_rank, True), port, node.set_env,
-                                       origins(mg, extra), env_origins(mg)))
+            mine = devices[slot * per_rank : (slot + 1) * per_rank]
+            launches.append(
+                LaunchSpec(
+                    f"dp{rank}",
+                    "api" if rank == 0 else "dp-rank",
+                    node.name,
+                    node.host,
+                    argv,
+                    node_env(mg, node, mine, per_rank, True),
+                    port,
+                    node.set_env,
+                    origins(mg, extra),
+                    env_origins(mg),
+                )
+            )
     api = launches[0].name
     return Deployment((case.id,), tuple(launches), api, model, model, placement)
 
@@ -378,11 +479,15 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     prefill: dict[str, int | str] = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
     if case.partition != "auto":
         prefill["pp_layer_partition"] = case.partition
-    return {"prefill": prefill, "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp}}
+    return {
+        "prefill": prefill,
+        "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp},
+    }
 
 
-def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins,
-             own_kv) -> Deployment:
+def _plan_pd(
+    case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv
+) -> Deployment:
     decode = topo.decode
     extra_config = kv_parallel_config(topo, case)
     connector = topo.connector or "MooncakeConnectorV1"
@@ -392,10 +497,19 @@ def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, ori
         # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
         kv_port = str(ports.kv + index * 100)
         own = own_kv(role)
-        kv = {} if own else {"kv-transfer-config": {
-            "kv_connector": connector, "kv_role": kv_role, "kv_port": kv_port, "engine_id": str(index),
-            "kv_connector_extra_config": extra_config,
-        }}
+        kv = (
+            {}
+            if own
+            else {
+                "kv-transfer-config": {
+                    "kv_connector": connector,
+                    "kv_role": kv_role,
+                    "kv_port": kv_port,
+                    "engine_id": str(index),
+                    "kv_connector_extra_config": extra_config,
+                }
+            }
+        )
         mg = merged(inst, kv, role)
         if own and "kv_port" in own:  # the feature's own connector: the plan assigns only its port
             mg.configs["kv-transfer-config"] = {**mg.configs["kv-transfer-config"], "kv_port": kv_port}
@@ -406,10 +520,13 @@ def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, ori
         if len(cluster.nodes) >= 2:
             second = cluster.nodes[1]
             if len(second.devices) < d_devices:
-                raise PlanError(f"cluster '{cluster.name}' cannot hold the decode instance: node {second.name} "
-                                f"has {len(second.devices)} device(s), {d_devices} needed")
-            placement = Placement((default_placement(cluster, p_devices, 1).nodes[0],
-                                   (second.name, tuple(second.devices[:d_devices]))))
+                raise PlanError(
+                    f"cluster '{cluster.name}' cannot hold the decode instance: node {second.name} "
+                    f"has {len(second.devices)} device(s), {d_devices} needed"
+                )
+            placement = Placement(
+                (default_placement(cluster, p_devices, 1).nodes[0], (second.name, tuple(second.devices[:d_devices])))
+            )
         else:
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
@@ -420,17 +537,38 @@ def _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, ori
         extra = ["--host", node.bind] if node.bind else []
         extra += ["--port", str(port)]
         argv = [*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs)]
-        launches.append(LaunchSpec(role, role, node.name, node.host, tuple(argv),
-                                   node_env(mg, node, devices, world, role == "prefill"),
-                                   port, node.set_env, origins(mg, extra), env_origins(mg)))
+        launches.append(
+            LaunchSpec(
+                role,
+                role,
+                node.name,
+                node.host,
+                tuple(argv),
+                node_env(mg, node, devices, world, role == "prefill"),
+                port,
+                node.set_env,
+                origins(mg, extra),
+                env_origins(mg),
+            )
+        )
     head = cluster.node(placement.nodes[0][0])
     p_node = cluster.node(placement.nodes[0][0])
     d_node = cluster.node(placement.nodes[1][0])
-    proxy = [*cluster.pd_proxy, "--port", str(ports.api),
-             "--prefiller-hosts", p_node.address, "--prefiller-ports", str(ports.prefill),
-             "--decoder-hosts", d_node.address, "--decoder-ports", str(ports.decode)]
+    proxy = [
+        *cluster.pd_proxy,
+        "--port",
+        str(ports.api),
+        "--prefiller-hosts",
+        p_node.address,
+        "--prefiller-ports",
+        str(ports.prefill),
+        "--decoder-hosts",
+        d_node.address,
+        "--decoder-ports",
+        str(ports.decode),
+    ]
     if head.bind:
-        proxy[len(cluster.pd_proxy):len(cluster.pd_proxy)] = ["--host", head.bind]
+        proxy[len(cluster.pd_proxy) : len(cluster.pd_proxy)] = ["--host", head.bind]
     launches.append(LaunchSpec("proxy", "proxy", head.name, head.host, tuple(proxy), (), ports.api, head.set_env))
     return Deployment((case.id,), tuple(launches), "proxy", model, model, placement)
 

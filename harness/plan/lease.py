@@ -88,7 +88,7 @@ def pick_devices(free: Sequence[int], wanted: int) -> list[int]:
             fitting.append((length, not aligned, ds[k], k))
     if fitting:
         _, _, _, k = min(fitting)
-        return ds[k:k + wanted]
+        return ds[k : k + wanted]
     return ds[:wanted]
 
 
@@ -222,8 +222,9 @@ class Leases:
                 out[d] = text
         return out
 
-    def acquire(self, node: str, devices_wanted: int, candidates: Sequence[int], timeout_s: float,
-                note: str = "") -> Lease:
+    def acquire(
+        self, node: str, devices_wanted: int, candidates: Sequence[int], timeout_s: float, note: str = ""
+    ) -> Lease:
         """Lease ``devices_wanted`` of ``candidates`` on ``node``, polling until they are free.
 
         Raises TimeoutError naming the node, the wanted count and who holds what, and ValueError
@@ -246,8 +247,10 @@ class Leases:
             if wanted < 1:
                 raise ValueError(f"node '{node}': a lease needs at least one device, not {wanted}")
             if wanted > len(set(candidates)):
-                raise ValueError(f"node '{node}' has {len(set(candidates))} candidate device(s) "
-                                 f"({device_ranges(list(candidates))}); {wanted} can never be leased there")
+                raise ValueError(
+                    f"node '{node}' has {len(set(candidates))} candidate device(s) "
+                    f"({device_ranges(list(candidates))}); {wanted} can never be leased there"
+                )
         order = sorted(range(len(requests)), key=lambda i: (requests[i][0], i))
         deadline = time.monotonic() + timeout_s
         pause = POLL_START_S
@@ -275,12 +278,18 @@ class Leases:
                 raise TimeoutError(
                     f"no device lease on node '{node}' within {timeout_s:g} s: wanted {wanted} device(s) of "
                     f"{device_ranges(list(candidates))}, {len(free)} free ({device_ranges(free)}){gang}"
-                    + (f"; held by {held}" if held else ""))
+                    + (f"; held by {held}" if held else "")
+                )
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1.0))
             pause = min(pause * 2, POLL_MAX_S)
 
-    def acquire_placement(self, placement: Placement, timeout_s: float, note: str = "",
-                          candidates: Mapping[str, Sequence[int]] | None = None) -> Gang:
+    def acquire_placement(
+        self,
+        placement: Placement,
+        timeout_s: float,
+        note: str = "",
+        candidates: Mapping[str, Sequence[int]] | None = None,
+    ) -> Gang:
         """Gang-lease as many devices per node rank as ``placement`` uses, on the same nodes.
 
         Candidates default to the placement's own devices (exactly those); pass a node's whole

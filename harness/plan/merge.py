@@ -138,9 +138,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _unsettled(slots: dict, label) -> list[str]:
-    return [f"{label(k)} has different values from two {LEVELS[s.rank]} entries: {_show(s.value)} from {s.layer} at "
-            f"{s.origins[-1]} and {'; '.join(s.conflict)}; set it in a more specific layer (suite, suite group or "
-            f"rule) to decide" for k, s in slots.items() if s.conflict]
+    return [
+        f"{label(k)} has different values from two {LEVELS[s.rank]} entries: {_show(s.value)} from {s.layer} at "
+        f"{s.origins[-1]} and {'; '.join(s.conflict)}; set it in a more specific layer (suite, suite group or "
+        f"rule) to decide"
+        for k, s in slots.items()
+        if s.conflict
+    ]
 
 
 def _show(value: Any) -> str:
@@ -212,8 +216,9 @@ def merge(layers: list[Layer]) -> Merged:
         for step in path[:-1]:
             node = node.setdefault(step, {})
         node[path[-1]] = slot.value
-        result.config_origins.setdefault(flag, []).extend(o for o in slot.origins
-                                                           if o not in result.config_origins[flag])
+        result.config_origins.setdefault(flag, []).extend(
+            o for o in slot.origins if o not in result.config_origins[flag]
+        )
     result.env = {k: s.value for k, s in env.items()}
     result.vllm_env = {k: s.value for k, s in vllm_env.items()}
     result.env_origins = {k: s.origins for k, s in vllm_env.items()}
@@ -224,8 +229,9 @@ def _merge_config(configs: dict, flag: str, fragment: dict, layer: Layer, origin
     for path, value in _leaves(fragment):
         key = (flag, path)
         # a key replaced by a more specific layer takes its sub-keys (or its parent leaf) with it
-        for other in [k for k in configs if k[0] == flag and k != key
-                      and (k[1][:len(path)] == path or path[:len(k[1])] == k[1])]:
+        for other in [
+            k for k in configs if k[0] == flag and k != key and (k[1][: len(path)] == path or path[: len(k[1])] == k[1])
+        ]:
             if configs[other].rank < layer.rank:
                 del configs[other]
         _put(configs, key, layer.rank, value, origin, layer.name, errors, f"--{flag} key {'.'.join(map(str, path))}")
@@ -243,45 +249,115 @@ def _where(m: Matrix, section: str, name: str, *path: Any) -> str:
     return str(m.at(section, name, *path) or f"{section}.{name}")
 
 
-def _entry(m: Matrix, level: str, what: str, section: str, name: str, base: tuple, args: list[str],
-           env: dict[str, str], configs: dict | None = None, backend_env: dict | None = None,
-           backend: str | None = None, args_key: str = "args") -> Layer:
+def _entry(
+    m: Matrix,
+    level: str,
+    what: str,
+    section: str,
+    name: str,
+    base: tuple,
+    args: list[str],
+    env: dict[str, str],
+    configs: dict | None = None,
+    backend_env: dict | None = None,
+    backend: str | None = None,
+    args_key: str = "args",
+) -> Layer:
     label = f"{what}"
     return Layer(
-        level, label,
+        level,
+        label,
         tuple((t, f"{_where(m, section, name, *base, args_key, i)} ({label})") for i, t in enumerate(args)),
         tuple((k, v, f"{_where(m, section, name, *base, 'env', k)} ({label})") for k, v in env.items()),
-        tuple((f, frag, f"{_where(m, section, name, *base, 'configs', f)} ({label})")
-              for f, frag in (configs or {}).items()),
-        tuple((k, v, f"{_where(m, section, name, *base, 'backend_env', backend, k)} ({label}, {backend} only)")
-              for k, v in ((backend_env or {}).get(backend, {}) if backend else {}).items()),
+        tuple(
+            (f, frag, f"{_where(m, section, name, *base, 'configs', f)} ({label})")
+            for f, frag in (configs or {}).items()
+        ),
+        tuple(
+            (k, v, f"{_where(m, section, name, *base, 'backend_env', backend, k)} ({label}, {backend} only)")
+            for k, v in ((backend_env or {}).get(backend, {}) if backend else {}).items()
+        ),
     )
 
 
-def matrix_layers(m: Matrix, platform: str, family: str, variant: str, features: tuple[str, ...] | list[str],
-                  suite: str | None = None, group: int | None = None, rule: int | None = None,
-                  backend: str | None = None, role: str | None = None) -> list[Layer]:
+def matrix_layers(
+    m: Matrix,
+    platform: str,
+    family: str,
+    variant: str,
+    features: tuple[str, ...] | list[str],
+    suite: str | None = None,
+    group: int | None = None,
+    rule: int | None = None,
+    backend: str | None = None,
+    role: str | None = None,
+) -> list[Layer]:
     """The matrix's layers of one case (the topology's own flags are the planner's to add); with
     ``role`` (a P/D side), each feature as it is expressed on that side."""
     p = m.platforms[platform]
     v = m.variant(family, variant)
     layers = [
-        _entry(m, "platform", f"platform {platform}", "platforms", platform, (), p.serve_args, p.env,
-               backend_env=p.backend_env, backend=backend, args_key="serve_args"),
-        _entry(m, "variant", f"variant {family}/{variant}", "families", family, ("variants", variant),
-               v.serve_args, v.env, v.configs, args_key="serve_args"),
+        _entry(
+            m,
+            "platform",
+            f"platform {platform}",
+            "platforms",
+            platform,
+            (),
+            p.serve_args,
+            p.env,
+            backend_env=p.backend_env,
+            backend=backend,
+            args_key="serve_args",
+        ),
+        _entry(
+            m,
+            "variant",
+            f"variant {family}/{variant}",
+            "families",
+            family,
+            ("variants", variant),
+            v.serve_args,
+            v.env,
+            v.configs,
+            args_key="serve_args",
+        ),
     ]
     for name in features:
         f = m.features[name].side(role)
         layers.append(_entry(m, "features", f"feature {name}", "features", name, (), f.args, f.env, f.configs))
     if suite in m.suites:  # a case made outside any suite (a baseline) has none of its layers
         s = m.suites[suite]
-        layers.append(_entry(m, "suite", f"suite {suite}", "suites", suite, (), s.args, s.env,
-                             backend_env=s.backend_env, backend=backend))
+        layers.append(
+            _entry(
+                m,
+                "suite",
+                f"suite {suite}",
+                "suites",
+                suite,
+                (),
+                s.args,
+                s.env,
+                backend_env=s.backend_env,
+                backend=backend,
+            )
+        )
         if group is not None and group < len(s.groups):
             g = s.groups[group]
-            layers.append(_entry(m, "group", f"suite {suite} group {group}", "suites", suite, ("groups", group),
-                                 g.args, g.env, backend_env=g.backend_env, backend=backend))
+            layers.append(
+                _entry(
+                    m,
+                    "group",
+                    f"suite {suite} group {group}",
+                    "suites",
+                    suite,
+                    ("groups", group),
+                    g.args,
+                    g.env,
+                    backend_env=g.backend_env,
+                    backend=backend,
+                )
+            )
     if rule is not None and rule < len(m.rules):
         r = m.rules[rule].rule
         layers.append(_entry(m, "rule", f"rule {rule}", "rules", str(rule), (), r.args, r.env))
@@ -291,11 +367,17 @@ def matrix_layers(m: Matrix, platform: str, family: str, variant: str, features:
 def topology_layer(name: str, args: list[str], configs: dict | None = None, where: str = "") -> Layer:
     """The flags the planner derives from the topology (TP, PP, DP, executor, P/D roles)."""
     origin = f"{where} (topology {name}, planned)" if where else f"topology {name} (planned)"
-    return Layer("topology", f"topology {name}", tuple((t, origin) for t in args), (),
-                 tuple((f, frag, origin) for f, frag in (configs or {}).items()))
+    return Layer(
+        "topology",
+        f"topology {name}",
+        tuple((t, origin) for t in args),
+        (),
+        tuple((f, frag, origin) for f, frag in (configs or {}).items()),
+    )
 
 
-def pcp_size(m: Matrix, platform: str, family: str, variant: str, features, suite: str | None = None,
-             group: int | None = None) -> int:
+def pcp_size(
+    m: Matrix, platform: str, family: str, variant: str, features, suite: str | None = None, group: int | None = None
+) -> int:
     """The PCP size the case's pre-rule layers give: vLLM's world per DP rank is TP x PP x PCP."""
     return merge(matrix_layers(m, platform, family, variant, features, suite, group)).pcp

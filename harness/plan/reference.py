@@ -40,9 +40,12 @@ class ResolvedReference:
 
     def describe(self) -> str:
         s = self.spec
-        what = {"counterpart": f"counterpart (PP folded away{', TP×PP folded into TP' if s.fold == 'tp' else ''})",
-                "topology": f"topology {s.topology}", "golden": f"golden {s.golden}",
-                "score": "task score only"}[s.kind]
+        what = {
+            "counterpart": f"counterpart (PP folded away{', TP×PP folded into TP' if s.fold == 'tp' else ''})",
+            "topology": f"topology {s.topology}",
+            "golden": f"golden {s.golden}",
+            "score": "task score only",
+        }[s.kind]
         return f"{what}, declared by {self.source}"
 
 
@@ -60,15 +63,25 @@ def resolve(m: Matrix, case: Case) -> ResolvedReference:
     suite = m.suite(case.suite)
     family = m.families[case.family]
     variant = family.variants[case.variant]
-    rule = next((e for e in m.rules if e.index == case.expectation.rule), None) if case.expectation.rule is not None \
+    rule = (
+        next((e for e in m.rules if e.index == case.expectation.rule), None)
+        if case.expectation.rule is not None
         else None
+    )
     compare = suite.accuracy.compare
     if rule is not None and rule.rule.compare is not None:
         compare = rule.rule.compare
     layers = [
-        (rule.rule.reference if rule else None, f"rule {rule.index} ({rule.where})" if rule else "",
-         _dir_of(rule.where if rule else None, m)),
-        (variant.reference, f"variant {case.family}/{case.variant}", _dir_of(m.where.get(("families", case.family)), m)),
+        (
+            rule.rule.reference if rule else None,
+            f"rule {rule.index} ({rule.where})" if rule else "",
+            _dir_of(rule.where if rule else None, m),
+        ),
+        (
+            variant.reference,
+            f"variant {case.family}/{case.variant}",
+            _dir_of(m.where.get(("families", case.family)), m),
+        ),
         (family.reference, f"family {case.family}", _dir_of(m.where.get(("families", case.family)), m)),
     ]
     for spec, source, base in layers:
@@ -87,8 +100,14 @@ def counterpart_topology(name: str, topo: Topology, fold: str) -> tuple[str, Top
     per_node = max(1, topo.world // topo.nnodes)
     nnodes = max(1, -(-tp // per_node))
     backend = topo.backend if nnodes == 1 else (topo.backend or "mp")
-    ref = Topology(tp=tp, pp=1, dp=1, nnodes=nnodes, backend=backend,
-                   title=f"reference of {name}: PP folded away" + (" into TP" if fold == "tp" else ""))
+    ref = Topology(
+        tp=tp,
+        pp=1,
+        dp=1,
+        nnodes=nnodes,
+        backend=backend,
+        title=f"reference of {name}: PP folded away" + (" into TP" if fold == "tp" else ""),
+    )
     return f"{name}~{'tp' + str(tp) if fold == 'tp' else 'pp1'}", ref
 
 
@@ -107,9 +126,15 @@ def reference_case(m: Matrix, case: Case, ref: ResolvedReference) -> tuple[Case,
     return replace(case, id=rid, topology=name, partition="auto"), topo
 
 
-def plan_reference(m: Matrix, case: Case, cluster: Cluster, ref: ResolvedReference | None = None,
-                   placement: Placement | None = None, ports: Ports | None = None,
-                   resolve_model: ModelResolver = resolve_model_default) -> Deployment:
+def plan_reference(
+    m: Matrix,
+    case: Case,
+    cluster: Cluster,
+    ref: ResolvedReference | None = None,
+    placement: Placement | None = None,
+    ports: Ports | None = None,
+    resolve_model: ModelResolver = resolve_model_default,
+) -> Deployment:
     """The reference launch of a case, exactly as ``plan`` plans a case (PlanError when it does not fit)."""
     ref = ref or resolve(m, case)
     if not ref.launches:
@@ -117,7 +142,10 @@ def plan_reference(m: Matrix, case: Case, cluster: Cluster, ref: ResolvedReferen
     rcase, topo = reference_case(m, case, ref)
     need = m.variant(case.family, case.variant).min_devices
     if need and topo.devices < need:
-        raise ReferenceUnavailable(f"{case.family}/{case.variant} needs at least {need} devices to hold its weights; "
-                                   f"this reference has {topo.devices} (fold TP×PP into TP, or use a golden or score)")
-    return plan(m, rcase, cluster, placement=placement, ports=ports or Ports(), resolve_model=resolve_model,
-                topology=topo)
+        raise ReferenceUnavailable(
+            f"{case.family}/{case.variant} needs at least {need} devices to hold its weights; "
+            f"this reference has {topo.devices} (fold TP×PP into TP, or use a golden or score)"
+        )
+    return plan(
+        m, rcase, cluster, placement=placement, ports=ports or Ports(), resolve_model=resolve_model, topology=topo
+    )

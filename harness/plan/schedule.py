@@ -106,8 +106,12 @@ def need_of(d: Deployment, topology: Topology | None = None) -> Need:
 
 
 def estimate_s(need: Need) -> float:
-    return (ESTIMATE_BASE_S + ESTIMATE_PER_EXTRA_NODE_S * (len(need.slots) - 1)
-            + ESTIMATE_PER_DEVICE_S * need.devices + ESTIMATE_PER_CASE_S * max(1, len(need.cases)))
+    return (
+        ESTIMATE_BASE_S
+        + ESTIMATE_PER_EXTRA_NODE_S * (len(need.slots) - 1)
+        + ESTIMATE_PER_DEVICE_S * need.devices
+        + ESTIMATE_PER_CASE_S * max(1, len(need.cases))
+    )
 
 
 def duration_of(need: Need, durations: Mapping[str, float] | None) -> tuple[float, bool]:
@@ -238,9 +242,17 @@ class Schedule:
             f"{self.launches - known} estimated (~)",
         ]
         if self.entries:
-            rows = [(_hms(e.start), _hms(e.end), f"{'' if e.known else '~'}{e.duration:.0f}s",
-                     " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
-                     str(len(e.need.cases)), e.need.name) for e in self.entries]
+            rows = [
+                (
+                    _hms(e.start),
+                    _hms(e.end),
+                    f"{'' if e.known else '~'}{e.duration:.0f}s",
+                    " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
+                    str(len(e.need.cases)),
+                    e.need.name,
+                )
+                for e in self.entries
+            ]
             head = ("start", "end", "time", "placement", "cases", "deployment")
             widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
             for r in [head, *rows]:
@@ -305,8 +317,9 @@ def _give(free: Free, placement: Placement) -> None:
         free[node] |= set(devices)
 
 
-def simulate(deployments: Sequence[Need | Deployment], cluster: Cluster,
-             durations: Mapping[str, float] | None = None) -> Schedule:
+def simulate(
+    deployments: Sequence[Need | Deployment], cluster: Cluster, durations: Mapping[str, float] | None = None
+) -> Schedule:
     """Place every deployment on ``cluster``: LPT order, gangs whole, EASY backfilling.
 
     Deployments may be given as Needs or as planned Deployments (their needs are read from their
@@ -372,12 +385,14 @@ def simulate(deployments: Sequence[Need | Deployment], cluster: Cluster,
             _give(free, heapq.heappop(running)[2])
 
     entries.sort(key=lambda e: (e.start, e.placement.nodes, e.need.name))
-    return Schedule(cluster.name, tuple((n.name, len(n.devices)) for n in cluster.nodes), tuple(entries),
-                    tuple(unplaceable))
+    return Schedule(
+        cluster.name, tuple((n.name, len(n.devices)) for n in cluster.nodes), tuple(entries), tuple(unplaceable)
+    )
 
 
-def _reserve(free: Free, running: list[tuple[float, int, Placement]], order: Sequence[str],
-             need: Need) -> tuple[float, Free]:
+def _reserve(
+    free: Free, running: list[tuple[float, int, Placement]], order: Sequence[str], need: Need
+) -> tuple[float, Free]:
     """The earliest time ``need`` fits as running deployments end, and the free devices then."""
     state = {n: set(d) for n, d in free.items()}
     for end, _, placement in sorted(running):
@@ -391,10 +406,14 @@ def _why_not(need: Need, cluster: Cluster) -> str:
     sizes = sorted((len(n.devices) for n in cluster.nodes), reverse=True)
     ranks = " + ".join(str(s) for s in need.slots)
     if need.spread and len(need.slots) > len(cluster.nodes):
-        return (f"needs {len(need.slots)} distinct nodes ({ranks} devices); cluster '{cluster.name}' "
-                f"has {len(cluster.nodes)}")
-    return (f"needs {ranks} device(s) per node rank{' on distinct nodes' if need.spread else ''}; "
-            f"cluster '{cluster.name}' has nodes of {', '.join(map(str, sizes))} device(s)")
+        return (
+            f"needs {len(need.slots)} distinct nodes ({ranks} devices); cluster '{cluster.name}' "
+            f"has {len(cluster.nodes)}"
+        )
+    return (
+        f"needs {ranks} device(s) per node rank{' on distinct nodes' if need.spread else ''}; "
+        f"cluster '{cluster.name}' has nodes of {', '.join(map(str, sizes))} device(s)"
+    )
 
 
 # ---- a whole suite -------------------------------------------------------------------------------
@@ -434,4 +453,3 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     needs = [need_of(d) for d in group_deployments(planned)]
     s = simulate(needs, cluster, durations)
     return Schedule(s.cluster, s.nodes, s.entries, tuple(unplaceable) + s.unplaceable, no_launch)
-

@@ -130,14 +130,15 @@ def engine() -> Engine | str:
 
 def _origins(launch: LaunchSpec, flag: str) -> str:
     found = dict(launch.origins).get(flag) or dict(launch.origins).get(
-        "--" + flag[5:] if flag.startswith("--no-") else flag)
+        "--" + flag[5:] if flag.startswith("--no-") else flag
+    )
     return ", ".join(found) if found else "(origin unknown)"
 
 
 def _serve_args(launch: LaunchSpec) -> list[str] | None:
     if launch.role not in SERVE_ROLES or "serve" not in launch.argv:
         return None
-    return list(launch.argv[launch.argv.index("serve") + 1:])
+    return list(launch.argv[launch.argv.index("serve") + 1 :])
 
 
 def _flags(args: list[str]) -> list[str]:
@@ -209,8 +210,10 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
         for name in dict(launch.env):
             if not ENV_NAME.match(name):
                 origin = dict(launch.env_origins).get(name) or (f"cluster {cluster.name} node {launch.node}",)
-                report.errors.append(f"{what}: env name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*); "
-                                     f"given at {', '.join(origin)}")
+                report.errors.append(
+                    f"{what}: env name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*); "
+                    f"given at {', '.join(origin)}"
+                )
         args = _serve_args(launch)
         if args is None:
             continue
@@ -223,16 +226,20 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
                 flag = next((f for f in _flags(args) if f in text), None)
                 where = f"; given at {_origins(launch, flag)}" if flag else ""
                 if "invalid choice" in text and eng.platform and eng.platform != case.platform:
-                    report.notes.append(f"{what}: the driver's vLLM ({eng.platform}) does not offer this value, "
-                                        f"the {case.platform} platform's may: {text}{where}")
+                    report.notes.append(
+                        f"{what}: the driver's vLLM ({eng.platform}) does not offer this value, "
+                        f"the {case.platform} platform's may: {text}{where}"
+                    )
                 else:
                     report.errors.append(f"{what}: vLLM's serve parser rejects it: {text}{where}")
                 unknown = []
             for token in unknown:
                 if token.startswith("-"):
                     flag = token.partition("=")[0]
-                    report.errors.append(f"{what}: unknown serve flag {flag}{_suggest(flag, eng.dests)}; "
-                                         f"given at {_origins(launch, flag)}")
+                    report.errors.append(
+                        f"{what}: unknown serve flag {flag}{_suggest(flag, eng.dests)}; "
+                        f"given at {_origins(launch, flag)}"
+                    )
             if ns is not None:
                 try:
                     eng.engine_args.from_cli_args(ns)
@@ -247,9 +254,11 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
             seen[key].append(flag)
         for flags in seen.values():
             if len(flags) > 1:
-                report.errors.append(f"{what}: {' and '.join(flags)} set the same option {len(flags)} times "
-                                     f"(argparse would keep the last); given at "
-                                     + "; ".join(f"{f}: {_origins(launch, f)}" for f in dict.fromkeys(flags)))
+                report.errors.append(
+                    f"{what}: {' and '.join(flags)} set the same option {len(flags)} times "
+                    f"(argparse would keep the last); given at "
+                    + "; ".join(f"{f}: {_origins(launch, f)}" for f in dict.fromkeys(flags))
+                )
         report.errors += [f"{what}: {e}" for e in _json_errors(m, case, launch, args, ns, eng, extra_keys)]
         parsed[launch.name] = (args, ns)
     report.errors += _world_errors(m, case, d, parsed)
@@ -281,8 +290,9 @@ def _without(args: list[str], keys: set[str]) -> list[str]:
     return out
 
 
-def _json_errors(m: Matrix, case: Case, launch: LaunchSpec, args: list[str], ns: Any, eng: Engine | str,
-                 extra_keys: set[str]) -> list[str]:
+def _json_errors(
+    m: Matrix, case: Case, launch: LaunchSpec, args: list[str], ns: Any, eng: Engine | str, extra_keys: set[str]
+) -> list[str]:
     import json
 
     out = []
@@ -298,15 +308,22 @@ def _json_errors(m: Matrix, case: Case, launch: LaunchSpec, args: list[str], ns:
         if flag == "additional-config":
             for key in value:
                 if key not in platform.additional_config and f"additional-config.{key}" not in extra_keys:
-                    declared = (f"the keys platform {case.platform} declares: {', '.join(sorted(platform.additional_config))}"
-                                if platform.additional_config else f"platform {case.platform} declares no additional_config keys")
-                    out.append(f"--additional-config: unknown key {key!r}{_suggest(key, platform.additional_config)} "
-                               f"({declared}); given at {_origins(launch, token)}")
+                    declared = (
+                        f"the keys platform {case.platform} declares: {', '.join(sorted(platform.additional_config))}"
+                        if platform.additional_config
+                        else f"platform {case.platform} declares no additional_config keys"
+                    )
+                    out.append(
+                        f"--additional-config: unknown key {key!r}{_suggest(key, platform.additional_config)} "
+                        f"({declared}); given at {_origins(launch, token)}"
+                    )
             continue
         if isinstance(eng, Engine) and flag in eng.config_classes:
             for problem in _config_errors(value, eng.config_classes[flag], flag, extra_keys):
-                out.append(f"--{flag}: {problem} (not a field of vLLM's {eng.config_classes[flag].__name__}); "
-                           f"given at {_origins(launch, token)}")
+                out.append(
+                    f"--{flag}: {problem} (not a field of vLLM's {eng.config_classes[flag].__name__}); "
+                    f"given at {_origins(launch, token)}"
+                )
     return out
 
 
@@ -316,8 +333,9 @@ def _world_errors(m: Matrix, case: Case, d: Deployment, parsed: dict[str, tuple[
     by_name = {l.name: l for l in d.launches}
 
     def devices(names: list[str]) -> int:
-        return sum(_device_count(platform.device_format, by_name[n].env_dict().get(platform.device_env, ""))
-                   for n in names)
+        return sum(
+            _device_count(platform.device_format, by_name[n].env_dict().get(platform.device_env, "")) for n in names
+        )
 
     def world(name: str, per_dp_rank: bool = False) -> tuple[int, str]:
         args, ns = parsed[name]
@@ -346,14 +364,18 @@ def _world_errors(m: Matrix, case: Case, d: Deployment, parsed: dict[str, tuple[
         total += have
         if want != have:
             spread = ", ".join(f"{by_name[h].node}: {devices([h])}" for h in holders)
-            out.append(f"case {case.id} (suite {case.suite}), {label}: vLLM's world size is {want} ({how}) but the "
-                       f"plan gives it {have} device(s) ({spread})")
+            out.append(
+                f"case {case.id} (suite {case.suite}), {label}: vLLM's world size is {want} ({how}) but the "
+                f"plan gives it {have} device(s) ({spread})"
+            )
     # a case made from another with replace() (a reference) carries the other's attributes
     own = case.attrs.get("topology") == case.topology and case.attrs.get("features") == list(case.features)
     claimed = case.attrs.get("devices") if own else None
     if not out and claimed and total and claimed != total:
-        out.append(f"case {case.id} (suite {case.suite}): its launches use {total} device(s) but the case claims "
-                   f"{claimed} (what a run leases); a rule's flags must not change the parallel sizes")
+        out.append(
+            f"case {case.id} (suite {case.suite}): its launches use {total} device(s) but the case claims "
+            f"{claimed} (what a run leases); a rule's flags must not change the parallel sizes"
+        )
     return out
 
 
@@ -367,7 +389,11 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
         if l.role == "api":  # the head binds the rendezvous ports the other nodes connect to
             for flag in ("--master-port", "--data-parallel-rpc-port"):
                 v = _value(args, (flag,))
-                if v and v.isdigit() and not (flag == "--master-port" and _value(args, ("--node-rank",)) not in (None, "0")):
+                if (
+                    v
+                    and v.isdigit()
+                    and not (flag == "--master-port" and _value(args, ("--node-rank",)) not in (None, "0"))
+                ):
                     ports.append(int(v))
         if l.role == "ray-head":
             v = _value(args, ("--port",))
@@ -398,15 +424,19 @@ def validate_cases(m: Matrix, cases: Iterable[Case], cluster: Cluster) -> PlanRe
     report = PlanReport()
     eng = engine()
     if isinstance(eng, str):
-        report.notes.append(f"{eng}: serve flags and JSON configs were not parsed by the engine; "
-                            f"world sizes, env names and ports were still checked")
+        report.notes.append(
+            f"{eng}: serve flags and JSON configs were not parsed by the engine; "
+            f"world sizes, env names and ports were still checked"
+        )
     suites_seen: set[str] = set()
     for case in cases:
         if case.suite in m.suites and case.suite not in suites_seen:
             suites_seen.add(case.suite)
             if case.platform != cluster.platform:
-                report.errors.append(f"{m.where.get(('suites', case.suite))}: suite {case.suite} is for platform "
-                                     f"{case.platform!r}, cluster {cluster.name} is {cluster.platform!r}")
+                report.errors.append(
+                    f"{m.where.get(('suites', case.suite))}: suite {case.suite} is for platform "
+                    f"{case.platform!r}, cluster {cluster.name} is {cluster.platform!r}"
+                )
         if case.platform != cluster.platform or case.expectation.kind in NO_LAUNCH:
             continue
         report.cases += 1
@@ -439,8 +469,10 @@ def _check_reference(m: Matrix, case: Case, cluster: Cluster) -> PlanReport:
         report.errors += [f"reference of case {case.id} (suite {case.suite}): {e}" for e in err.errors]
         return report
     except (PlanError, ReferenceUnavailable) as err:
-        report.errors.append(f"case {case.id} (suite {case.suite}): its reference ({ref.describe()}) cannot run on "
-                             f"cluster {cluster.name}: {err}")
+        report.errors.append(
+            f"case {case.id} (suite {case.suite}): its reference ({ref.describe()}) cannot run on "
+            f"cluster {cluster.name}: {err}"
+        )
         return report
     return check_deployment(m, reference_case(m, case, ref)[0], d, cluster)
 

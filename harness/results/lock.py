@@ -66,16 +66,27 @@ def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = path.read_text(errors="replace").strip() or "another process"
-            raise RunBusy(f"{run_dir} is in use by a running ppconf ({holder}); wait for it to finish, "
-                          f"or stop it, then resume") from None
+            raise RunBusy(
+                f"{run_dir} is in use by a running ppconf ({holder}); wait for it to finish, or stop it, then resume"
+            ) from None
         pid = live_owner(meta or {})
         if pid is not None:
-            raise RunBusy(f"{run_dir} belongs to ppconf process {pid}, which is still running; "
-                          f"wait for it to finish, or stop it, then resume")
+            raise RunBusy(
+                f"{run_dir} belongs to ppconf process {pid}, which is still running; "
+                f"wait for it to finish, or stop it, then resume"
+            )
         os.ftruncate(fd, 0)
         # who holds it, for the refusal message; never argv, which may carry a secret
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                }
+            ).encode(),
+        )
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays, so no holder ever locks an unlinked inode

@@ -16,18 +16,42 @@ from harness.results.repro import write_bundle
 from harness.results.result import Result
 
 
-def make_result(m: Matrix, run_dir: Path, case: Case, d: Deployment | None, obs: Observation, started: str,
-                duration: float, versions: dict[str, dict[str, str]], plan_key: str | None = None,
-                harness_error: str | None = None, redactor: Redactor | None = None) -> Result:
+def make_result(
+    m: Matrix,
+    run_dir: Path,
+    case: Case,
+    d: Deployment | None,
+    obs: Observation,
+    started: str,
+    duration: float,
+    versions: dict[str, dict[str, str]],
+    plan_key: str | None = None,
+    harness_error: str | None = None,
+    redactor: Redactor | None = None,
+) -> Result:
     verdict = judge(case.expectation, obs)
     nodes = dict.fromkeys(s.node for s in d.launches) if d else {}
     result = Result(
-        case=case.id, suite=case.suite, family=case.family, variant=case.variant, topology=case.topology,
-        partition=case.partition, features=list(case.features), platform=case.platform,
-        expectation=case.expectation.to_json(), outcome=verdict.outcome.value, reason=verdict.reason,
-        fails_run=verdict.outcome.fails_run, observation=obs.to_json(), deployment=d.to_json() if d else None,
-        plan_key=plan_key, versions={n: versions.get(n, {}) for n in nodes}, started=started,
-        duration_s=round(duration, 1), harness_error=harness_error)
+        case=case.id,
+        suite=case.suite,
+        family=case.family,
+        variant=case.variant,
+        topology=case.topology,
+        partition=case.partition,
+        features=list(case.features),
+        platform=case.platform,
+        expectation=case.expectation.to_json(),
+        outcome=verdict.outcome.value,
+        reason=verdict.reason,
+        fails_run=verdict.outcome.fails_run,
+        observation=obs.to_json(),
+        deployment=d.to_json() if d else None,
+        plan_key=plan_key,
+        versions={n: versions.get(n, {}) for n in nodes},
+        started=started,
+        duration_s=round(duration, 1),
+        harness_error=harness_error,
+    )
     if verdict.outcome.fails_run or verdict.outcome in (Outcome.KNOWN_ISSUE, Outcome.FLAKY):
         texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}

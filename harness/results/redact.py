@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 # Names compared in upper case with "-" as "_", so `--hf-token` and `HF_TOKEN` are one name.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE_KEY"
-                         r"|_AUTH$|_PASS$|_KEY$|^AUTH$|^PASS$|^KEY$")
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE_KEY"
+    r"|_AUTH$|_PASS$|_KEY$|^AUTH$|^PASS$|^KEY$"
+)
 # Token counts and tokenizers are not secrets (--max-num-batched-tokens, --tokenizer,
 # --long-prefill-token-threshold, num_experts_per_token).
 NOT_SECRET = re.compile(r"TOKENS|TOKENIZ|PER_TOKEN|TOKEN_(IDS?|NUM|PROB|BUDGETS?|THRESHOLD)")

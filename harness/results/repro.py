@@ -28,19 +28,31 @@ def _comment(text: str) -> str:
     return "# " + " ".join(str(text).splitlines())
 
 
-def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, matrices: Path,
-                 attrs: dict[str, Any], redactor: Redactor | None = None) -> dict[str, str]:
+def write_bundle(
+    run_dir: Path,
+    record: dict[str, Any],
+    d: Deployment | None,
+    matrices: Path,
+    attrs: dict[str, Any],
+    redactor: Redactor | None = None,
+) -> dict[str, str]:
     """Per-node commands with env, the case and the rule that applied, versions, the log excerpt
     around the root cause, and the one command that re-runs just this case. Everything written
     has the run's secrets masked (``redactor``; env and flags by name in any case)."""
     redactor = redactor or Redactor()
     out = bundle_dir(run_dir, record["case"])
     out.mkdir(parents=True, exist_ok=True)
-    rerun = " ".join(shlex.quote(w) for w in ["ppconf", "run", "--matrices", str(matrices), "--suite",
-                                               record["suite"], "--case", record["case"]])
-    lines = ["#!/usr/bin/env bash", _comment(f"Reproduce {record['case']} ({record['outcome']}): {record['reason']}"),
-             _comment(f"Re-run just this case through ppconf: {rerun}"), ""]
-    for launch in (d.to_json()["launches"] if d else []):
+    rerun = " ".join(
+        shlex.quote(w)
+        for w in ["ppconf", "run", "--matrices", str(matrices), "--suite", record["suite"], "--case", record["case"]]
+    )
+    lines = [
+        "#!/usr/bin/env bash",
+        _comment(f"Reproduce {record['case']} ({record['outcome']}): {record['reason']}"),
+        _comment(f"Re-run just this case through ppconf: {rerun}"),
+        "",
+    ]
+    for launch in d.to_json()["launches"] if d else []:
         lines.append(_comment(f"--- {launch['name']}: {launch['role']} on {launch['node']} ({launch['host']})"))
         if launch.get("set_env"):
             lines.append(f"source {shlex.quote(launch['set_env'])}")
@@ -56,12 +68,23 @@ def write_bundle(run_dir: Path, record: dict[str, Any], d: Deployment | None, ma
         path = store.log_path(run_dir, ref) if ref else None
         if line and path:
             excerpts[key] = logs.excerpt(path, line["line"], before=15, after=5)
-    case = json.loads(json.dumps({
-        "case": record["case"], "outcome": record["outcome"], "reason": record["reason"],
-        "diagnosis": record.get("diagnosis"),
-        "attributes": attrs, "expectation": record["expectation"], "versions": versions,
-        "log_excerpts": excerpts, "logs": obs.get("logs", {}), "rerun": rerun,
-        "harness_error": record.get("harness_error"),
-    }, default=str))
+    case = json.loads(
+        json.dumps(
+            {
+                "case": record["case"],
+                "outcome": record["outcome"],
+                "reason": record["reason"],
+                "diagnosis": record.get("diagnosis"),
+                "attributes": attrs,
+                "expectation": record["expectation"],
+                "versions": versions,
+                "log_excerpts": excerpts,
+                "logs": obs.get("logs", {}),
+                "rerun": rerun,
+                "harness_error": record.get("harness_error"),
+            },
+            default=str,
+        )
+    )
     (out / "case.json").write_text(json.dumps(redactor.scrub(case), indent=2))
     return {"dir": str(out), "rerun": rerun}

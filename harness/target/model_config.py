@@ -36,7 +36,9 @@ def layers_in(config: dict[str, Any]) -> int | None:
 
 
 # Run by a node's Python: prints the count, or nothing when the config is missing or has none.
-_NODE_SCRIPT = f"TEXT = {TEXT_CONFIGS!r}\n" + r"""
+_NODE_SCRIPT = (
+    f"TEXT = {TEXT_CONFIGS!r}\n"
+    + r"""
 import json, os, sys
 def layers_in(c):
     for k in TEXT:
@@ -53,6 +55,7 @@ except (OSError, ValueError):
     n = None
 print(json.dumps(n))
 """
+)
 
 
 def _local_config(model: str) -> Path | None:

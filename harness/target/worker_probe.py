@@ -139,8 +139,7 @@ def _decoder_stack(model, num_layers: int):
         for attr in _LAYER_LISTS:
             blocks = getattr(module, attr, None)
             if isinstance(blocks, torch.nn.ModuleList):
-                found.append((len(blocks) != num_layers, not hasattr(module, "start_layer"),
-                              path, module, blocks))
+                found.append((len(blocks) != num_layers, not hasattr(module, "start_layer"), path, module, blocks))
                 break
     if not found:
         return "", None, None
@@ -162,13 +161,23 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
     if drafter is None:
         return None
     spec = getattr(config, "speculative_config", None)
-    info: dict[str, Any] = {"method": getattr(spec, "method", None), "proposer": type(drafter).__name__,
-                            "model": None, "stack": "", "built_layers": None, "parameters": 0}
+    info: dict[str, Any] = {
+        "method": getattr(spec, "method", None),
+        "proposer": type(drafter).__name__,
+        "model": None,
+        "stack": "",
+        "built_layers": None,
+        "parameters": 0,
+    }
     model = getattr(drafter, "model", None)
     if isinstance(model, torch.nn.Module):
         path, _, blocks = _decoder_stack(model, -1)  # a draft stack has its own depth: take the first
-        info.update(model=type(model).__name__, stack=path, built_layers=_built_layers(blocks),
-                    parameters=sum(p.numel() for p in model.parameters()))
+        info.update(
+            model=type(model).__name__,
+            stack=path,
+            built_layers=_built_layers(blocks),
+            parameters=sum(p.numel() for p in model.parameters()),
+        )
     return info
 
 

@@ -69,8 +69,12 @@ class ZooSpec:
     runner: str = "generate"  # vLLM `--runner` to serve it with
 
     def config_json(self) -> dict[str, Any]:
-        return {**self.config, "architectures": [self.architecture], "dtype": self.dtype,
-                "num_hidden_layers": self.num_hidden_layers}
+        return {
+            **self.config,
+            "architectures": [self.architecture],
+            "dtype": self.dtype,
+            "num_hidden_layers": self.num_hidden_layers,
+        }
 
 
 ZOO: dict[str, ZooSpec] = {
@@ -80,17 +84,24 @@ ZOO: dict[str, ZooSpec] = {
             name="qwen3-tiny",
             architecture="Qwen3ForCausalLM",
             num_hidden_layers=5,
-            config={**_DECODER, "model_type": "qwen3", "max_window_layers": 28,
-                    "layer_types": ["full_attention"] * 5},
+            config={**_DECODER, "model_type": "qwen3", "max_window_layers": 28, "layer_types": ["full_attention"] * 5},
         ),
         ZooSpec(
             name="qwen3-moe-tiny",
             architecture="Qwen3MoeForCausalLM",
             num_hidden_layers=5,
-            config={**_DECODER, "model_type": "qwen3_moe", "decoder_sparse_step": 1,
-                    "mlp_only_layers": [], "moe_intermediate_size": 64,
-                    "norm_topk_prob": True, "num_experts": 8, "num_experts_per_tok": 2,
-                    "output_router_logits": False, "router_aux_loss_coef": 0.001},
+            config={
+                **_DECODER,
+                "model_type": "qwen3_moe",
+                "decoder_sparse_step": 1,
+                "mlp_only_layers": [],
+                "moe_intermediate_size": 64,
+                "norm_topk_prob": True,
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "output_router_logits": False,
+                "router_aux_loss_coef": 0.001,
+            },
         ),
         # BertModel does not implement SupportsPP: with PP > 1 vLLM must refuse
         # it at config time. At PP=1 it serves embeddings (`--runner pooling`).
@@ -98,12 +109,21 @@ ZOO: dict[str, ZooSpec] = {
             name="bert-tiny",
             architecture="BertModel",
             num_hidden_layers=2,
-            config={"model_type": "bert", "vocab_size": VOCAB_SIZE, "hidden_size": 128,
-                    "num_attention_heads": 2, "intermediate_size": 256,
-                    "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
-                    "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 512,
-                    "type_vocab_size": 2, "initializer_range": 0.3,
-                    "layer_norm_eps": 1e-12, "pad_token_id": 0},
+            config={
+                "model_type": "bert",
+                "vocab_size": VOCAB_SIZE,
+                "hidden_size": 128,
+                "num_attention_heads": 2,
+                "intermediate_size": 256,
+                "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0,
+                "max_position_embeddings": 512,
+                "type_vocab_size": 2,
+                "initializer_range": 0.3,
+                "layer_norm_eps": 1e-12,
+                "pad_token_id": 0,
+            },
             supports_pp=False,
             runner="pooling",
         ),
@@ -186,8 +206,7 @@ def build(spec: ZooSpec, out: Path) -> None:
     _write_json(out / "config.json", spec.config_json())
     _write_weights(spec, out / "model.safetensors")
     write_tokenizer(out, spec.config.get("max_position_embeddings", 512))
-    _write_json(out / "generation_config.json",
-                {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0})
+    _write_json(out / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0})
     for f in out.iterdir():
         f.chmod(0o644)  # safetensors writes 0600
 
@@ -196,12 +215,18 @@ def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
     """The zoo's tokenizer files (tokenizer.json, tokenizer_config.json) in the folder `out`:
     enough for transformers' AutoTokenizer, e.g. as a client-side tokenizer."""
     train_tokenizer().save(str(out / "tokenizer.json"))
-    _write_json(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": EOS, "eos_token": EOS, "pad_token": EOS, "unk_token": EOS,
-        "model_max_length": model_max_length,
-        "clean_up_tokenization_spaces": False,
-    })
+    _write_json(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": EOS,
+            "eos_token": EOS,
+            "pad_token": EOS,
+            "unk_token": EOS,
+            "model_max_length": model_max_length,
+            "clean_up_tokenization_spaces": False,
+        },
+    )
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -213,8 +238,7 @@ def _write_weights(spec: ZooSpec, path: Path) -> None:
     from safetensors.torch import save_file
 
     model = _hf_model(spec)
-    state = {k: v.detach().to(getattr(torch, spec.dtype)).contiguous()
-             for k, v in sorted(model.state_dict().items())}
+    state = {k: v.detach().to(getattr(torch, spec.dtype)).contiguous() for k, v in sorted(model.state_dict().items())}
     save_file(state, str(path), metadata={"format": "pt"})
 
 
@@ -239,8 +263,11 @@ def train_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=[EOS], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        vocab_size=VOCAB_SIZE,
+        special_tokens=[EOS],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(CORPUS.splitlines(), trainer=trainer)
     return tok
 
