@@ -278,10 +278,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from harness.progress import Event, Kind
+    from harness.console import progress_display
     from harness.results.meta import write_meta
     from harness.run import RunConfig, SuiteRun
 
@@ -290,30 +287,7 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
                     reference_cache=args.reference_cache)
     if not _plans_ok(m, suite, cfg.cluster, args.case, args.select):
         return 2
-    console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                  transient=False) as bar:
-        task = bar.add_task(suite, total=None)
-
-        def line(head: str, case_id: str, text: str) -> None:
-            bar.console.print(f"{head:18s} {case_id}  {text}", markup=False, highlight=False, soft_wrap=True)
-
-        def progress(event: Event) -> None:
-            case_id = event.case.id if event.case else ""
-            if event.kind is Kind.START:
-                bar.update(task, total=event.total)
-            elif event.kind is Kind.RETRY:
-                bar.advance(task, -event.count)
-                line("RETRY", case_id, event.text)
-            elif event.kind is Kind.RESULT:
-                bar.advance(task)
-                line(event.outcome or "", case_id, event.text)
-            elif event.kind is Kind.NOTICE:
-                bar.console.print(event.text, markup=False, highlight=False, soft_wrap=True)
-            else:
-                bar.update(task, description=f"{suite}: {event.kind.value} {case_id or event.text}")
-
+    with progress_display(suite) as progress:
         runner = SuiteRun(cfg, progress)
         if not args.resume:  # the run adds the nodes' versions when it starts
             ref = args.cluster
@@ -340,7 +314,19 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
 
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
     print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
+    if args.github:
+        _github(suite, run_dir)
     return 1 if summary.failed else 0
+
+
+def _github(suite: str, run_dir: Path) -> None:
+    """Annotations for the failing cases, and the job summary where GitHub Actions asks for one."""
+    from reports import github
+
+    records = store.read(run_dir)  # the whole run, a resumed run's earlier cases included
+    for line in github.error_annotations(records):
+        print(line, flush=True)
+    github.write_job_summary(github.job_summary(suite, records, run_dir / "report" / "support.html"))
 
 
 def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: str | None) -> bool:
@@ -506,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
     p.add_argument("--reference-cache", type=Path, metavar="DIR",
                    help="reuse reference outputs across runs while their launch and every node's stack are unchanged")
+    p.add_argument("--github", action="store_true",
+                   help="for GitHub Actions: an ::error annotation per failing case, and a job summary appended "
+                        "to $GITHUB_STEP_SUMMARY when it is set")
 
     p = add("golden", cmd_golden_record, "record a golden: the outputs of a case's reference launch, with its stack")
     p.add_argument("action", choices=["record"])

@@ -56,7 +56,7 @@ def test_a_project_with_only_ppconf_installed_collects_the_cases(python, tmp_pat
 def test_this_repository_does_not_register_the_plugin_twice(python):
     """The root conftest registers the plugin only when the entry point did not: naming it in
     pytest_plugins as well would make pytest refuse the second registration."""
-    out = subprocess.run([python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "conformance/test_conformance.py"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+                          "conformance/test_conformance.py"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "test_case[qwen3-tiny/pp2-tp1-mp/auto/none]" in out.stdout
