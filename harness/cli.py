@@ -207,6 +207,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
+    if args.format == "lws" and not args.image:
+        raise CliError("--format lws needs --image IMAGE: the container image, with vLLM (and the platform's "
+                       "plugin), that every pod runs")
+    planner = lambda c: plan(m, cases[0], c)  # noqa: E731 — one case, planned on a cluster
     try:
         if args.reference:
             from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
@@ -214,14 +218,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ref = resolve(m, cases[0])
             print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}",
                   file=sys.stderr)
+            planner = lambda c: plan_reference(m, cases[0], c, ref)  # noqa: E731
             try:
-                deployment = plan_reference(m, cases[0], cluster, ref)
+                deployment = planner(cluster)
             except ReferenceUnavailable as err:
                 print(f"error: {err}", file=sys.stderr)
                 return 1
         else:
-            deployment = plan(m, cases[0], cluster)
+            deployment = planner(cluster)
         shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
+        if args.format == "lws":
+            from harness.plan import lws
+
+            print(lws.render(lws.manifests(planner, cluster, m.platforms[cases[0].platform], args.image),
+                             deployment.model), end="")
+            return 0
     except PlanError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -480,7 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", required=True)
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
-    p.add_argument("--format", choices=["shell", "json"], default="shell")
+    p.add_argument("--format", choices=["shell", "json", "lws"], default="shell",
+                   help="shell: commands per node; json: the plan, secrets masked; lws: a Kubernetes "
+                        "LeaderWorkerSet, one pod per node, secrets read from the Secret ppconf-secrets")
+    p.add_argument("--image", help="with --format lws: the container image every pod runs")
     p.add_argument("--reference", action="store_true", help="print the case's reference launch instead")
 
     p = add("run", cmd_run, "run a suite for real and append one result per case to DIR/results.jsonl")
