@@ -242,3 +242,28 @@ def test_a_platforms_k8s_resource_is_checked_at_load(matrix_dir):
         load_matrix([matrix_dir.root])
     message = str(err.value.errors[0])
     assert "extra.yaml:6:19: platforms.npu2.k8s_resource" in message and "'ascend 1980'" in message
+
+
+def test_the_checks_refuse_what_kubernetes_would(shipped_m):
+    """check_objects is the oracle of the tests above: it must reject a broken manifest."""
+    import copy
+
+    _, docs = render(shipped_m, "nightly-ascend", GUIDE_MP, load_cluster("a3-2node"))
+    breaks = {
+        "no worker template": lambda d: d[0]["spec"]["leaderWorkerTemplate"].pop("workerTemplate"),
+        "size as a string": lambda d: d[0]["spec"]["leaderWorkerTemplate"].update(size="2"),
+        "unknown restart policy": lambda d: d[0]["spec"]["leaderWorkerTemplate"].update(restartPolicy="Always"),
+        "a field LWS does not have": lambda d: d[0]["spec"].update(leaderWorkerTemplates={}),
+        "a container without a name": lambda d: d[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
+            "containers"][0].pop("name"),
+        "a misspelt container field": lambda d: d[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"][0].update(envFrom_=[]),
+        "a Service port without its port": lambda d: d[1]["spec"]["ports"][0].pop("port"),
+    }
+    check_objects(copy.deepcopy(docs))
+    for what, breaking in breaks.items():
+        broken = copy.deepcopy(docs)
+        breaking(broken)
+        with pytest.raises((jsonschema.ValidationError, ValueError, AssertionError)):
+            check_objects(broken)
+            pytest.fail(f"accepted: {what}")
