@@ -235,20 +235,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
+    if args.format == "lws" and not args.image:
+        raise CliError(
+            "--format lws needs --image IMAGE: the container image, with vLLM (and the platform's "
+            "plugin), that every pod runs"
+        )
+    planner = lambda c: plan(m, cases[0], c)  # noqa: E731 — one case, planned on a cluster
     try:
         if args.reference:
             from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 
             ref = resolve(m, cases[0])
             print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}", file=sys.stderr)
+            planner = lambda c: plan_reference(m, cases[0], c, ref)  # noqa: E731
             try:
-                deployment = plan_reference(m, cases[0], cluster, ref)
+                deployment = planner(cluster)
             except ReferenceUnavailable as err:
                 print(f"error: {err}", file=sys.stderr)
                 return 1
         else:
-            deployment = plan(m, cases[0], cluster)
+            deployment = planner(cluster)
         shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
+        if args.format == "lws":
+            from harness.plan import lws
+
+            print(
+                lws.render(
+                    lws.manifests(planner, cluster, m.platforms[cases[0].platform], args.image), deployment.model
+                ),
+                end="",
+            )
+            return 0
     except PlanError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -310,10 +327,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from harness.progress import Event, Kind
+    from harness.console import progress_display
     from harness.results.meta import write_meta
     from harness.run import RunConfig, SuiteRun
 
@@ -329,37 +343,7 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
     )
     if not _plans_ok(m, suite, cfg.cluster, args.case, args.select):
         return 2
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    ) as bar:
-        task = bar.add_task(suite, total=None)
-
-        def line(head: str, case_id: str, text: str) -> None:
-            bar.console.print(f"{head:18s} {case_id}  {text}", markup=False, highlight=False, soft_wrap=True)
-
-        def progress(event: Event) -> None:
-            case_id = event.case.id if event.case else ""
-            if event.kind is Kind.START:
-                bar.update(task, total=event.total)
-            elif event.kind is Kind.RETRY:
-                bar.advance(task, -event.count)
-                line("RETRY", case_id, event.text)
-            elif event.kind is Kind.RESULT:
-                bar.advance(task)
-                line(event.outcome or "", case_id, event.text)
-            elif event.kind is Kind.NOTICE:
-                bar.console.print(event.text, markup=False, highlight=False, soft_wrap=True)
-            else:
-                bar.update(task, description=f"{suite}: {event.kind.value} {case_id or event.text}")
-
+    with progress_display(suite) as progress:
         runner = SuiteRun(cfg, progress)
         if not args.resume:  # the run adds the nodes' versions when it starts
             ref = args.cluster
@@ -400,7 +384,19 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
 
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
     print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
+    if args.github:
+        _github(suite, run_dir)
     return 1 if summary.failed else 0
+
+
+def _github(suite: str, run_dir: Path) -> None:
+    """Annotations for the failing cases, and the job summary where GitHub Actions asks for one."""
+    from reports import github
+
+    records = store.read(run_dir)  # the whole run, a resumed run's earlier cases included
+    for line in github.error_annotations(records):
+        print(line, flush=True)
+    github.write_job_summary(github.job_summary(suite, records, run_dir / "report" / "support.html"))
 
 
 def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: str | None) -> bool:
@@ -585,7 +581,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", required=True)
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
-    p.add_argument("--format", choices=["shell", "json"], default="shell")
+    p.add_argument(
+        "--format",
+        choices=["shell", "json", "lws"],
+        default="shell",
+        help="shell: commands per node; json: the plan, secrets masked; lws: a Kubernetes "
+        "LeaderWorkerSet, one pod per node, secrets read from the Secret ppconf-secrets",
+    )
+    p.add_argument("--image", help="with --format lws: the container image every pod runs")
     p.add_argument("--reference", action="store_true", help="print the case's reference launch instead")
 
     p = add("run", cmd_run, "run a suite for real and append one result per case to DIR/results.jsonl")
@@ -600,6 +603,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="reuse reference outputs across runs while their launch and every node's stack are unchanged",
+    )
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="for GitHub Actions: an ::error annotation per failing case, and a job summary appended "
+        "to $GITHUB_STEP_SUMMARY when it is set",
     )
 
     p = add("golden", cmd_golden_record, "record a golden: the outputs of a case's reference launch, with its stack")

@@ -212,6 +212,11 @@ class Platform(Strict):
     # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
     # installed one, dotted ("compilation-config.pass_config.enable_sp").
     config_keys: dict[str, ConfigKey] = {}
+    # The Kubernetes extended resource of one device (`plan --format lws` requests a node's
+    # devices as it), written DOMAIN/NAME; unset where pods request no devices.
+    k8s_resource: str | None = Field(
+        None, pattern=r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+    )
 
 
 class Variant(Strict):

@@ -1,0 +1,323 @@
+"""A deployment as Kubernetes runs it: one LeaderWorkerSet (kubernetes-sigs/lws), the way
+vllm-ascend's own multi-node nightly runs its cases, and a Service in front of the leader's API.
+
+A LeaderWorkerSet is a group of pods, one per node rank of the plan: the leader (node rank 0,
+which serves the API) and ``size - 1`` workers (the headless or Ray-worker nodes), all workers
+made from one template. LWS sets in every pod of the group the leader's DNS name
+(``LWS_LEADER_ADDRESS``) and the pod's index (``LWS_WORKER_INDEX``, which is the node rank); a
+pod's own IP comes from the downward API. So the case is planned on a stand-in cluster whose
+node addresses are markers, and each marker is then replaced by what the pod can know: its own
+address by its IP, the leader's by its DNS name. Values reach vLLM through Kubernetes' own
+``$(VAR)`` expansion of command and env, never through a shell parsing them.
+
+Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value or
+JSON config key (``harness.results.redact``'s rule) is read from the Secret ``ppconf-secrets``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from harness.matrix.schema import Platform
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import Deployment, LaunchSpec, PlanError
+from harness.results import redact
+
+API_VERSION = "leaderworkerset.x-k8s.io/v1"
+LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
+WORKER_INDEX = "LWS_WORKER_INDEX"
+POD_IP = "PPCONF_POD_IP"
+SECRET = "ppconf-secrets"
+# the pod labels of vllm-ascend's LWS template, so its Service selector reads the same
+ROLE = "role"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+PART_OF = {"app.kubernetes.io/part-of": "ppconf"}
+# A node's address in the stand-in cluster; `.invalid` names never resolve (RFC 2606), so a
+# marker that escaped replacement fails loudly instead of reaching a real host.
+_MARK = re.compile(r"ppconf-node-(\d+)\.invalid")
+_SECRET_TOKEN = re.compile(r"@@ppconf-secret:([A-Za-z_][A-Za-z0-9_]*)@@")
+
+Planner = Callable[[Cluster], Deployment]
+
+
+class LwsError(PlanError):
+    """The deployment cannot be expressed as one LeaderWorkerSet."""
+
+
+def _mark(rank: int) -> str:
+    return f"ppconf-node-{rank}.invalid"
+
+
+def stand_in(cluster: Cluster, nodes: int) -> Cluster:
+    """``nodes`` copies of the cluster's first node, one per node rank, each with a marker for an
+    address. In a pod the API listens on every interface (the Service routes to it) and vLLM is
+    the image's `vllm`, not a path on the inventory's hosts."""
+    first = cluster.nodes[0]
+    return cluster.model_copy(
+        update={
+            "nodes": [
+                first.model_copy(
+                    update={
+                        "name": f"node{r}",
+                        "host": f"node{r}",
+                        "address": _mark(r),
+                        "bind": None,
+                        "vllm": ["vllm"],
+                        "reach": "local",
+                    }
+                )
+                for r in range(nodes)
+            ]
+        }
+    )
+
+
+def _literal(text: str) -> str:
+    """Text Kubernetes passes on as it is: its expansion turns `$$` into `$`, so every `$` is doubled
+    (a `$(NAME)` in a plan is not a reference to the pod's environment)."""
+    return text.replace("$", "$$")
+
+
+def _ref(name: str) -> str:
+    return f"$({name})"
+
+
+def secret_key(name: str) -> str:
+    """The Secret's key (and the pod's variable) for a secret flag or JSON key: `--api-key` -> API_KEY."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", name.lstrip("-")).strip("_").upper()
+
+
+def _addresses(text: str, rank: int, where: str) -> str:
+    def replace(m: re.Match[str]) -> str:
+        other = int(m[1])
+        if other == rank:
+            return _ref(POD_IP)
+        if other == 0:
+            return _ref(LEADER_ADDRESS)
+        raise LwsError(
+            f"{where} on node rank {rank} needs the address of node rank {other}; a LeaderWorkerSet "
+            f"gives each pod only its leader's address"
+        )
+
+    return _MARK.sub(replace, text)
+
+
+def _value(text: str, rank: int, where: str) -> str:
+    """A plan's string as the manifest writes it: literal, with node addresses and secrets as references."""
+    return _SECRET_TOKEN.sub(lambda m: _ref(m[1]), _addresses(_literal(text), rank, where))
+
+
+def _hide(value: Any, found: list[str]) -> Any:
+    """A JSON config with the value of every secret-looking key replaced by a token for its reference."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, str) and v and redact.secret_name(str(k)):
+                found.append(secret_key(str(k)))
+                out[k] = f"@@ppconf-secret:{found[-1]}@@"
+            else:
+                out[k] = _hide(v, found)
+        return out
+    if isinstance(value, list):
+        return [_hide(v, found) for v in value]
+    return value
+
+
+def _json(word: str) -> Any:
+    """The value of a JSON flag's word (``--kv-transfer-config '{...}'``), else None."""
+    if not word.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(word)
+    except ValueError:
+        return None
+
+
+def _argv(words: tuple[str, ...], rank: int, where: str, secrets: dict[str, None]) -> list[str]:
+    """argv with secret values (flags as ``harness.results.redact.argv`` finds them, and JSON keys)
+    taken from the Secret."""
+    out: list[str] = []
+    secret_next: str | None = None
+    for word in words:
+        if secret_next and not word.startswith("--"):
+            secrets[secret_next] = None
+            out.append(_ref(secret_next))
+            secret_next = None
+            continue
+        secret_next = None
+        if word.startswith("-") and "=" in word and redact.secret_name(word.split("=", 1)[0]):
+            flag = word.split("=", 1)[0]
+            secrets[secret_key(flag)] = None
+            out.append(_value(flag, rank, where) + "=" + _ref(secret_key(flag)))
+            continue
+        if word.startswith("-") and "=" not in word and redact.secret_name(word):
+            secret_next = secret_key(word)
+        found: list[str] = []
+        hidden = _hide(_json(word), found)
+        if found:
+            secrets.update(dict.fromkeys(found))
+            word = json.dumps(hidden, separators=(",", ":"))
+        out.append(_value(word, rank, where))
+    return out
+
+
+def _container(launches: list[LaunchSpec], rank: int, devices: int, platform: Platform, image: str) -> dict:
+    """The one container of a node rank's pod: its launches, all but the last in the background."""
+    envs = []
+    secrets: dict[str, None] = {}
+    for launch in launches:
+        env = {}
+        for k, v in launch.env:
+            if platform.k8s_resource and k == platform.device_env:
+                continue  # the device plugin hands the pod its devices; inside it they are all its own
+            if redact.secret_name(k) and v:
+                secrets[k] = None
+            else:
+                env[k] = _value(v, rank, f"{launch.name}: {k}")
+        envs.append(env)
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    argvs = []
+    for launch, env in zip(launches, envs, strict=True):
+        own = [f"{k}={v}" for k, v in env.items() if k not in common]
+        argv = _argv(launch.argv, rank, launch.name, secrets)
+        argvs.append(["env", *own, *argv] if own else argv)
+    set_env = launches[0].set_env
+    if len(argvs) == 1 and not set_env:
+        command = argvs[0]
+    else:
+        # the words go as arguments, never through the shell's parser; the script only counts them
+        steps = [f"sourced() {{ . {shlex.quote(set_env)}; }}; sourced || exit 1"] if set_env else []
+        steps += [f'"${{@:1:{len(a)}}}" & shift {len(a)}' for a in argvs[:-1]]
+        steps.append('exec "$@"')
+        command = ["/bin/bash", "-c", _literal("; ".join(steps)), "ppconf", *(w for a in argvs for w in a)]
+    env_list: list[dict[str, Any]] = [{"name": POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": SECRET, "key": k}}} for k in secrets]
+    env_list += [{"name": k, "value": v} for k, v in common.items()]
+    container: dict[str, Any] = {"name": "vllm", "image": image, "command": command, "env": env_list}
+    ports = [launch.port for launch in launches if launch.port]
+    if ports:
+        container["ports"] = [{"containerPort": p} for p in ports]
+    if platform.k8s_resource:
+        count = {platform.k8s_resource: str(devices)}
+        container["resources"] = {"limits": count, "requests": dict(count)}
+    # vLLM's processes exchange tensors through shared memory; a container's default /dev/shm is 64 MiB
+    container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    return container
+
+
+def _pod(container: dict, role: str) -> dict:
+    return {
+        "metadata": {"labels": {ROLE: role, **PART_OF}},
+        "spec": {"containers": [container], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]},
+    }
+
+
+def _one_template(workers: list[dict]) -> dict:
+    """The workers' shared template: their containers may differ only where each holds its own node
+    rank, which becomes ``$(LWS_WORKER_INDEX)``."""
+
+    def merge(values: list[Any], path: str) -> Any:
+        first = values[0]
+        if all(v == first for v in values):
+            return first
+        if all(isinstance(v, dict) for v in values) and all(v.keys() == first.keys() for v in values):
+            return {k: merge([v[k] for v in values], f"{path}.{k}") for k in first}
+        if all(isinstance(v, list) for v in values) and all(len(v) == len(first) for v in values):
+            return [merge([v[i] for v in values], f"{path}[{i}]") for i in range(len(first))]
+        if all(v == str(rank) for rank, v in enumerate(values, 1)):
+            return _ref(WORKER_INDEX)
+        raise LwsError(
+            f"the worker pods differ at {path} beyond their node rank ({', '.join(map(str, values))}); "
+            f"a LeaderWorkerSet makes every worker from one template"
+        )
+
+    return merge(workers, "container")
+
+
+def resource_name(case_id: str) -> str:
+    """A DNS-1035 name for the case: readable, short enough for the pods' names, and unique by a hash."""
+    slug = re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")[:40].strip("-")
+    return f"ppconf-{slug}-{hashlib.sha256(case_id.encode()).hexdigest()[:6]}"
+
+
+def manifests(planner: Planner, cluster: Cluster, platform: Platform, image: str) -> list[dict]:
+    """The LeaderWorkerSet and the leader's API Service of the deployment ``planner`` makes."""
+    first = planner(cluster)
+    assert first.placement is not None  # plan() always places a deployment
+    nodes = len(first.placement.nodes)
+    d = planner(stand_in(cluster, nodes))
+    assert d.placement is not None
+    by_rank: list[list[LaunchSpec]] = [[] for _ in range(nodes)]
+    for launch in d.launches:
+        by_rank[int(launch.node.removeprefix("node"))].append(launch)
+    api = d.launch(d.api)
+    if api.node != "node0" or api.port is None:
+        raise LwsError(
+            f"{d.api} serves the API from node rank {api.node.removeprefix('node')}; a LeaderWorkerSet's "
+            f"leader is node rank 0"
+        )
+    containers = [
+        _container(launches, rank, len(d.placement.nodes[rank][1]), platform, image)
+        for rank, launches in enumerate(by_rank)
+    ]
+    name = resource_name(d.case_ids[0])
+    group: dict[str, Any] = {"size": nodes, "restartPolicy": "RecreateGroupOnPodRestart"}
+    if nodes == 1:
+        group["workerTemplate"] = _pod(containers[0], "leader")  # a group of one: the leader alone
+    else:
+        group["leaderTemplate"] = _pod(containers[0], "leader")
+        group["workerTemplate"] = _pod(_one_template(containers[1:]), "worker")
+    lws = {
+        "apiVersion": API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": dict(PART_OF), "annotations": {"ppconf/case": d.case_ids[0]}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": group},
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-api", "labels": dict(PART_OF)},
+        "spec": {
+            "selector": {LWS_NAME_LABEL: name, ROLE: "leader"},
+            "ports": [{"name": "http", "port": api.port, "targetPort": api.port}],
+        },
+    }
+    return [lws, service]
+
+
+def secrets_needed(docs: list[dict]) -> list[str]:
+    keys = []
+    for doc in docs:
+        group = doc.get("spec", {}).get("leaderWorkerTemplate", {})
+        for template in (group.get("leaderTemplate"), group.get("workerTemplate")):
+            for c in (template or {}).get("spec", {}).get("containers", []):
+                keys += [
+                    e["valueFrom"]["secretKeyRef"]["key"] for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})
+                ]
+    return list(dict.fromkeys(keys))
+
+
+def render(docs: list[dict], model: str) -> str:
+    """The manifests as YAML, after a comment that says how to apply them."""
+    lws = docs[0]
+    size = lws["spec"]["leaderWorkerTemplate"]["size"]
+    head = [
+        f"ppconf: {lws['metadata']['annotations']['ppconf/case']} as a LeaderWorkerSet of {size} pod(s), "
+        f"one per node (the leader serves the API through the Service {docs[1]['metadata']['name']})",
+        "Needs the LeaderWorkerSet controller (https://lws.sigs.k8s.io). Apply: kubectl apply -f THIS_FILE",
+        f"The model ({model}) must be at that path in every pod: mount it, or bake it into the image.",
+    ]
+    keys = secrets_needed(docs)
+    if keys:
+        head.append(
+            f"First: kubectl create secret generic {SECRET} " + " ".join(f"--from-literal={k}=..." for k in keys)
+        )
+    text = "".join(f"# {line}\n" for line in head)
+    return text + yaml.safe_dump_all(docs, sort_keys=False, width=2**31 - 1)

@@ -1,0 +1,218 @@
+"""CI-native output: one plain line per verdict off a terminal, GitHub annotations and job summary."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.cases.case import Case, Expectation
+from harness.cli import _github
+from harness.console import event_line, one_line, progress_display, verdict_line
+from harness.progress import Event, Kind
+from reports import github
+from tests.records import record
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _case(case_id: str) -> Case:
+    return Case(
+        id=case_id,
+        suite="s",
+        platform="cpu",
+        family="f",
+        variant="default",
+        topology="t",
+        partition="auto",
+        features=(),
+        attrs={},
+        expectation=Expectation("supported"),
+    )
+
+
+def test_a_verdict_is_one_line_whatever_its_reason():
+    line = verdict_line("BAD_REJECT", "f/pp2/auto/none", "exited 1:\n  Traceback (most recent call last):\r\n\tboom")
+    assert line == "BAD_REJECT         f/pp2/auto/none  exited 1: Traceback (most recent call last): boom"
+    assert one_line("a\n\n  b\tc ") == "a b c"
+
+
+def test_event_lines():
+    case = _case("q/pp2/1,4/none")
+    assert event_line(Event(Kind.RESULT, "ok", case, outcome="PASS")) == "PASS               q/pp2/1,4/none  ok"
+    assert event_line(Event(Kind.RETRY, "infra", case, count=2)).startswith("RETRY              q/pp2/1,4/none")
+    assert event_line(Event(Kind.LAUNCH, "2 launches", case)) == "launch             q/pp2/1,4/none  2 launches"
+    assert event_line(Event(Kind.NOTICE, "stopped 1 group\nleft behind")) == "stopped 1 group left behind"
+
+
+def test_off_a_terminal_the_display_is_plain_lines():
+    out = io.StringIO()  # not a terminal, like a CI log
+    with progress_display("s", out) as sink:
+        sink(Event(Kind.START, "2 of 2 cases to run", total=2))
+        sink(Event(Kind.RESULT, "reason " * 40 + "\nmore", _case("a/b"), outcome="FAIL"))
+        sink(Event(Kind.RESULT, "fine", _case("c/d"), outcome="PASS"))
+    lines = out.getvalue().splitlines()
+    assert [line.split()[0] for line in lines] == ["start", "FAIL", "PASS"]
+    assert lines[1].endswith("reason more") and len(lines[1]) > 280  # not wrapped at 80 columns
+    assert "\x1b" not in out.getvalue() and "\r" not in out.getvalue()  # no colours, no bar redraws
+
+
+def _unescape_data(text: str) -> str:
+    """The runner's unescaping of a workflow command's message (actions/runner ActionCommand)."""
+    return text.replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
+
+
+def _unescape_property(text: str) -> str:
+    return text.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+
+
+def test_escaping_follows_the_workflow_command_rules():
+    assert github.escape_data("50% of\r\nit") == "50%25 of%0D%0Ait"
+    assert github.escape_property("a/1,4:x%") == "a/1%2C4%3Ax%25"
+    assert github.command("error", "x\ny", title="FAIL q/1,4") == "::error title=FAIL q/1%2C4::x%0Ay"
+
+
+@given(st.text())
+def test_escaped_text_reads_back_and_stays_on_one_line(text):
+    data, prop = github.escape_data(text), github.escape_property(text)
+    assert _unescape_data(data) == text and _unescape_property(prop) == text
+    assert "\n" not in data + prop and "\r" not in data + prop
+    assert ":" not in prop and "," not in prop
+
+
+def test_an_annotation_per_failing_case_on_the_rule_that_claimed_it(tmp_path):
+    where = {"kind": "supported", "where": "matrices/cpu/rules.yaml:61:5"}
+    records = [
+        record("q/pp2/1,4/none", "FAIL", reason="accuracy: first divergence at token 3\nof 12", expectation=where),
+        record("q/pp2/auto/none", "PASS"),
+        record("q/pp2/auto/x", "XFAIL"),
+        record("q/pp2/auto/y", "SKIP"),
+        record(
+            "q/pp2/auto/z",
+            "ERROR",
+            reason="port taken",
+            expectation={"kind": "supported", "where": "/elsewhere/rules.yaml:3:1"},
+        ),
+    ]
+    lines = github.error_annotations(records, env={"GITHUB_WORKSPACE": str(tmp_path)})
+    assert lines == [
+        "::error title=FAIL q/pp2/1%2C4/none,file=matrices/cpu/rules.yaml,line=61::"
+        "accuracy: first divergence at token 3%0Aof 12",
+        "::error title=ERROR q/pp2/auto/z::port taken",
+    ]  # outside the checkout: no file
+    inside = [record("q/a", "BAD_REJECT", expectation={"kind": "rejected", "where": f"{tmp_path}/m/r.yaml:7:3"})]
+    assert ",file=m/r.yaml,line=7::" in github.error_annotations(inside, env={"GITHUB_WORKSPACE": str(tmp_path)})[0]
+
+
+def test_annotations_stop_at_githubs_limit_and_count_the_rest():
+    records = [record(f"q/{i}", "FAIL") for i in range(13)]
+    lines = github.error_annotations(records, env={})
+    assert len(lines) == github.MAX_ANNOTATIONS + 1
+    assert lines[-1].startswith("::error title=3 more failing cases::")
+
+
+def test_the_job_summary_counts_lists_failures_and_links_the_report():
+    records = [
+        record("q/pp2/1,4/none", "FAIL", reason="a | b\n<script>"),
+        record("q/ok", "PASS"),
+        record("q/ok2", "PASS"),
+        record("q/s", "SKIP"),
+    ]
+    env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42"}
+    text = github.job_summary("nightly", records, Path("runs/n/report/support.html"), env)
+    assert "4 cases, **1 failing**" in text
+    assert "| PASS | 2 | no |" in text and "| FAIL | 1 | yes |" in text and "| SKIP | 1 | no |" in text
+    assert "| FAIL | q/pp2/1,4/none | a \\| b &lt;script&gt; |" in text
+    url = "https://github.com/o/r/actions/runs/42"
+    assert f"`runs/n/report/support.html` — in the artifacts of [this run]({url})" in text
+    assert "Failing cases" not in github.job_summary("nightly", records[1:], Path("r"), {})
+
+
+def test_github_output_of_a_finished_run(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        record("q/a", "ERROR", reason="first try"),
+        record("q/a", "FAIL", reason="the retry's verdict"),
+        record("q/b", "PASS"),
+    ]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    _github("s", run)
+    assert capsys.readouterr().out == "::error title=FAIL q/a::the retry's verdict\n"  # the case's last verdict
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## ppconf: s\n") and "2 cases, **1 failing**" in text  # appended
+
+
+@pytest.mark.slow
+def test_ppconf_run_off_a_terminal_prints_one_line_per_verdict(tmp_path):
+    """A private suite whose every case is unsupported here: verdicts are recorded, nothing launches."""
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "ci.yaml").write_text("""\
+suites:
+  ci-output:
+    title: cases that never launch
+    platform: cpu
+    groups:
+      - families: [qwen3-tiny]
+        topologies: [pp2-tp1-mp, pp2-tp1-2node-mp]
+        partitions: [auto, "1,4"]
+rules:
+  - when: suite == "ci-output"
+    expect: unsupported-on-platform
+    reason: "first line of the reason\\n\\nand a second one, long enough that a wrap at eighty columns would break it"
+    why: verdicts without a launch
+""")
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "COLUMNS": "80"}
+    env.pop("FORCE_COLOR", None)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--matrices",
+            str(REPO / "matrices"),
+            "--matrices",
+            str(private),
+            "--suite",
+            "ci-output",
+            "--out",
+            str(tmp_path / "run"),
+            "--github",
+        ],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    verdicts = [line for line in out.stderr.splitlines() if line.split(" ", 1)[0] == "SKIP"]
+    reason = (
+        "unsupported on this platform: first line of the reason and a second one, long enough that a wrap "
+        "at eighty columns would break it"
+    )
+    assert sorted(verdicts) == sorted(
+        f"SKIP               {case}  {reason}"
+        for case in (
+            "qwen3-tiny/pp2-tp1-mp/auto/none",
+            "qwen3-tiny/pp2-tp1-mp/1,4/none",
+            "qwen3-tiny/pp2-tp1-2node-mp/auto/none",
+            "qwen3-tiny/pp2-tp1-2node-mp/1,4/none",
+        )
+    )
+    assert "\x1b" not in out.stderr and "\r" not in out.stderr
+    assert "::error" not in out.stdout  # nothing failed
+    assert "| SKIP | 4 | no |" in summary.read_text()
