@@ -62,7 +62,7 @@ def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
 
 
 @dataclass
-class Verdict:
+class SignOff:
     ok: bool
     reasons: list[str]
     page: str
@@ -76,7 +76,7 @@ def _one_line(text: object) -> str:
 
 def signoff(
     run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str, today: datetime.date | None = None
-) -> Verdict:
+) -> SignOff:
     """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged.
     A string instead says why the claims could not be known: then coverage cannot be checked and
     the answer is NO."""
@@ -136,7 +136,7 @@ def signoff(
         )
     else:
         page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
-    return Verdict(ok, reasons, "\n".join(page) + "\n")
+    return SignOff(ok, reasons, "\n".join(page) + "\n")
 
 
 def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:

@@ -169,7 +169,7 @@ def load_durations(path: Path | str) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Entry:
+class ScheduledLaunch:
     need: Need
     start: float
     end: float
@@ -192,7 +192,7 @@ class Unplaceable:
 class Schedule:
     cluster: str
     nodes: tuple[tuple[str, int], ...]  # node name, device count
-    entries: tuple[Entry, ...]  # by start time
+    entries: tuple[ScheduledLaunch, ...]  # by start time
     unplaceable: tuple[Unplaceable, ...] = ()
     no_launch: tuple[str, ...] = ()  # cases recorded without a launch (unsupported here, no claim)
     seconds: float = 0.0  # the scheduler's own time (filled in by the caller that measures it)
@@ -342,7 +342,7 @@ def simulate(
 
     free: Free = {n: set(d) for n, d in empty.items()}
     running: list[tuple[float, int, Placement]] = []  # heap of (end, seq, placement)
-    entries: list[Entry] = []
+    entries: list[ScheduledLaunch] = []
     now = 0.0
     seq = 0
     while pending:
@@ -374,7 +374,7 @@ def simulate(
             _take(free, placement)
             heapq.heappush(running, (now + seconds, seq, placement))
             seq += 1
-            entries.append(Entry(need, now, now + seconds, placement, known))
+            entries.append(ScheduledLaunch(need, now, now + seconds, placement, known))
         pending = waiting
         if not pending:
             break
