@@ -116,6 +116,7 @@ class Trend:
     unit: str
     values: list[tuple[RunView, float | None]]
     step: tuple[RunView, float, float] | None  # the run where it moved, median before, median after
+    deployments: list[str]  # the deployment keys it ran in over the window: a second one is a changed launch
 
     @property
     def shown(self) -> str:
@@ -273,14 +274,15 @@ def _step(values: list[tuple[RunView, float | None]], threshold: float) -> tuple
 
 def _trends(case: str, window: list[tuple[RunView, IndexedCase | None]]) -> list[Trend]:
     out = []
+    keys = list(dict.fromkeys(c.plan_key for _, c in window if c and c.plan_key))
     ready = [(rv, c.ready_s if c else None) for rv, c in window]
     if any(v is not None for _, v in ready):
-        out.append(Trend(case, "startup", "s", ready, _step(ready, STEP)))
+        out.append(Trend(case, "startup", "s", ready, _step(ready, STEP), keys))
     stages = sorted({s[0] for _, c in window if c for s in c.stages})
     for k in stages:
         values = [(rv, next((s[2] for s in c.stages if s[0] == k), None) if c else None) for rv, c in window]
         if any(v is not None for _, v in values):
-            out.append(Trend(case, f"stage {k} forward", "ms", values, _step(values, STEP)))
+            out.append(Trend(case, f"stage {k} forward", "ms", values, _step(values, STEP), keys))
     return out
 
 

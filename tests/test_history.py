@@ -184,7 +184,8 @@ def test_flip_rate_and_waiver_suggestions(tmp_path):
 
 def test_trends_show_a_startup_step_and_stage_times(tmp_path):
     ready = [50.0, 51.0, 80.0, 81.0]
-    runs = [make_run(tmp_path / f"r{i}", [tuned("q/pp2/auto/none", ready_s=r, step_ms=(0.6, 0.4 + i / 100))], day=i)
+    runs = [make_run(tmp_path / f"r{i}", [tuned("q/pp2/auto/none", ready_s=r, step_ms=(0.6, 0.4 + i / 100),
+                                                plan_key="d1" if i < 2 else "d2")], day=i)
             for i, r in enumerate(ready)]
     h = history(tmp_path, runs)
     startup, stage0, stage1 = h.suites[0].trends
@@ -193,8 +194,10 @@ def test_trends_show_a_startup_step_and_stage_times(tmp_path):
     assert startup.spark == "▁▁██"
     assert stage0.metric == "stage 0 forward" and stage0.step is None  # flat
     assert stage1.step is None  # 0.40 → 0.43 ms moves less than a fifth
+    assert startup.deployments == ["d1", "d2"]  # the launch changed where the startup time stepped
     page = render(h, tmp_path / "out", "i")[1].read_text()
     assert page.count("<svg class=\"spark\"") == 3 and 'class="step"' in page and "50.5 → 80.5 s" in page
+    assert "<td>d1 → d2</td>" in page
 
 
 def test_stack_change_is_seen_by_the_next_run_of_any_suite(tmp_path):

@@ -24,6 +24,7 @@ Schema (``PRAGMA user_version`` = ``VERSION``)::
           waiver TEXT,       -- 'known-issue' | 'flaky' | NULL: the waiver kind of that claim
           outcome TEXT, reason TEXT, fails_run INTEGER,
           duration_s REAL, ready_s REAL,
+          plan_key TEXT,     -- the deployment the case ran in (same launches, same key across runs)
           PRIMARY KEY (run_id, case_id))
     stages(run_id, case_id REFERENCES cases ON DELETE CASCADE, stage INTEGER, layers INTEGER,
            step_ms REAL, peak_mib REAL,   -- observation.tuning, where the case measured it
@@ -55,7 +56,7 @@ CREATE TABLE IF NOT EXISTS cases (
     suite TEXT NOT NULL, family TEXT NOT NULL, variant TEXT NOT NULL, topology TEXT NOT NULL,
     platform TEXT NOT NULL, partition TEXT NOT NULL, features TEXT NOT NULL, expectation TEXT NOT NULL,
     waiver TEXT, outcome TEXT NOT NULL, reason TEXT NOT NULL, fails_run INTEGER NOT NULL,
-    duration_s REAL, ready_s REAL,
+    duration_s REAL, ready_s REAL, plan_key TEXT,
     PRIMARY KEY (run_id, case_id));
 CREATE TABLE IF NOT EXISTS stages (
     run_id TEXT NOT NULL, case_id TEXT NOT NULL, stage INTEGER NOT NULL, layers INTEGER NOT NULL,
@@ -100,6 +101,7 @@ class IndexedCase:
     fails_run: bool
     duration_s: float | None
     ready_s: float | None
+    plan_key: str | None
     # (stage, layers, step_ms, peak_mib) per PP stage, from observation.tuning
     stages: tuple[tuple[int, int, float | None, float | None], ...] = ()
 
@@ -177,12 +179,12 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
             exp = r["expectation"]
             obs = r.get("observation") or {}
             fails = r.get("fails_run")
-            conn.execute("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+            conn.execute("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
                 run.run_id, r["case"], r["suite"], r["family"], r["variant"], r["topology"], r["platform"],
                 r["partition"], json.dumps(r["features"]), json.dumps(exp, sort_keys=True),
                 exp.get("kind") if exp.get("kind") in ("known-issue", "flaky") else None,
                 r["outcome"], r["reason"], int(Outcome(r["outcome"]).fails_run if fails is None else bool(fails)),
-                r.get("duration_s"), obs.get("ready_s")))
+                r.get("duration_s"), obs.get("ready_s"), r.get("plan_key")))
             conn.executemany("INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?)",
                              [(run.run_id, r["case"], *s) for s in _stages(obs)])
     return run, len(records), existed
@@ -206,11 +208,11 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
         stages.setdefault((run, case), []).append(tuple(s))
     out = []
     for row in conn.execute(f"SELECT c.run_id, case_id, c.suite, family, variant, topology, platform, partition, "
-                            f"features, expectation, waiver, outcome, reason, fails_run, duration_s, ready_s "
-                            f"FROM cases c JOIN runs r USING (run_id) {where} ORDER BY case_id", params):
+                            f"features, expectation, waiver, outcome, reason, fails_run, duration_s, ready_s, "
+                            f"plan_key FROM cases c JOIN runs r USING (run_id) {where} ORDER BY case_id", params):
         (run, case, suite_, family, variant, topology, platform, partition, features, expectation, waiver,
-         outcome, reason, fails, duration, ready) = row
+         outcome, reason, fails, duration, ready, plan_key) = row
         out.append(IndexedCase(run, case, suite_, family, variant, topology, platform, partition,
                                tuple(json.loads(features)), json.loads(expectation), waiver, outcome, reason,
-                               bool(fails), duration, ready, tuple(stages.get((run, case), ()))))
+                               bool(fails), duration, ready, plan_key, tuple(stages.get((run, case), ()))))
     return out
