@@ -517,6 +517,47 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from harness.results import index
+
+    for run_dir in args.run_dirs:
+        store.check_run_dir(run_dir)  # every directory is checked before the index is touched
+    try:
+        conn = index.connect(args.index)
+    except index.IndexFileError as err:
+        raise CliError(str(err)) from None
+    try:
+        for run_dir in args.run_dirs:
+            run, count, existed = index.ingest(conn, run_dir)
+            print(
+                f"{run_dir}: run {run.run_id} ({run.suite}, started {run.started}), {count} cases "
+                f"{'replaced' if existed else 'added'}"
+            )
+    finally:
+        conn.close()
+    print(f"index: {args.index}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness.results.index import IndexFileError
+    from reports.history import write_history
+
+    if args.last < 1:
+        raise CliError(f"--last {args.last}: give a number of runs, 1 or more")
+    if not 0 < args.flaky_rate <= 1:
+        raise CliError(f"--flaky-rate {args.flaky_rate}: give a fraction in (0, 1]")
+    if args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out {args.out}: exists and is not a directory")
+    try:
+        md, html = write_history(args.index, args.out, args.last, args.suite, args.flaky_rate)
+    except IndexFileError as err:
+        raise CliError(str(err)) from None
+    print(md)
+    print(html)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -656,6 +697,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", default="ascend", help="compare with the suites of this platform (default: ascend)")
     p.add_argument("--suite", action="append", help="compare with these suites instead")
     p.add_argument("--run", type=Path, help="also compare with what this run observed")
+
+    from harness.results.index import DEFAULT_INDEX
+    from reports.history import DEFAULT_LAST, FLAKY_RATE
+
+    p = add("ingest", cmd_ingest, "add run directories to the results index (a run ingested again is replaced)")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("--index", type=Path, default=DEFAULT_INDEX, help=f"the SQLite index (default: {DEFAULT_INDEX})")
+
+    p = add(
+        "history",
+        cmd_history,
+        "render every cell's and case's outcomes over the last runs, the stack changes, "
+        "flip rates and timing trends from the results index",
+    )
+    p.add_argument("--index", type=Path, default=DEFAULT_INDEX, help=f"the SQLite index (default: {DEFAULT_INDEX})")
+    p.add_argument("--out", type=Path, required=True, help="directory for history.md and history.html")
+    p.add_argument(
+        "--last", type=int, default=DEFAULT_LAST, help=f"runs of each suite to show (default: {DEFAULT_LAST})"
+    )
+    p.add_argument("--suite", help="only this suite (default: every suite in the index)")
+    p.add_argument(
+        "--flaky-rate",
+        type=float,
+        default=FLAKY_RATE,
+        help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})",
+    )
     return parser
 
 

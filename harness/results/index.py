@@ -1,0 +1,300 @@
+"""The results index: many runs in one SQLite file, so history needs no re-reading of every
+results.jsonl.
+
+    ppconf ingest runs/nightly-* --index runs/index.sqlite
+
+A run is keyed by ``run_id``, the first 16 hex digits of sha256(started, suite, absolute path of
+the run directory): ingesting a run again (after a resume added cases, or by mistake) replaces
+that run's rows, never adds a second copy. Records are read through the results store, so they
+are validated, one per case (the last repeat wins), with reasons already masked.
+
+Schema (``PRAGMA user_version`` = ``VERSION``)::
+
+    runs(run_id TEXT PRIMARY KEY,
+         path TEXT,          -- the run directory, absolute, as ingested
+         suite TEXT,         -- run.json's suite (else the records')
+         started TEXT,       -- ISO 8601 in UTC, orders the runs
+         cluster TEXT, network TEXT,     -- run.json's (NULL when it has none)
+         versions TEXT,      -- JSON {node: {distribution: version}}: the stack the run started on
+         ingested TEXT)      -- when this row was written
+    cases(run_id TEXT REFERENCES runs ON DELETE CASCADE, case_id TEXT,
+          suite, family, variant, topology, platform, partition TEXT,
+          features TEXT,     -- JSON list, in the case's order
+          expectation TEXT,  -- JSON: the claim the case was judged against
+          waiver TEXT,       -- 'known-issue' | 'flaky' | NULL: the waiver kind of that claim
+          outcome TEXT, reason TEXT, fails_run INTEGER,
+          duration_s REAL, ready_s REAL,
+          plan_key TEXT,     -- the deployment the case ran in (same launches, same key across runs)
+          PRIMARY KEY (run_id, case_id))
+    stages(run_id, case_id REFERENCES cases ON DELETE CASCADE, stage INTEGER, layers INTEGER,
+           step_ms REAL, peak_mib REAL,   -- observation.tuning, where the case measured it
+           PRIMARY KEY (run_id, case_id, stage))
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.check.judge import Outcome
+from harness.results import store
+
+DEFAULT_INDEX = Path("runs") / "index.sqlite"
+VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, path TEXT NOT NULL, suite TEXT NOT NULL, started TEXT NOT NULL,
+    cluster TEXT, network TEXT, versions TEXT NOT NULL, ingested TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, case_id TEXT NOT NULL,
+    suite TEXT NOT NULL, family TEXT NOT NULL, variant TEXT NOT NULL, topology TEXT NOT NULL,
+    platform TEXT NOT NULL, partition TEXT NOT NULL, features TEXT NOT NULL, expectation TEXT NOT NULL,
+    waiver TEXT, outcome TEXT NOT NULL, reason TEXT NOT NULL, fails_run INTEGER NOT NULL,
+    duration_s REAL, ready_s REAL, plan_key TEXT,
+    PRIMARY KEY (run_id, case_id));
+CREATE TABLE IF NOT EXISTS stages (
+    run_id TEXT NOT NULL, case_id TEXT NOT NULL, stage INTEGER NOT NULL, layers INTEGER NOT NULL,
+    step_ms REAL, peak_mib REAL,
+    PRIMARY KEY (run_id, case_id, stage),
+    FOREIGN KEY (run_id, case_id) REFERENCES cases(run_id, case_id) ON DELETE CASCADE);
+CREATE INDEX IF NOT EXISTS runs_by_suite ON runs(suite, started);
+CREATE INDEX IF NOT EXISTS cases_by_case ON cases(suite, case_id);
+"""
+
+
+class IndexFileError(ValueError):
+    """An index file that cannot be opened or read as one; the message names the file."""
+
+
+@dataclass(frozen=True)
+class IndexedRun:
+    run_id: str
+    path: str
+    suite: str
+    started: str
+    cluster: str | None
+    network: str | None
+    versions: dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class IndexedCase:
+    run_id: str
+    case: str
+    suite: str
+    family: str
+    variant: str
+    topology: str
+    platform: str
+    partition: str
+    features: tuple[str, ...]
+    expectation: dict[str, Any]
+    waiver: str | None
+    outcome: str
+    reason: str
+    fails_run: bool
+    duration_s: float | None
+    ready_s: float | None
+    plan_key: str | None
+    # (stage, layers, step_ms, peak_mib) per PP stage, from observation.tuning
+    stages: tuple[tuple[int, int, float | None, float | None], ...] = ()
+
+
+def connect(path: Path, create: bool = True) -> sqlite3.Connection:
+    """The index at ``path``, its schema in place. Without ``create``, a missing file is an error."""
+    if not path.exists() and not create:
+        raise IndexFileError(f"{path}: no such index; make it with `ppconf ingest RUN_DIR... --index {path}`")
+    if path.exists() and not path.is_file():
+        raise IndexFileError(f"{path} is not a file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, VERSION):
+            raise IndexFileError(f"{path}: an index of schema version {version}; this ppconf reads version {VERSION}")
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA user_version = {VERSION}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as err:
+        conn.close()
+        raise IndexFileError(f"{path}: not a results index ({err})") from None
+    except IndexFileError:
+        conn.close()
+        raise
+    return conn
+
+
+def _utc(text: str) -> str:
+    """ISO 8601 in UTC, so that text order is time order (a naive time is taken as UTC)."""
+    t = datetime.datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.UTC)
+    return t.astimezone(datetime.UTC).isoformat(timespec="seconds")
+
+
+def run_id(started: str, suite: str, run_dir: Path) -> str:
+    key = "\0".join((_utc(started), suite, str(Path(run_dir).resolve())))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _stages(obs: dict[str, Any]) -> list[tuple[int, int, float | None, float | None]]:
+    tuning = obs.get("tuning") or {}
+    return [(s["stage"], s["layers"], s.get("step_ms"), s.get("peak_mib")) for s in tuning.get("stages", [])]
+
+
+def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bool]:
+    """Add (or replace) one run: its row, its cases, their stage timings. Returns the run, the
+    number of cases and whether the run was in the index before."""
+    store.check_run_dir(run_dir)
+    meta = store.read_meta(run_dir)
+    records = store.read(run_dir)
+    started = meta.get("started") or min((r["started"] for r in records if r.get("started")), default=None)
+    if not started:
+        raise store.RunDirError(
+            f"{run_dir}: no start time (run.json has no 'started' and no record has one), "
+            f"so the run cannot be placed in history"
+        )
+    suites = sorted({r["suite"] for r in records})
+    suite = meta.get("suite") or (suites[0] if len(suites) == 1 else None)
+    if not suite:
+        raise store.RunDirError(
+            f"{run_dir}: run.json names no suite and the records name {', '.join(suites) or 'none'}"
+        )
+    versions = dict(meta.get("versions") or {})
+    for r in records:  # a run without run.json still knows its stack from its records
+        for node, v in (r.get("versions") or {}).items():
+            versions.setdefault(node, v)
+    run = IndexedRun(
+        run_id(started, suite, run_dir),
+        str(Path(run_dir).resolve()),
+        suite,
+        _utc(started),
+        meta.get("cluster"),
+        meta.get("network"),
+        versions,
+    )
+    with conn:
+        existed = conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,)).rowcount > 0
+        conn.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id,
+                run.path,
+                run.suite,
+                run.started,
+                run.cluster,
+                run.network,
+                json.dumps(versions, sort_keys=True),
+                datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            ),
+        )
+        for r in records:
+            exp = r["expectation"]
+            obs = r.get("observation") or {}
+            fails = r.get("fails_run")
+            conn.execute(
+                "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    r["case"],
+                    r["suite"],
+                    r["family"],
+                    r["variant"],
+                    r["topology"],
+                    r["platform"],
+                    r["partition"],
+                    json.dumps(r["features"]),
+                    json.dumps(exp, sort_keys=True),
+                    exp.get("kind") if exp.get("kind") in ("known-issue", "flaky") else None,
+                    r["outcome"],
+                    r["reason"],
+                    int(Outcome(r["outcome"]).fails_run if fails is None else bool(fails)),
+                    r.get("duration_s"),
+                    obs.get("ready_s"),
+                    r.get("plan_key"),
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?)", [(run.run_id, r["case"], *s) for s in _stages(obs)]
+            )
+    return run, len(records), existed
+
+
+def runs(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedRun]:
+    """Every run (of ``suite``), oldest first."""
+    where, params = ("WHERE suite = ?", (suite,)) if suite else ("", ())
+    rows = conn.execute(
+        f"SELECT run_id, path, suite, started, cluster, network, versions FROM runs {where} ORDER BY started, run_id",
+        params,
+    ).fetchall()
+    return [
+        IndexedRun(run_id, path, suite_, started, cluster, network, json.loads(versions))
+        for run_id, path, suite_, started, cluster, network, versions in rows
+    ]
+
+
+def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCase]:
+    """The cases of every run (of ``suite``), with their stage timings."""
+    where, params = ("WHERE r.suite = ?", (suite,)) if suite else ("", ())
+    stages: dict[tuple[str, str], list] = {}
+    for run, case, *s in conn.execute(
+        f"SELECT s.run_id, s.case_id, stage, layers, step_ms, peak_mib FROM stages s "
+        f"JOIN runs r USING (run_id) {where} ORDER BY stage",
+        params,
+    ):
+        stages.setdefault((run, case), []).append(tuple(s))
+    out = []
+    for row in conn.execute(
+        f"SELECT c.run_id, case_id, c.suite, family, variant, topology, platform, partition, "
+        f"features, expectation, waiver, outcome, reason, fails_run, duration_s, ready_s, "
+        f"plan_key FROM cases c JOIN runs r USING (run_id) {where} ORDER BY case_id",
+        params,
+    ):
+        (
+            run,
+            case,
+            suite_,
+            family,
+            variant,
+            topology,
+            platform,
+            partition,
+            features,
+            expectation,
+            waiver,
+            outcome,
+            reason,
+            fails,
+            duration,
+            ready,
+            plan_key,
+        ) = row
+        out.append(
+            IndexedCase(
+                run,
+                case,
+                suite_,
+                family,
+                variant,
+                topology,
+                platform,
+                partition,
+                tuple(json.loads(features)),
+                json.loads(expectation),
+                waiver,
+                outcome,
+                reason,
+                bool(fails),
+                duration,
+                ready,
+                plan_key,
+                tuple(stages.get((run, case), ())),
+            )
+        )
+    return out
