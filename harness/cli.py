@@ -19,7 +19,8 @@ from harness.matrix.lint import lint
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster
-from harness.plan.deployment import PlanError, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import PlanError
 from harness.results import store
 from harness.results.lock import RunBusy, run_lock
 from harness.target.model_config import LayerCounts

@@ -21,7 +21,8 @@ from harness.check.observe import Observer
 from harness.check.reference_runs import ReferenceRuns
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, group_deployments, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import Deployment, group_deployments
 from harness.progress import Event, Kind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 
 from harness.check import logs
-from harness.plan.deployment import LaunchSpec, PlanError
+from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
 from harness.target.versions import stack

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.plan.deployment import LaunchSpec
+from harness.plan.launch import LaunchSpec
 
 
 @dataclass

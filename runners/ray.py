@@ -57,7 +57,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from harness.plan.deployment import LaunchSpec
+from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
 from runners.local import LocalHandle, LocalNodeRunner
 from runners.output import NodeOutput

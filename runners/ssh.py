@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.plan.cluster import Cluster, Node
-from harness.plan.deployment import LaunchSpec
+from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.

@@ -206,7 +206,7 @@ def spec_to_json(spec) -> dict:
 
 def serve(address: str) -> None:
     """The driver side: one JSON command per stdin line, one JSON answer per stdout line."""
-    from harness.plan.deployment import LaunchSpec
+    from harness.plan.launch import LaunchSpec
     from runners.ray import RayNodeRunner
 
     runner = RayNodeRunner(address)

@@ -13,7 +13,8 @@ import pytest
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
 from harness.plan.cluster import load_cluster
-from harness.plan.deployment import PlanError, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import PlanError
 from harness.target.model_config import LayerCounts
 from reports.drift import docs_drift
 

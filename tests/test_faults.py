@@ -22,7 +22,7 @@ from harness.check.watch import watch_request  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
 from harness.matrix.schema import Compare  # noqa: E402
 from harness.plan.cluster import load_cluster  # noqa: E402
-from harness.plan.deployment import Ports  # noqa: E402
+from harness.plan.launch import Ports  # noqa: E402
 from harness.results import store as results  # noqa: E402
 from harness.run import RunConfig, SuiteRun  # noqa: E402
 from runners.reaper import MARKER  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
-from harness.plan.deployment import Deployment, LaunchSpec, PlanError
+from harness.plan.launch import Deployment, LaunchSpec, PlanError
 from harness.results.repro import write_bundle
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from harness.check.live import LiveDeployment as Live
 from harness.check.live import free_port
-from harness.plan.deployment import Deployment, LaunchSpec
+from harness.plan.launch import Deployment, LaunchSpec
 from tests.test_local_runner import TREE, group_members
 
 

@@ -4,7 +4,8 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.plan.cluster import load_cluster
-from harness.plan.deployment import Ports, group_deployments, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import Ports, group_deployments
 
 
 def case(m, suite, cid):
@@ -173,7 +174,7 @@ def test_identical_launches_share_a_deployment(shipped):
 
 
 def test_cluster_too_small_is_a_clear_error(shipped):
-    from harness.plan.deployment import PlanError
+    from harness.plan.launch import PlanError
 
     with pytest.raises(PlanError, match="cannot hold"):
         plan(

@@ -1,7 +1,7 @@
 import json
 import subprocess
 
-from harness.plan.deployment import Deployment, LaunchSpec
+from harness.plan.launch import Deployment, LaunchSpec
 from harness.results import redact
 from harness.results import store as results
 from harness.results.redact import MASK, Redactor

@@ -1,7 +1,7 @@
 import json
 import subprocess
 
-from harness.plan.deployment import Deployment, LaunchSpec
+from harness.plan.launch import Deployment, LaunchSpec
 from harness.results.repro import bundle_dir, write_bundle
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.plan.cluster import Node
-from harness.plan.deployment import LaunchSpec
+from harness.plan.launch import LaunchSpec
 from runners.ssh import SshError, SshNodeRunner, SshOptions, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd
 from tests.test_local_runner import TREE

@@ -15,7 +15,8 @@ from harness.check.references import golden_record, shape_for
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, Placement, Ports, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import Deployment, Placement, Ports
 from harness.plan.reference import ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 from harness.target.versions import probe

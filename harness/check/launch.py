@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.check.live import LiveDeployment, fresh_ports
 from harness.check.probe import instrument
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, Placement, Ports
+from harness.plan.launch import Deployment, Placement, Ports
 from harness.plan.lease import Leases
 from harness.results.redact import Redactor
 from harness.results.store import write_json_atomic

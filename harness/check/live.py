@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.check.client import Client
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, Ports
+from harness.plan.launch import Deployment, Ports
 from runners.local import LocalNodeRunner
 from runners.ssh import SshNodeRunner
 

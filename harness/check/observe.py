@@ -25,7 +25,8 @@ from harness.check.watch import watch_request
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import Deployment
 from harness.plan.reference import NEEDS_REFERENCE, resolve
 from harness.results import store
 

@@ -11,7 +11,7 @@ from harness.check import logs
 from harness.check.judge import Observation
 from harness.check.live import LiveDeployment
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment
+from harness.plan.launch import Deployment
 
 PROBE_CLASS = "harness.target.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"

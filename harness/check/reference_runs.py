@@ -21,7 +21,7 @@ from harness.check.launch import Launcher
 from harness.check.references import cache_key, load_golden, shape_for, stack_difference
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import PlanError
+from harness.plan.launch import PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 

@@ -18,7 +18,7 @@ from harness.cases.case import Case
 from harness.check.compare import Outputs, request_shape
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, PlanError
+from harness.plan.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 
 GOLDEN_FORMAT = 1

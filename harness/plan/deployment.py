@@ -8,161 +8,23 @@ vLLM's own executor choice) are left out, so a plan for the guide's layouts read
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster, Node
+from harness.plan.launch import (
+    API_PORT,
+    Deployment,
+    LaunchSpec,
+    Placement,
+    PlanError,
+    Ports,
+    default_placement,
+)
 from harness.plan.merge import Merged, json_args, matrix_layers, merge, topology_layer
-from harness.results import redact
-
-API_PORT = 8000
-MASTER_PORT = 29501
-RAY_PORT = 6379
-KV_PORT = 30000
-PD_PORTS = (8100, 8200)  # prefill, decode API ports behind the proxy
-DP_RPC_PORT = 29550  # vLLM's --data-parallel-rpc-port default
-
-
-@dataclass(frozen=True)
-class Ports:
-    api: int = API_PORT
-    master: int = MASTER_PORT
-    ray: int = RAY_PORT
-    kv: int = KV_PORT
-    prefill: int = PD_PORTS[0]
-    decode: int = PD_PORTS[1]
-    dp_rpc: int = DP_RPC_PORT
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Which cluster node and which of its devices each node rank of the deployment uses."""
-
-    nodes: tuple[tuple[str, tuple[int, ...]], ...]
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    name: str  # unique within the deployment, e.g. "node0-api"
-    role: str  # api | headless | ray-head | ray-worker | prefill | decode | proxy
-    node: str  # cluster node name
-    host: str
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]  # set on top of the node's environment
-    port: int | None = None  # HTTP port when this process serves the OpenAI API
-    set_env: str | None = None  # script sourced first on the node
-    # flag -> the matrix entries (file:line:col) that gave it, for messages about the plan
-    origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
-    env_origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
-
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
-
-    def shell(self) -> str:
-        """A command a person can paste on the node."""
-        lines = []
-        if self.set_env:
-            lines.append(f"source {shlex.quote(self.set_env)}")
-        lines += [export(k, v) for k, v in self.env]
-        lines.append(" \\\n    ".join(_shell_words(self.argv)))
-        return "\n".join(lines)
-
-    def to_json(self) -> dict:
-        """For results and reports: secret-looking variables and flags are masked, and so is
-        any of their values wherever else it appears (inside a JSON config, another flag)."""
-        scrub = redact.Redactor().learn(self).scrub
-        return {
-            "name": self.name,
-            "role": self.role,
-            "node": self.node,
-            "host": self.host,
-            "argv": scrub(redact.argv(self.argv)),
-            "env": scrub(redact.env(dict(self.env))),
-            "port": self.port,
-            "set_env": self.set_env,
-        }
-
-
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def export(name: str, value: str) -> str:
-    """``export NAME=VALUE`` for a shell; a name that is not a shell identifier is refused, since
-    it cannot be quoted (``A=1; touch X; B`` would run ``touch X``)."""
-    if not ENV_NAME.fullmatch(name):
-        raise PlanError(f"environment variable name {name!r} is not a valid identifier")
-    return f"export {name}={shlex.quote(value)}"
-
-
-def _shell_words(argv: tuple[str, ...]) -> list[str]:
-    """Quoted argv, a flag and its value on one line as the guide writes them."""
-    words: list[str] = []
-    i = 0
-    while i < len(argv):
-        word = shlex.quote(argv[i])
-        if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            word += " " + shlex.quote(argv[i + 1])
-            i += 1
-        words.append(word)
-        i += 1
-    # the command, its subcommand and the model stay on the first line
-    n = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
-    return [" ".join(words[:n])] + words[n:]
-
-
-@dataclass(frozen=True)
-class Deployment:
-    case_ids: tuple[str, ...]
-    launches: tuple[LaunchSpec, ...]
-    api: str  # name of the launch that answers requests
-    model: str = ""
-    model_name: str = ""  # the name requests use (vLLM's served model name)
-    placement: Placement | None = field(default=None, compare=False)
-
-    @property
-    def key(self) -> str:
-        """Identical launches (ports aside) make one deployment, whatever cases need it."""
-        body = json.dumps([(l.role, l.node, l.argv, l.env) for l in self.launches], sort_keys=True)
-        return hashlib.sha256(body.encode()).hexdigest()[:16]
-
-    def launch(self, name: str) -> LaunchSpec:
-        return next(l for l in self.launches if l.name == name)
-
-    def to_json(self) -> dict:
-        return {
-            "key": self.key,
-            "cases": list(self.case_ids),
-            "api": self.api,
-            "model": self.model,
-            "launches": [l.to_json() for l in self.launches],
-        }
-
-
-class PlanError(ValueError):
-    pass
-
-
-def default_placement(cluster: Cluster, devices_per_node: int, nnodes: int) -> Placement:
-    """First fit: node ranks on distinct cluster nodes when there are enough, else packed onto
-    the nodes in turn (the local host plays several nodes on disjoint cores)."""
-    slots: list[tuple[str, tuple[int, ...]]] = []
-    for node in cluster.nodes:
-        free = list(node.devices)
-        while len(free) >= devices_per_node and len(slots) < nnodes:
-            slots.append((node.name, tuple(free[:devices_per_node])))
-            free = free[devices_per_node:]
-            if len(cluster.nodes) >= nnodes:
-                break
-    if len(slots) < nnodes:
-        raise PlanError(f"cluster '{cluster.name}' cannot hold {nnodes} node(s) of {devices_per_node} device(s)")
-    return Placement(tuple(slots))
+from harness.plan.pd import plan_pd
 
 
 def _device_value(fmt: str, devices: tuple[int, ...], ranks: int) -> str:
@@ -201,11 +63,13 @@ def plan(
     case: Case,
     cluster: Cluster,
     placement: Placement | None = None,
-    ports: Ports = Ports(),
+    ports: Ports | None = None,
     resolve_model: ModelResolver = resolve_model_default,
     topology: Topology | None = None,
 ) -> Deployment:
-    """``topology`` stands in for the case's named one (a reference's layout, derived from the case's)."""
+    """``topology`` stands in for the case's named one (a reference's layout, derived from the case's);
+    without ``ports``, the defaults the guide's examples use."""
+    ports = ports or Ports()
     topo = topology or m.topologies[case.topology]
     variant = m.variant(case.family, case.variant)
     platform = m.platforms[case.platform]
@@ -285,7 +149,7 @@ def plan(
                 {},
             )
 
-        return _plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv)
+        return plan_pd(case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv)
 
     mg = merged(topo)
     # what the case (and a run's lease) was sized for: the layers before the rule
@@ -471,115 +335,3 @@ def _plan_dp(case, cluster, topo, placement, ports, model, mg, per_rank, node_en
             )
     api = launches[0].name
     return Deployment((case.id,), tuple(launches), api, model, model, placement)
-
-
-def kv_parallel_config(topo: Topology, case: Case) -> dict:
-    """The prefill/decode topology both sides of a Mooncake P/D pair must describe identically."""
-    assert topo.decode is not None
-    prefill: dict[str, int | str] = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
-    if case.partition != "auto":
-        prefill["pp_layer_partition"] = case.partition
-    return {
-        "prefill": prefill,
-        "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp},
-    }
-
-
-def _plan_pd(
-    case, cluster, topo, placement, ports, model, merged, node_env, origins, env_origins, own_kv
-) -> Deployment:
-    decode = topo.decode
-    extra_config = kv_parallel_config(topo, case)
-    connector = topo.connector or "MooncakeConnectorV1"
-    sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
-    merged_sides = []
-    for role, kv_role, inst, _port, index in sides:
-        # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
-        kv_port = str(ports.kv + index * 100)
-        own = own_kv(role)
-        kv = (
-            {}
-            if own
-            else {
-                "kv-transfer-config": {
-                    "kv_connector": connector,
-                    "kv_role": kv_role,
-                    "kv_port": kv_port,
-                    "engine_id": str(index),
-                    "kv_connector_extra_config": extra_config,
-                }
-            }
-        )
-        mg = merged(inst, kv, role)
-        if own and "kv_port" in own:  # the feature's own connector: the plan assigns only its port
-            mg.configs["kv-transfer-config"] = {**mg.configs["kv-transfer-config"], "kv_port": kv_port}
-        # vLLM's world of each instance: TP x PP x PCP per DP rank
-        merged_sides.append((mg, inst.tp * inst.pp * mg.pcp * inst.dp))
-    p_devices, d_devices = merged_sides[0][1], merged_sides[1][1]
-    if placement is None:
-        if len(cluster.nodes) >= 2:
-            second = cluster.nodes[1]
-            if len(second.devices) < d_devices:
-                raise PlanError(
-                    f"cluster '{cluster.name}' cannot hold the decode instance: node {second.name} "
-                    f"has {len(second.devices)} device(s), {d_devices} needed"
-                )
-            placement = Placement(
-                (default_placement(cluster, p_devices, 1).nodes[0], (second.name, tuple(second.devices[:d_devices])))
-            )
-        else:
-            both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
-            placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
-    launches = []
-    for (role, _kv_role, _inst, port, index), (mg, world) in zip(sides, merged_sides, strict=True):
-        node_name, devices = placement.nodes[index]
-        node = cluster.node(node_name)
-        extra = ["--host", node.bind] if node.bind else []
-        extra += ["--port", str(port)]
-        argv = [*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs)]
-        launches.append(
-            LaunchSpec(
-                role,
-                role,
-                node.name,
-                node.host,
-                tuple(argv),
-                node_env(mg, node, devices, world, role == "prefill"),
-                port,
-                node.set_env,
-                origins(mg, extra),
-                env_origins(mg),
-            )
-        )
-    head = cluster.node(placement.nodes[0][0])
-    p_node = cluster.node(placement.nodes[0][0])
-    d_node = cluster.node(placement.nodes[1][0])
-    proxy = [
-        *cluster.pd_proxy,
-        "--port",
-        str(ports.api),
-        "--prefiller-hosts",
-        p_node.address,
-        "--prefiller-ports",
-        str(ports.prefill),
-        "--decoder-hosts",
-        d_node.address,
-        "--decoder-ports",
-        str(ports.decode),
-    ]
-    if head.bind:
-        proxy[len(cluster.pd_proxy) : len(cluster.pd_proxy)] = ["--host", head.bind]
-    launches.append(LaunchSpec("proxy", "proxy", head.name, head.host, tuple(proxy), (), ports.api, head.set_env))
-    return Deployment((case.id,), tuple(launches), "proxy", model, model, placement)
-
-
-def group_deployments(deployments: list[Deployment]) -> list[Deployment]:
-    """Merge deployments with identical launches into one that serves all their cases."""
-    merged: dict[str, Deployment] = {}
-    for d in deployments:
-        if d.key in merged:
-            prev = merged[d.key]
-            merged[d.key] = replace(prev, case_ids=prev.case_ids + d.case_ids)
-        else:
-            merged[d.key] = d
-    return list(merged.values())

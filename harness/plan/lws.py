@@ -27,7 +27,7 @@ import yaml
 
 from harness.matrix.schema import Platform
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, LaunchSpec, PlanError
+from harness.plan.launch import Deployment, LaunchSpec, PlanError
 from harness.results import redact
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"

@@ -13,7 +13,8 @@ from harness.cases.case import Case
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare, Reference, Topology
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, ModelResolver, Placement, Ports, plan, resolve_model_default
+from harness.plan.deployment import ModelResolver, plan, resolve_model_default
+from harness.plan.launch import Deployment, Placement, Ports
 
 # Outcomes whose case is served and compared; the others never need a reference.
 NEEDS_REFERENCE = ("supported", "known-issue", "flaky")

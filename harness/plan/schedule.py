@@ -38,7 +38,8 @@ from harness.cases.expand import expand
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, Placement, PlanError, group_deployments, plan
+from harness.plan.deployment import plan
+from harness.plan.launch import Deployment, Placement, PlanError, group_deployments
 from harness.plan.lease import device_ranges, pick_devices
 from harness.results import store as results
 

@@ -38,7 +38,8 @@ from typing import Any
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import Deployment, LaunchSpec, MergeError, PlanError, plan
+from harness.plan.deployment import MergeError, plan
+from harness.plan.launch import Deployment, LaunchSpec, PlanError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVE_ROLES = ("api", "headless", "prefill", "decode", "dp-rank")

@@ -9,7 +9,7 @@ from harness.cases.case import Case
 from harness.check.diagnose import diagnose
 from harness.check.judge import Observation, Outcome, judge
 from harness.matrix.load import Matrix
-from harness.plan.deployment import Deployment
+from harness.plan.launch import Deployment
 from harness.results import store
 from harness.results.redact import Redactor
 from harness.results.repro import write_bundle

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.check import logs
-from harness.plan.deployment import Deployment, export
+from harness.plan.launch import Deployment, export
 from harness.results import store
 from harness.results.redact import Redactor
 

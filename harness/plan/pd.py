@@ -1,0 +1,125 @@
+"""Prefill/decode disaggregation: the two instances of a P/D pair, the KV-transfer config each
+side needs (Mooncake's, or a feature's own connector for that side), and the proxy in front."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.cases.case import Case
+from harness.matrix.schema import Topology
+from harness.plan.cluster import Cluster
+from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
+from harness.plan.merge import json_args
+
+
+def kv_parallel_config(topo: Topology, case: Case) -> dict:
+    """The prefill/decode topology both sides of a Mooncake P/D pair must describe identically."""
+    assert topo.decode is not None
+    prefill: dict[str, int | str] = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
+    if case.partition != "auto":
+        prefill["pp_layer_partition"] = case.partition
+    return {
+        "prefill": prefill,
+        "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp},
+    }
+
+
+def plan_pd(
+    case: Case,
+    cluster: Cluster,
+    topo: Topology,
+    placement: Placement | None,
+    ports: Ports,
+    model: str,
+    merged: Any,
+    node_env: Any,
+    origins: Any,
+    env_origins: Any,
+    own_kv: Any,
+) -> Deployment:
+    """The prefill instance, the decode instance and the proxy of one P/D case; ``merged`` and the
+    other callables are the planner's, so both sides get one merge with one precedence."""
+    decode = topo.decode
+    assert decode is not None, "a P/D topology has a decode instance"
+    extra_config = kv_parallel_config(topo, case)
+    connector = topo.connector or "MooncakeConnectorV1"
+    sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
+    merged_sides = []
+    for role, kv_role, inst, _port, index in sides:
+        # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
+        kv_port = str(ports.kv + index * 100)
+        own = own_kv(role)
+        kv = (
+            {}
+            if own
+            else {
+                "kv-transfer-config": {
+                    "kv_connector": connector,
+                    "kv_role": kv_role,
+                    "kv_port": kv_port,
+                    "engine_id": str(index),
+                    "kv_connector_extra_config": extra_config,
+                }
+            }
+        )
+        mg = merged(inst, kv, role)
+        if own and "kv_port" in own:  # the feature's own connector: the plan assigns only its port
+            mg.configs["kv-transfer-config"] = {**mg.configs["kv-transfer-config"], "kv_port": kv_port}
+        # vLLM's world of each instance: TP x PP x PCP per DP rank
+        merged_sides.append((mg, inst.tp * inst.pp * mg.pcp * inst.dp))
+    p_devices, d_devices = merged_sides[0][1], merged_sides[1][1]
+    if placement is None:
+        if len(cluster.nodes) >= 2:
+            second = cluster.nodes[1]
+            if len(second.devices) < d_devices:
+                raise PlanError(
+                    f"cluster '{cluster.name}' cannot hold the decode instance: node {second.name} "
+                    f"has {len(second.devices)} device(s), {d_devices} needed"
+                )
+            placement = Placement(
+                (default_placement(cluster, p_devices, 1).nodes[0], (second.name, tuple(second.devices[:d_devices])))
+            )
+        else:
+            both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
+            placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
+    launches = []
+    for (role, _kv_role, _inst, port, index), (mg, world) in zip(sides, merged_sides, strict=True):
+        node_name, devices = placement.nodes[index]
+        node = cluster.node(node_name)
+        extra = ["--host", node.bind] if node.bind else []
+        extra += ["--port", str(port)]
+        argv = [*node.vllm, "serve", model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs)]
+        launches.append(
+            LaunchSpec(
+                role,
+                role,
+                node.name,
+                node.host,
+                tuple(argv),
+                node_env(mg, node, devices, world, role == "prefill"),
+                port,
+                node.set_env,
+                origins(mg, extra),
+                env_origins(mg),
+            )
+        )
+    head = cluster.node(placement.nodes[0][0])
+    p_node = cluster.node(placement.nodes[0][0])
+    d_node = cluster.node(placement.nodes[1][0])
+    proxy = [
+        *cluster.pd_proxy,
+        "--port",
+        str(ports.api),
+        "--prefiller-hosts",
+        p_node.address,
+        "--prefiller-ports",
+        str(ports.prefill),
+        "--decoder-hosts",
+        d_node.address,
+        "--decoder-ports",
+        str(ports.decode),
+    ]
+    if head.bind:
+        proxy[len(cluster.pd_proxy) : len(cluster.pd_proxy)] = ["--host", head.bind]
+    launches.append(LaunchSpec("proxy", "proxy", head.name, head.host, tuple(proxy), (), ports.api, head.set_env))
+    return Deployment((case.id,), tuple(launches), "proxy", model, model, placement)
