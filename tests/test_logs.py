@@ -44,3 +44,23 @@ def test_silent_disable_only_counts_warnings(tmp_path):
     )
     found = logs.warnings_matching({"a": tmp_path / "a.log"}, ["Async scheduling is disabled"])
     assert [f.number for f in found] == [2]
+
+
+def test_a_claimed_error_is_never_found_in_an_info_or_warning_record(tmp_path):
+    """vLLM logs its non-default arguments at INFO: a loose pattern matching a flag there must not
+    turn a server that worked into a rejection."""
+    log = tmp_path / "node0-api.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 12-01 09:00:00 [utils.py:1] non-default args: {'async_scheduling': True}\n"
+        "(APIServer pid=1) WARNING 12-01 09:00:01 [config.py:2] async_scheduling is experimental\n"
+    )
+    assert logs.search({"node0-api": log}, "async_scheduling") is not None
+    assert logs.search_errors({"node0-api": log}, "async_scheduling") is None
+    log.write_text(
+        log.read_text()
+        + "(EngineCore pid=2) ERROR 12-01 09:00:02 [core.py:3] ValueError: async_scheduling is not supported\n"
+        + "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+        + "  Value error, tp_size=1 must be divisible by dcp_size=2.\n"
+    )
+    assert logs.search_errors({"node0-api": log}, "async_scheduling").number == 3
+    assert logs.search_errors({"node0-api": log}, r"tp_size=1 must be divisible").number == 5

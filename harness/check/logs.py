@@ -100,6 +100,22 @@ def search(logs: dict[str, Path], pattern: str) -> LogLine | None:
     return None
 
 
+# Records at these levels report, they do not fail: vLLM's INFO line of non-default arguments
+# echoes every flag, so a claimed error pattern must never be found there.
+NOT_AN_ERROR = ("DEBUG", "INFO", "WARNING")
+
+
+def search_errors(logs: dict[str, Path], pattern: str) -> LogLine | None:
+    """The first line matching ``pattern`` that can carry an error: an ERROR or CRITICAL record,
+    or raw stderr (tracebacks, an exception's continuation lines); never an INFO or WARNING record."""
+    rx = Pattern(pattern)
+    for name, path in logs.items():
+        for i, line in enumerate(read_lines(path), 1):
+            if message(line)[0] not in NOT_AN_ERROR and rx.search(line):
+                return LogLine(name, i, line.strip())
+    return None
+
+
 def root_cause(logs: dict[str, Path]) -> LogLine | None:
     """The first exception line (an ERROR record or raw stderr, never a warning) that is not a
     wrapper. For a bare ``AssertionError`` the ``assert`` source line printed above it is added."""

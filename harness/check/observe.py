@@ -185,7 +185,7 @@ class Observer:
             rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
             obs.partition_expected = [list(r) for r in rng]
         if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
-            line = logs.search(paths, exp.error)
+            line = logs.search_errors(paths, exp.error)
             if line:
                 obs.expected_error_line = line.to_json()
                 obs.expected_error_after_s = shared.failed_after_s

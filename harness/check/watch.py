@@ -34,7 +34,7 @@ def watch_request(
     end = time.monotonic() + deadline_s
     while t.is_alive() and time.monotonic() < end:
         t.join(0.25)
-        if error and (line := logs.search(live.log_paths, error)):
+        if error and (line := logs.search_errors(live.log_paths, error)):
             return None, "expected error appeared", line
         if gone := live.exited():
             t.join(1.0)
