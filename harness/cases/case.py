@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from harness.matrix.schema import Rule
 
 # The attributes a rule condition may use, with their types (checked when the matrix loads).
 ATTRIBUTES: dict[str, type] = {
@@ -59,6 +61,23 @@ class Expectation:
     until: datetime.date | None = None
     waives: tuple[str, ...] = ()  # known-issue / flaky: the checks the waiver covers
     undocumented: bool = False  # the published guide is silent about this claim
+
+    @classmethod
+    def of_rule(cls, rule: Rule, index: int, where: str, error: str | None) -> Expectation:
+        """The claim a rule makes: every field the rule shares with an expectation is taken as it
+        is (a field added to both needs no copying here), then what is the case's own."""
+        shared = {f.name: getattr(rule, f.name) for f in fields(cls) if f.name in Rule.model_fields}
+        return cls(
+            **shared
+            | {
+                "kind": rule.expect,
+                "rule": index,
+                "where": where,
+                "error": error,
+                "waives": tuple(rule.waives),
+                "undocumented": not rule.documented,
+            }
+        )
 
     def to_json(self) -> dict[str, Any]:
         # only the unset defaults go: ``rule: 0`` (the first rule) and ``within_s: 0`` are values

@@ -322,22 +322,7 @@ def resolve(m: Matrix, case: Case) -> Case:
         error = error.replace("{partition_error}", re.escape(text))
     return replace(
         case,
-        expectation=Expectation(
-            kind=r.expect,
-            why=r.why,
-            rule=entry.index,
-            where=str(entry.where),
-            link=r.link,
-            experimental=r.experimental,
-            error=error,
-            phase=r.phase,
-            within_s=r.within_s,
-            reason=r.reason,
-            owner=r.owner,
-            until=r.until,
-            waives=tuple(r.waives),
-            undocumented=not r.documented,
-        ),
+        expectation=Expectation.of_rule(r, entry.index, str(entry.where), error),
     )
 
 
