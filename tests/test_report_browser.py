@@ -63,7 +63,7 @@ def test_grid_click_opens_failed_cell_evidence_without_script_errors(tmp_path):
         panel = page.locator("#evidence")
         assert "qwen3-moe-tiny/pp2-tp1-mp/auto/none" in panel.inner_text()
         assert "outputs differ from the PP=1 baseline" in panel.inner_text()
-        assert "observed [1, 3]" in panel.inner_text()
+        assert "reference [1, 2]" in panel.inner_text() and "observed  [1, 3]" in panel.inner_text()
         page.select_option("#f-outcome", "FAIL")
         assert page.locator("section.family:not(.hidden) tr.grid-row:not(.hidden)").count() == 1
         page.screenshot(path=str(out / "support.png"), full_page=True)
