@@ -130,16 +130,6 @@ def _hide(value: Any, found: list[str]) -> Any:
     return value
 
 
-def _json(word: str) -> Any:
-    """The value of a JSON flag's word (``--kv-transfer-config '{...}'``), else None."""
-    if not word.lstrip().startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(word)
-    except ValueError:
-        return None
-
-
 def _argv(words: tuple[str, ...], rank: int, where: str, secrets: dict[str, None]) -> list[str]:
     """argv with secret values (flags as ``harness.results.redact.argv`` finds them, and JSON keys)
     taken from the Secret."""
@@ -160,7 +150,7 @@ def _argv(words: tuple[str, ...], rank: int, where: str, secrets: dict[str, None
         if word.startswith("-") and "=" not in word and redact.secret_name(word):
             secret_next = secret_key(word)
         found: list[str] = []
-        hidden = _hide(_json(word), found)
+        hidden = _hide(redact.json_value(word), found)
         if found:
             secrets.update(dict.fromkeys(found))
             word = json.dumps(hidden, separators=(",", ":"))

@@ -52,7 +52,8 @@ def _json_secrets(value: Any) -> Iterable[str]:
             yield from _json_secrets(v)
 
 
-def _json_value(word: str) -> Any:
+def json_value(word: str) -> Any:
+    """The value of a JSON flag's word (``--kv-transfer-config '{...}'``), else None."""
     if not word.lstrip().startswith(("{", "[")):
         return None
     try:
@@ -72,7 +73,7 @@ def argv_secrets(argv: Iterable[str]) -> list[str]:
                 found.append(value)
         elif word.startswith("-") and secret_name(word) and i + 1 < len(words) and not words[i + 1].startswith("--"):
             found.append(words[i + 1])
-        found += _json_secrets(_json_value(word))
+        found += _json_secrets(json_value(word))
     return [v for v in found if v]
 
 
