@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.cases.case import Case
-from harness.check import logs
 from harness.check.compare import collect
 from harness.check.launch import Launcher
 from harness.check.references import golden_record, shape_for
@@ -59,26 +58,16 @@ def record_golden(
     versions = probe(cluster)
     pooling = "pooling" in case.features
     with launcher.serve(replan, planned.placement, f"golden {case.id}", work_dir / "logs") as live:
-        state, elapsed = live.wait_ready(suite.startup_timeout_s)
-        if state != "ready":
-            cause = logs.root_cause(live.log_paths)
-            raise GoldenError(
-                f"the launch did not start ({state} after {elapsed:.0f} s): "
-                f"{cause.text if cause else 'no error line in its log'}"
-            )
+        why = live.why_not_ready(suite.startup_timeout_s)
+        if why:
+            raise GoldenError(f"the launch {why}")
         outputs = collect(live, suite.accuracy, resolved.compare, pooling)
         score: dict[str, Any] | None = None
         if resolved.spec.score is not None:
-            from harness.check.score import evaluate
+            from harness.check.score import evaluate_live
 
-            score = evaluate(
-                live.client.base,
-                live.model_name or "",
-                resolved.spec.score,
-                resolved.base_dir,
-                work_dir / "score",
-                suite.request_timeout_s * 20,
-                tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None,
+            score = evaluate_live(
+                live, resolved.spec.score, resolved.base_dir, work_dir / "score", suite.request_timeout_s
             )
             outputs.score = score
         real = live.deployment

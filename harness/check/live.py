@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.check import logs
 from harness.check.client import Client
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, Ports
@@ -115,6 +116,14 @@ class LiveDeployment:
             if elapsed > deadline_s:
                 return "timeout", elapsed
             time.sleep(poll_s)
+
+    def why_not_ready(self, deadline_s: float) -> str | None:
+        """None once ready; else why not, with the root cause from its logs."""
+        state, elapsed = self.wait_ready(deadline_s)
+        if state == "ready":
+            return None
+        cause = logs.root_cause(self.log_paths)
+        return f"did not start ({state} after {elapsed:.0f} s): {cause.text if cause else 'no error line in its log'}"
 
     def stop(self) -> None:
         for h in reversed(self.handles):

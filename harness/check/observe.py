@@ -145,20 +145,14 @@ class Observer:
         specs = {json.dumps(r.spec.score.model_dump(), sort_keys=True): r for r in refs if r.spec.score is not None}
         if not specs:
             return
-        from harness.check.score import ScoreError, evaluate
+        from harness.check.score import ScoreError, evaluate_live
 
         suite = self.m.suite(cases[0].suite)
         for key, r in specs.items():
             assert r.spec.score is not None
             try:
-                obs.scores[key] = evaluate(
-                    live.client.base,
-                    live.model_name or "",
-                    r.spec.score,
-                    r.base_dir,
-                    live.log_dir / "score",
-                    suite.request_timeout_s * 20,
-                    tokenizer=live.deployment.model if Path(live.deployment.model).is_dir() else None,
+                obs.scores[key] = evaluate_live(
+                    live, r.spec.score, r.base_dir, live.log_dir / "score", suite.request_timeout_s
                 )
             except ScoreError as err:
                 obs.scores[key] = {"error": str(err)}

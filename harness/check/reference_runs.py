@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
-from harness.check import logs
 from harness.check.compare import Outputs, collect
 from harness.check.launch import Launcher
 from harness.check.references import cache_key, load_golden, shape_for, stack_difference
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.launch import PlanError
+from harness.plan.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 
@@ -130,7 +129,7 @@ class ReferenceRuns:
                 self._memo[key] = outputs
                 return outputs
         try:
-            outputs = self._launch(case, ref, key)
+            outputs = self._launch(case, ref, key, planned)
         except ReferenceUnavailable as err:
             self._memo[key] = str(err)
             raise
@@ -152,9 +151,8 @@ class ReferenceRuns:
         self._memo[key] = outputs
         return outputs
 
-    def _launch(self, case: Case, ref: ResolvedReference, key: str) -> Outputs:
+    def _launch(self, case: Case, ref: ResolvedReference, key: str, planned: Deployment) -> Outputs:
         suite = self.m.suite(case.suite)
-        planned = plan_reference(self.m, case, self.cluster, ref)
         log_dir = self.run_dir / "logs" / "references" / key
         self.progress(f"reference of {case.id}: {ref.describe()}")
         self.launched += 1
@@ -164,36 +162,22 @@ class ReferenceRuns:
             f"reference {key}",
             log_dir,
         ) as live:
-            state, elapsed = live.wait_ready(suite.startup_timeout_s)
-            if state != "ready":
-                cause = logs.root_cause(live.log_paths)
-                raise ReferenceUnavailable(
-                    f"reference did not start ({state} after {elapsed:.0f} s): "
-                    f"{cause.text if cause else 'no error line in its log'}"
-                )
+            why = live.why_not_ready(suite.startup_timeout_s)
+            if why:
+                raise ReferenceUnavailable(f"reference {why}")
             try:
                 outputs = collect(live, suite.accuracy, ref.compare, "pooling" in case.features)
             except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
                 raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None
             if ref.spec.score is not None:
-                from harness.check.score import ScoreError, evaluate
+                from harness.check.score import ScoreError, evaluate_live
 
                 t0 = time.monotonic()
                 try:
-                    outputs.score = evaluate(
-                        live.client.base,
-                        live.model_name or "",
-                        ref.spec.score,
-                        ref.base_dir,
-                        log_dir / "score",
-                        suite.request_timeout_s * 20,
-                        tokenizer=_local_dir(live.deployment.model),
+                    outputs.score = evaluate_live(
+                        live, ref.spec.score, ref.base_dir, log_dir / "score", suite.request_timeout_s
                     )
                 except ScoreError as err:
                     raise ReferenceUnavailable(f"reference score failed: {err}") from None
                 log.info("reference score of %s took %.1f s", case.id, time.monotonic() - t0)
         return outputs
-
-
-def _local_dir(model: str) -> str | None:
-    return model if Path(model).is_dir() else None

@@ -389,3 +389,18 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
         "max_drop": score.max_drop,
         "detail": "; ".join(problems or passed),
     }
+
+
+def evaluate_live(live: Any, score: Any, base_dir: Path, workdir: Path, request_timeout_s: float) -> dict[str, Any]:
+    """The task score of a ready deployment (a case's or a reference's): lm-eval reads the model's
+    tokenizer where the model is a local folder, and gets twenty request timeouts in all."""
+    model = live.deployment.model
+    return evaluate(
+        live.client.base,
+        live.model_name or "",
+        score,
+        base_dir,
+        workdir,
+        request_timeout_s * 20,
+        tokenizer=model if Path(model).is_dir() else None,
+    )

@@ -1,12 +1,12 @@
-"""The result of one case, as the results store keeps it and every reader reads it.
+"""The result of one case, as the recorder makes it and the results store appends it.
 
-``SCHEMA`` is written into every record. Records written before it existed (no ``schema``) still
-load: their missing fields take the defaults below.
+``SCHEMA`` is written into every record; readers check records with ``harness.results.schema``,
+where a record written before it existed (no ``schema``) still fits.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SCHEMA = 2
@@ -40,17 +40,3 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Result:
-        """A record as the store keeps it; one that does not fit is refused with the reason
-        (``harness.results.schema`` holds the checks every reader relies on)."""
-        from harness.results.schema import Record, problem
-
-        why = problem(Record, d)
-        if why:
-            raise ValueError(why)
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
-        values.setdefault("schema", 1)
-        return cls(**values)
