@@ -115,7 +115,7 @@ def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) ->
 def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
     """Every case of the cluster's platform whose reference cannot be planned or read there."""
     from harness.check.references import check_plannable
-    from harness.plan.reference import NEEDS_REFERENCE
+    from harness.outcomes import NEEDS_REFERENCE
 
     cluster = load_cluster(args.cluster)
     platform = cluster.platform if getattr(cluster, "platform", None) else None

@@ -15,18 +15,19 @@ from pathlib import Path
 
 from harness.cases.case import Case
 from harness.cases.expand import expand, select
-from harness.check.judge import Observation, Outcome
+from harness.check.judge import Observation
 from harness.check.launch import Launcher, left_behind
 from harness.check.observe import Observer
+from harness.check.record import make_result
 from harness.check.reference_runs import ReferenceRuns
 from harness.matrix.load import Matrix
+from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, group_deployments
 from harness.progress import Event, Kind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions
-from harness.results.record import make_result
 from harness.results.result import Result
 from harness.target.model_config import LayerCounts
 from harness.target.versions import probe
@@ -35,7 +36,6 @@ from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
 
 log = logging.getLogger(__name__)
-NO_LAUNCH = ("unsupported-on-platform", "unspecified")
 
 
 @dataclass

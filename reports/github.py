@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.check.judge import Outcome
+from harness.outcomes import Outcome
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one more.
 MAX_ANNOTATIONS = 10

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.check.judge import Outcome
+from harness.outcomes import Outcome
 from harness.results import store as results
 from harness.target.versions import stack
 

@@ -16,11 +16,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
 
 from harness.cases.expand import expand, select  # noqa: E402
 from harness.check.compare import collect  # noqa: E402
-from harness.check.judge import Outcome, judge  # noqa: E402
+from harness.check.judge import judge  # noqa: E402
 from harness.check.live import free_port  # noqa: E402
 from harness.check.watch import watch_request  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
 from harness.matrix.schema import Compare  # noqa: E402
+from harness.outcomes import Outcome  # noqa: E402
 from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.plan.launch import Ports  # noqa: E402
 from harness.results import store as results  # noqa: E402

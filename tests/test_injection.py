@@ -4,10 +4,10 @@ import subprocess
 
 import pytest
 
+from harness.check.repro import write_bundle
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.launch import Deployment, LaunchSpec, PlanError
-from harness.results.repro import write_bundle
 
 
 def errors_of(root):

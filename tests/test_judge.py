@@ -3,7 +3,8 @@ import datetime
 import pytest
 
 from harness.cases.case import Expectation
-from harness.check.judge import Observation, Outcome, judge
+from harness.check.judge import Observation, judge
+from harness.outcomes import Outcome
 
 SUPPORTED = Expectation(kind="supported")
 REJECT_STARTUP = Expectation(kind="rejected", error="sum\\(partitions\\)", phase="startup", within_s=60)

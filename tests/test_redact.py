@@ -1,11 +1,11 @@
 import json
 import subprocess
 
+from harness.check.repro import write_bundle
 from harness.plan.launch import Deployment, LaunchSpec
 from harness.results import redact
 from harness.results import store as results
 from harness.results.redact import MASK, Redactor
-from harness.results.repro import write_bundle
 from reports.render import report_run
 
 TOKEN = "hf_plantedTOKEN0123456789"

@@ -12,9 +12,9 @@ from harness.check.compare import Outputs
 from harness.check.references import cache_key, check_plannable, golden_record, load_golden, stack_difference
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Topology
+from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import load_cluster
 from harness.plan.reference import (
-    NEEDS_REFERENCE,
     ReferenceUnavailable,
     counterpart_topology,
     plan_reference,

@@ -1,8 +1,8 @@
 import json
 import subprocess
 
+from harness.check.repro import bundle_dir, write_bundle
 from harness.plan.launch import Deployment, LaunchSpec
-from harness.results.repro import bundle_dir, write_bundle
 
 
 def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):

@@ -8,26 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from harness.cases.case import Expectation
-
-
-class Outcome(str, Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    XFAIL = "XFAIL"  # the expected rejection happened, with the expected error, in time
-    UNEXPECTED_ACCEPT = "UNEXPECTED_ACCEPT"  # claimed rejected, but it launched and worked
-    BAD_REJECT = "BAD_REJECT"  # expected a rejection; got another error, a hang, or a late one
-    KNOWN_ISSUE = "KNOWN_ISSUE"
-    FLAKY = "FLAKY"
-    SKIP = "SKIP"
-    ERROR = "ERROR"  # the harness or infrastructure failed, not the system under test
-
-    @property
-    def fails_run(self) -> bool:
-        return self in (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
+from harness.outcomes import Outcome
 
 
 @dataclass

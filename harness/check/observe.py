@@ -24,10 +24,11 @@ from harness.check.reference_runs import ReferenceResult, ReferenceRuns
 from harness.check.watch import watch_request
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
+from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment
-from harness.plan.reference import NEEDS_REFERENCE, resolve
+from harness.plan.reference import resolve
 from harness.results import store
 
 # A log line from one of these processes means the configuration was accepted and the engine began.

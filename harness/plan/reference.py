@@ -17,7 +17,6 @@ from harness.plan.deployment import ModelResolver, plan, resolve_model_default
 from harness.plan.launch import Deployment, Placement, Ports
 
 # Outcomes whose case is served and compared; the others never need a reference.
-NEEDS_REFERENCE = ("supported", "known-issue", "flaky")
 
 
 class ReferenceUnavailable(Exception):

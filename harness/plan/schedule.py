@@ -37,6 +37,7 @@ from typing import Any
 from harness.cases.expand import expand
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
+from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, Placement, PlanError, group_deployments
@@ -50,8 +51,6 @@ ESTIMATE_BASE_S = 120.0
 ESTIMATE_PER_EXTRA_NODE_S = 60.0
 ESTIMATE_PER_DEVICE_S = 5.0
 ESTIMATE_PER_CASE_S = 30.0
-
-NO_LAUNCH = ("unsupported-on-platform", "unspecified")  # cases the runner records without launching
 
 
 @dataclass(frozen=True)
@@ -424,7 +423,8 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     """Expand ``suite``, plan each case that needs a launch and each reference launch the cases
     need, group launches that are identical, and simulate the result on ``cluster``. A launch that
     cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
-    from harness.plan.reference import NEEDS_REFERENCE, ReferenceUnavailable, plan_reference, resolve
+    from harness.outcomes import NEEDS_REFERENCE
+    from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 
     cases = expand(m, suite).cases
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)

@@ -37,13 +37,13 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
+from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import MergeError, plan
 from harness.plan.launch import Deployment, LaunchSpec, PlanError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVE_ROLES = ("api", "headless", "prefill", "decode", "dp-rank")
-NO_LAUNCH = ("unsupported-on-platform", "unspecified")  # recorded without a launch
 # vLLM's device type -> the matrix's platform name
 DEVICE_PLATFORM = {"cpu": "cpu", "cuda": "cuda", "npu": "ascend"}
 # JSON flag -> the vLLM config dataclass its value builds
@@ -456,7 +456,8 @@ def validate_cases(m: Matrix, cases: Iterable[Case], cluster: Cluster) -> PlanRe
 
 def _check_reference(m: Matrix, case: Case, cluster: Cluster) -> PlanReport:
     """A served case's reference launch is checked as its own launch is: it must fit and parse."""
-    from harness.plan.reference import NEEDS_REFERENCE, ReferenceUnavailable, plan_reference, reference_case, resolve
+    from harness.outcomes import NEEDS_REFERENCE
+    from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_case, resolve
 
     report = PlanReport()
     if case.expectation.kind not in NEEDS_REFERENCE:

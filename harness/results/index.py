@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.check.judge import Outcome
+from harness.outcomes import Outcome
 from harness.results import store
 
 DEFAULT_INDEX = Path("runs") / "index.sqlite"

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.check.judge import Outcome
+from harness.outcomes import Outcome
 
 
 class _Model(BaseModel):

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from harness.cases.case import Case
 from harness.check.diagnose import diagnose
-from harness.check.judge import Observation, Outcome, judge
+from harness.check.judge import Observation, judge
+from harness.check.repro import write_bundle
 from harness.matrix.load import Matrix
+from harness.outcomes import Outcome
 from harness.plan.launch import Deployment
 from harness.results import store
 from harness.results.redact import Redactor
-from harness.results.repro import write_bundle
 from harness.results.result import Result
 
 

@@ -1,0 +1,50 @@
+"""The vocabulary of verdicts, in one place: what a case can end as, what a rule can claim, and
+which outcomes mean what to a run.
+
+Every layer speaks it (the matrix claims kinds, the judge gives outcomes, the results store and
+every report read them), so it depends on nothing else of ppconf.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Outcome(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    XFAIL = "XFAIL"  # the expected rejection happened, with the expected error, in time
+    UNEXPECTED_ACCEPT = "UNEXPECTED_ACCEPT"  # claimed rejected, but it launched and worked
+    BAD_REJECT = "BAD_REJECT"  # expected a rejection; got another error, a hang, or a late one
+    KNOWN_ISSUE = "KNOWN_ISSUE"
+    FLAKY = "FLAKY"
+    SKIP = "SKIP"
+    ERROR = "ERROR"  # the harness or infrastructure failed, not the system under test
+
+    @property
+    def fails_run(self) -> bool:
+        return self in (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
+
+
+class Kind(str, Enum):
+    """What a rule claims about the cases it matches (``expect:`` in the matrix)."""
+
+    SUPPORTED = "supported"
+    REJECTED = "rejected"
+    UNSUPPORTED_ON_PLATFORM = "unsupported-on-platform"
+    KNOWN_ISSUE = "known-issue"
+    FLAKY = "flaky"
+    UNSPECIFIED = "unspecified"  # no rule matched the case
+
+
+# Groups are tuples, not sets: a plain string from a JSON record must test as a member, and an
+# enum member hashes by its name, not its value.
+# Outcomes that mean "the claim held" (a report's green), and those that mean it did not, whether
+# or not the matrix waived it (known issues and flaky cases do not fail a run).
+PASS_LIKE = (Outcome.PASS, Outcome.XFAIL)
+FAIL_LIKE = (Outcome.FAIL, Outcome.BAD_REJECT, Outcome.UNEXPECTED_ACCEPT, Outcome.KNOWN_ISSUE, Outcome.FLAKY)
+WAIVED = (Outcome.KNOWN_ISSUE, Outcome.FLAKY)
+# Claims whose cases launch and are compared with a reference; claims recorded without a launch.
+NEEDS_REFERENCE = (Kind.SUPPORTED, Kind.KNOWN_ISSUE, Kind.FLAKY)
+NO_LAUNCH = (Kind.UNSUPPORTED_ON_PLATFORM, Kind.UNSPECIFIED)
+WAIVER_KINDS = (Kind.KNOWN_ISSUE, Kind.FLAKY)
