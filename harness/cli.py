@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cases.expand import expand, select
+from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
+from harness.check.stack import layer_counts
 from harness.matrix.condition import ConditionError
-from harness.matrix.lint import lint
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster
@@ -23,7 +24,6 @@ from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
 from harness.results import store
 from harness.results.lock import RunBusy, run_lock
-from harness.target.model_config import LayerCounts
 
 
 class CliError(Exception):
@@ -50,8 +50,8 @@ def _run_matrix(args: argparse.Namespace, run_dir: Path) -> Matrix:
 
 def _check_select(expr: str | None) -> None:
     if expr is not None:
-        from harness.cases.case import ATTRIBUTES
         from harness.matrix import condition
+        from harness.matrix.attributes import ATTRIBUTES
 
         try:
             condition.parse(expr, dict(ATTRIBUTES))
@@ -99,7 +99,7 @@ def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) ->
         pairs = [(s, c) for s in (suites or sorted(m.suites)) for c in clusters if c.platform == m.suites[s].platform]
     total = PlanReport()
     for suite, cluster in pairs:
-        report = validate_cases(m, expand(m, suite, LayerCounts(cluster)).cases, cluster)
+        report = validate_cases(m, expand(m, suite, layer_counts(cluster)).cases, cluster)
         for note in summarize(report.notes):
             print(f"note: {suite} on {cluster.name}: {note}")
         for err in summarize(report.errors):
@@ -120,7 +120,7 @@ def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
     cluster = load_cluster(args.cluster)
     platform = cluster.platform if getattr(cluster, "platform", None) else None
     suites = args.suite or sorted(n for n, s in m.suites.items() if platform is None or s.platform == platform)
-    layers = LayerCounts(cluster)
+    layers = layer_counts(cluster)
     out = []
     for name in suites:
         for c in expand(m, name, layers).cases:
@@ -141,7 +141,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
     m = _matrix(args)
     suites = args.suite or sorted(m.suites)
     out = []
-    layers = LayerCounts(load_cluster(args.cluster) if args.cluster else None)
+    layers = layer_counts(load_cluster(args.cluster) if args.cluster else None)
     for name in suites:
         exp = expand(m, name, layers)
         cases = select(exp.cases, expr=args.select)
@@ -235,7 +235,7 @@ def _per_stage(text: str | None, n: int, flag: str) -> Sequence[float | None]:
 def cmd_plan(args: argparse.Namespace) -> int:
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
-    cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
+    cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
     if args.format == "lws" and not args.image:
         raise CliError(
             "--format lws needs --image IMAGE: the container image, with vLLM (and the platform's "
@@ -404,7 +404,7 @@ def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: 
     """Check the launch plans of the selected cases before anything launches."""
     from harness.plan.validate import summarize, validate_cases
 
-    cases = select(expand(m, suite, LayerCounts(cluster)).cases, ids=case_ids, expr=expr)
+    cases = select(expand(m, suite, layer_counts(cluster)).cases, ids=case_ids, expr=expr)
     report = validate_cases(m, cases, cluster)
     for err in summarize(report.errors):
         print(f"error: {err}", file=sys.stderr)
@@ -423,7 +423,7 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
 
     m = _matrix(args)
     cluster = load_cluster(args.cluster)
-    cases = select(expand(m, args.suite, LayerCounts(cluster)).cases, ids=[args.case])
+    cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
     path = record_golden(
         m,
         cases[0],

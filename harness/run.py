@@ -20,6 +20,7 @@ from harness.check.launch import Launcher, left_behind
 from harness.check.observe import Observer
 from harness.check.record import make_result
 from harness.check.reference_runs import ReferenceRuns
+from harness.check.stack import layer_counts, probe_versions
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
@@ -29,8 +30,6 @@ from harness.progress import Event, Kind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions
 from harness.results.result import Result
-from harness.target.model_config import LayerCounts
-from harness.target.versions import probe
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
@@ -98,7 +97,7 @@ class SuiteRun:
 
     def cases(self) -> list[Case]:
         return select(
-            expand(self.m, self.cfg.suite, LayerCounts(self.cfg.cluster)).cases,
+            expand(self.m, self.cfg.suite, layer_counts(self.cfg.cluster)).cases,
             ids=self.cfg.case_ids,
             expr=self.cfg.select,
         )
@@ -115,7 +114,7 @@ class SuiteRun:
                 self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
             for problem in problems:
                 self._notice(problem)
-        self.versions = probe(self.cfg.cluster)
+        self.versions = probe_versions(self.cfg.cluster)
         if record_versions(self.run_dir, self.versions):
             self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")
         cases = self.cases()

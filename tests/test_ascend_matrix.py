@@ -12,10 +12,10 @@ import pytest
 
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
+from harness.check.stack import layer_counts
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
-from harness.target.model_config import LayerCounts
 from reports.drift import docs_drift
 
 SUITES = ("nightly-ascend", "release-ascend")
@@ -521,13 +521,13 @@ def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shippe
 
     roce = load_cluster("a3-2node")
     assert roce.network == "roce"
-    assert claim(layers=LayerCounts(roce)).expectation.kind == "rejected"
+    assert claim(layers=layer_counts(roce)).expectation.kind == "rejected"
     # expanded without a cluster the network is unknown: the guide's restriction is claimed
     unknown = claim()
     assert unknown.attrs["network"] == "unknown" and unknown.expectation.kind == "rejected"
     # an HCCS-linked cluster: the restriction does not apply, the case is plain PP (no false
     # UNEXPECTED_ACCEPT when it works)
-    hccs = claim(layers=LayerCounts(roce.model_copy(update={"network": "hccs"})))
+    hccs = claim(layers=layer_counts(roce.model_copy(update={"network": "hccs"})))
     assert hccs.attrs["network"] == "hccs" and hccs.expectation.kind == "supported"
     assert claim(network="hccs").expectation.kind == "supported"
 

@@ -1,5 +1,5 @@
 from harness.cases.expand import expand, select
-from harness.matrix.lint import lint
+from harness.cases.lint import lint
 from harness.matrix.load import load_matrix
 
 

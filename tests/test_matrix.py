@@ -235,7 +235,7 @@ def test_a_waiver_names_the_checks_it_covers(matrix_dir):
 
 
 def test_lint_warns_when_a_claimed_rejection_is_a_crash(matrix_dir):
-    from harness.matrix.lint import lint
+    from harness.cases.lint import lint
 
     matrix_dir(
         "cpu/zz-crash.yaml",

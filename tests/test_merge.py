@@ -6,10 +6,10 @@ import textwrap
 import pytest
 
 from harness.cases.expand import expand, select
+from harness.cases.merge import LEVELS, Layer, merge
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import MergeError, plan
-from harness.plan.merge import LEVELS, Layer, merge
 
 BASE = """
 platforms:

@@ -247,7 +247,7 @@ def test_the_clusters_traffic_stays_on_loopback(cluster, driver, node_ids):
 
 def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_ids):
     """What version probes and reaping use: a task pinned to the node, the raylet's environment."""
-    from harness.target.versions import _SCRIPT
+    from harness.target.versions import SCRIPT
 
     code = textwrap.dedent("""\
         import json, os
@@ -262,7 +262,7 @@ def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_
         calls=[
             ["node0", [sys.executable, "-c", code]],
             ["node1", [sys.executable, "-c", code]],
-            ["node1", [sys.executable, "-c", _SCRIPT]],
+            ["node1", [sys.executable, "-c", SCRIPT]],
             ["node9", [sys.executable, "-c", code]],
         ],
     )["outputs"]

@@ -4,8 +4,9 @@ import platform
 import sys
 from importlib import metadata
 
+from harness.check.stack import probe_versions as probe
 from harness.plan.cluster import Cluster, Node
-from harness.target.versions import probe, stack
+from harness.target.versions import stack
 
 
 def installed(name: str) -> str | None:

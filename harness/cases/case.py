@@ -8,40 +8,6 @@ from typing import Any
 
 from harness.matrix.schema import Rule
 
-# The attributes a rule condition may use, with their types (checked when the matrix loads).
-ATTRIBUTES: dict[str, type] = {
-    "suite": str,
-    "platform": str,
-    "family": str,
-    "variant": str,
-    "arch": str,
-    "origin": str,
-    "supports_pp": bool,
-    "layers": int,
-    "topology": str,
-    "tp": int,
-    "pp": int,
-    "dp": int,
-    "pcp": int,  # prefill context parallel size the case's flags give (1 without PCP)
-    "nnodes": int,
-    "backend": str,  # "mp", "ray", or "default" when vLLM chooses
-    "devices": int,  # every device the case's launches use: TP x PP x PCP x DP (+ the decode instance)
-    "pd": bool,
-    "decode_tp": int,  # 0 when the case is not P/D
-    "decode_pp": int,
-    "decode_dp": int,
-    "pd_tp_multiple": bool,  # prefill TP >= decode TP and a multiple of it (true when not P/D)
-    "partition": str,  # "auto" or the VLLM_PP_LAYER_PARTITION string
-    "custom_partition": bool,
-    "partition_error": str,  # vLLM's rejection text for the partition, "" when accepted
-    "partition_doc_error": str,  # the same under the Ascend guide's stricter rule
-    "features": list,
-    "feature": str,  # the whole stack, e.g. "mtp+graph-mode", or "none"
-    # How the cluster's nodes are linked ("roce", "hccs", ... from the inventory's `network`),
-    # "unknown" when the suite is expanded without a cluster (lint, claims-only reports).
-    "network": str,
-}
-
 
 @dataclass(frozen=True)
 class Expectation:

@@ -18,14 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from harness.cases import pairwise
-from harness.cases.case import ATTRIBUTES, UNSPECIFIED, Case, Expectation, case_id, stack_id
+from harness.cases.case import UNSPECIFIED, Case, Expectation, case_id, stack_id
+from harness.cases.merge import matrix_layers, merge, pcp_size
 from harness.cases.partition import partition_error
 from harness.matrix import condition as cond
+from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
-from harness.plan.cluster import Cluster
-from harness.target.model_config import LayerCounts
+from harness.target.model_config import LayerCounts, layers_in
 
 FULL_LIMIT = 1_000_000
 
@@ -126,7 +127,6 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
 
 def _pcp(m: Matrix, suite_name: str, suite: Suite, gi: int, feats: tuple[str, ...]) -> int:
     # the variant's flags cannot change the PCP size a stack gives; any variant of the suite will do
-    from harness.plan.merge import pcp_size
 
     fam = next(
         f
@@ -155,8 +155,6 @@ def _attrs(
     layers: Callable[[Variant], int | None],
     network: str,
 ) -> dict:
-    from harness.plan.merge import matrix_layers, merge
-    from harness.target.model_config import layers_in
 
     v = m.variant(fam, var)
     t = m.topologies[topo_name]
@@ -250,8 +248,7 @@ def expand(
     "unknown", so a rule about a link type decides a case only where the rule also names "unknown"."""
     suite = m.suite(suite_name)
     layers = layers or LayerCounts()
-    cluster: Cluster | None = getattr(layers, "cluster", None)
-    network = network or (cluster.network if cluster is not None else "unknown")
+    network = network or getattr(layers, "network", None) or "unknown"
     cases: dict[str, Case] = {}
     covered = possible = product = 0
     for gi, group in enumerate(suite.groups):

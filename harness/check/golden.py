@@ -11,6 +11,7 @@ from harness.cases.case import Case
 from harness.check.compare import collect
 from harness.check.launch import Launcher
 from harness.check.references import golden_record, shape_for
+from harness.check.stack import probe_versions
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
@@ -18,7 +19,6 @@ from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, Placement, Ports
 from harness.plan.reference import ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
-from harness.target.versions import probe
 from harness.target.zoo import default_cache_root, ensure_model
 
 
@@ -55,7 +55,7 @@ def record_golden(
     suite = m.suite(case.suite)
     work_dir.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(cluster, work_dir, suite.request_timeout_s)
-    versions = probe(cluster)
+    versions = probe_versions(cluster)
     pooling = "pooling" in case.features
     with launcher.serve(replan, planned.placement, f"golden {case.id}", work_dir / "logs") as live:
         why = live.why_not_ready(suite.startup_timeout_s)

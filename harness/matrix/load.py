@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness.cases.case import ATTRIBUTES
 from harness.matrix import condition as cond
+from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.schema import (
     NAME,
     REMOVED_KEYS,

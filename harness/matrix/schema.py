@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
-# in its args); fragments are merged key by key into one value per flag (harness.plan.merge).
+# in its args); fragments are merged key by key into one value per flag (harness.cases.merge).
 JSON_FLAGS = (
     "hf-overrides",
     "additional-config",
@@ -319,7 +319,7 @@ class Topology(Strict):
 
     @property
     def world(self) -> int:
-        """Devices of the (prefill) instance without context parallelism; harness.plan.merge
+        """Devices of the (prefill) instance without context parallelism; harness.cases.merge
         multiplies in the PCP size the case's flags give (vLLM: TP x PP x PCP per DP rank)."""
         return self.tp * self.pp * self.dp
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.cases.case import Case
+from harness.cases.merge import Merged, json_args, matrix_layers, merge, topology_layer
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster, Node
@@ -23,7 +24,6 @@ from harness.plan.launch import (
     Ports,
     default_placement,
 )
-from harness.plan.merge import Merged, json_args, matrix_layers, merge, topology_layer
 from harness.plan.pd import plan_pd
 
 
@@ -48,7 +48,7 @@ def resolve_model_default(ref: str) -> str:
 
 
 class MergeError(PlanError):
-    """The case's layers disagree (harness.plan.merge); every message names its origins."""
+    """The case's layers disagree (harness.cases.merge); every message names its origins."""
 
     def __init__(self, case_id: str, errors: list[str]):
         self.errors = errors

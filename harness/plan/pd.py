@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.cases.case import Case
+from harness.cases.merge import json_args
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
-from harness.plan.merge import json_args
 
 
 def kv_parallel_config(topo: Topology, case: Case) -> dict:

