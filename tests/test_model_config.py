@@ -8,7 +8,8 @@ from harness.cases.expand import expand
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Variant
 from harness.matrix.source import MatrixError
-from harness.target.model_config import LayerCounts, layers_in
+from harness.target.hf_config import layers_in
+from harness.target.model_config import LayerCounts
 
 
 def variant(model: str, hidden_layers=None) -> Variant:

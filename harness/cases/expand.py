@@ -26,7 +26,8 @@ from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
-from harness.target.model_config import LayerCounts, layers_in
+from harness.target.hf_config import layers_in
+from harness.target.model_config import LayerCounts
 
 FULL_LIMIT = 1_000_000
 

@@ -279,11 +279,47 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
             except ValidationError as err:
                 errors.extend(validation_errors(doc, model, (section, name), err))
                 continue
+            if section == "families":
+                target[name], bad = _zoo_spec_files(target[name], path.parent, doc, name)
+                errors.extend(bad)
             # an earlier layer's entry of this name is replaced whole
             defined_here.add((section, name))
             matrix.where[(section, name)] = here
             matrix.positions[(section, name)] = (doc, (section, name))
     return errors
+
+
+def _zoo_spec_files(family: Family, folder: Path, doc: Document, name: str) -> tuple[Family, list[SourceError]]:
+    """``zoo:PATH.json`` (a tiny model from the user's config.json) names PATH from the folder of
+    the matrix file that says it; it becomes absolute here, so plans, runs and other layers need
+    not know where it was written. A file that is not there is an error at its line."""
+    errors: list[SourceError] = []
+    variants = dict(family.variants)
+    for vname, v in family.variants.items():
+        update: dict[str, Any] = {}
+        refs: dict[tuple[str, ...], str] = {("model",): v.model} | {("drafters", k): d for k, d in v.drafters.items()}
+        for loc, ref in refs.items():
+            if not (ref.startswith("zoo:") and ref.endswith(".json")):
+                continue
+            path = Path(ref[4:]).expanduser()
+            path = path if path.is_absolute() else (folder / path).resolve()
+            if not path.is_file():
+                where = doc.where(("families", name, "variants", vname, *loc))
+                errors.append(
+                    SourceError(
+                        where, f"families.{name}.variants.{vname}.{'.'.join(loc)}: {ref!r}: no such file {path}"
+                    )
+                )
+                continue
+            if loc == ("model",):
+                update["model"] = f"zoo:{path}"
+            else:
+                update.setdefault("drafters", dict(v.drafters))[loc[-1]] = f"zoo:{path}"
+        if update:
+            variants[vname] = v.model_copy(update=update)
+    if variants == family.variants:
+        return family, errors
+    return family.model_copy(update={"variants": variants}), errors
 
 
 def _check_references(m: Matrix) -> list[SourceError]:

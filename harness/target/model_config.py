@@ -16,24 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from harness.matrix.schema import Variant
-
-# Sub-configs vLLM takes the text model's settings from (its hf_text_config), in that order.
-TEXT_CONFIGS = ("text_config", "llm_config", "language_config", "thinker_config")
-
-
-def layers_in(config: dict[str, Any]) -> int | None:
-    for key in TEXT_CONFIGS:
-        sub = config.get(key)
-        if isinstance(sub, dict):
-            found = layers_in(sub)
-            if found:
-                return found
-    n = config.get("num_hidden_layers")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
-
+from harness.target.hf_config import TEXT_CONFIGS, layers_in
 
 # Run by a node's Python: prints the count, or nothing when the config is missing or has none.
 _NODE_SCRIPT = (
@@ -103,11 +88,14 @@ class LayerCounts:
 
     def _read(self, model: str) -> int | None:
         if model.startswith("zoo:"):
-            from harness.target.zoo import ZOO
+            from harness.target.zoo import ZooError, spec_of
 
-            spec = ZOO.get(model[4:])
             self.where[model] = "the tiny model's spec"
-            return spec.num_hidden_layers if spec else None
+            try:
+                return spec_of(model[4:]).num_hidden_layers
+            except ZooError as err:
+                self.where[model] = f"the tiny model's spec ({err})"
+                return None
         path = _local_config(model)
         if path is not None:
             self.where[model] = str(path)

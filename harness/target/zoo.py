@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.target.hf_config import TEXT_CONFIGS, layers_in
+
 BUILDER_VERSION = 1
 VOCAB_SIZE = 512
 EOS = "<|endoftext|>"
@@ -68,13 +70,14 @@ class ZooSpec:
     supports_pp: bool = True  # what vLLM's registry says (SupportsPP interface)
     runner: str = "generate"  # vLLM `--runner` to serve it with
 
+    weights: str = "random"  # "random": seeded weights from transformers; "dummy": none, serve with --load-format dummy
+
     def config_json(self) -> dict[str, Any]:
-        return {
-            **self.config,
-            "architectures": [self.architecture],
-            "dtype": self.dtype,
-            "num_hidden_layers": self.num_hidden_layers,
-        }
+        out = {**self.config, "architectures": [self.architecture], "dtype": self.dtype}
+        # a spec file states its own count (a multimodal config nests it in its text config)
+        if "num_hidden_layers" not in self.config and not any(k in self.config for k in TEXT_CONFIGS):
+            out["num_hidden_layers"] = self.num_hidden_layers
+        return out
 
 
 ZOO: dict[str, ZooSpec] = {
@@ -85,6 +88,17 @@ ZOO: dict[str, ZooSpec] = {
             architecture="Qwen3ForCausalLM",
             num_hidden_layers=5,
             config={**_DECODER, "model_type": "qwen3", "max_window_layers": 28, "layer_types": ["full_attention"] * 5},
+        ),
+        ZooSpec(
+            name="llama-tiny",
+            architecture="LlamaForCausalLM",
+            num_hidden_layers=5,
+            config={
+                **{k: v for k, v in _DECODER.items() if k not in ("sliding_window", "use_sliding_window")},
+                "model_type": "llama",
+                "mlp_bias": False,
+                "pretraining_tp": 1,
+            },
         ),
         ZooSpec(
             name="qwen3-moe-tiny",
@@ -159,6 +173,8 @@ def spec_hash(spec: ZooSpec) -> str:
         "builder": BUILDER_VERSION,
         "config": spec.config_json(),
         "seed": spec.seed,
+        "weights": spec.weights,
+        "runner": spec.runner,
         "corpus": hashlib.sha256(CORPUS.encode()).hexdigest(),
         "vocab": VOCAB_SIZE,
         "libraries": _library_versions(),
@@ -166,17 +182,87 @@ def spec_hash(spec: ZooSpec) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-def _spec(name: str) -> ZooSpec:
+class ZooError(KeyError):
+    """A zoo model that is not built in, or a spec file that cannot be read as one."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def is_spec_file(name: str) -> bool:
+    """``zoo:PATH.json``: a tiny model described by a config.json of the user's (the matrix loader
+    makes PATH absolute, from the directory of the file that names it)."""
+    return name.endswith(".json")
+
+
+def spec_from_file(path: Path) -> ZooSpec:
+    """The spec a config.json describes: its ``architectures[0]``, ``model_type`` and layer count,
+    dtype from ``dtype``/``torch_dtype`` (float32 when absent). An optional ``"ppconf"`` object
+    sets how ppconf builds it and is not written to the model: ``weights`` ("random", the default:
+    seeded weights from transformers' class for ``model_type``; "dummy": config and tokenizer
+    only, for architectures transformers does not have, served with ``--load-format dummy``),
+    ``seed``, and ``runner`` ("generate" or "pooling", which transformers class builds it)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ZooError(f"zoo model spec {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise ZooError(f"zoo model spec {path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ZooError(f"zoo model spec {path}: expected a JSON object (a config.json)")
+    opts = data.pop("ppconf", {}) or {}
+    archs = data.pop("architectures", None)
+    problems = []
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
+        problems.append('"architectures" must list the architecture, e.g. ["LlamaForCausalLM"]')
+    if not isinstance(data.get("model_type"), str):
+        problems.append('"model_type" is missing')
+    layers = layers_in(data)
+    if not layers:
+        problems.append('no "num_hidden_layers" (top level or in its text config)')
+    unknown = sorted(set(opts) - {"weights", "seed", "runner"}) if isinstance(opts, dict) else ["(not an object)"]
+    if unknown:
+        problems.append(f'"ppconf" takes weights, seed and runner; got {", ".join(unknown)}')
+    elif opts.get("weights", "random") not in ("random", "dummy"):
+        problems.append(f'"ppconf.weights" is "random" or "dummy", not {opts.get("weights")!r}')
+    elif opts.get("runner", "generate") not in ("generate", "pooling"):
+        problems.append(f'"ppconf.runner" is "generate" or "pooling", not {opts.get("runner")!r}')
+    if problems:
+        raise ZooError(f"zoo model spec {path}: " + "; ".join(problems))
+    dtype = data.pop("dtype", None) or data.pop("torch_dtype", None) or "float32"
+    data.pop("torch_dtype", None)
+    assert isinstance(archs, list) and layers
+    return ZooSpec(
+        name=path.stem,
+        architecture=archs[0],
+        num_hidden_layers=layers,
+        config=data,
+        seed=int(opts.get("seed", 0)),
+        dtype=str(dtype),
+        runner=opts.get("runner", "generate"),
+        weights=opts.get("weights", "random"),
+    )
+
+
+def spec_of(name: str) -> ZooSpec:
+    """The spec ``zoo:name`` names: a built-in model, or a spec file (``zoo:PATH.json``)."""
+    if is_spec_file(name):
+        return spec_from_file(Path(name))
     try:
         return ZOO[name]
     except KeyError:
-        raise KeyError(f"unknown zoo model {name!r}; known: {', '.join(sorted(ZOO))}") from None
+        raise ZooError(
+            f"unknown zoo model {name!r}; built in: {', '.join(sorted(ZOO))}, "
+            "or name a config.json of your own as zoo:PATH.json"
+        ) from None
 
 
 def model_dir(name: str, cache_root: Path | None = None) -> Path:
     """Where `name` lives in the cache. Pure: builds nothing."""
     root = Path(cache_root) if cache_root is not None else default_cache_root()
-    return root / f"{name}-{spec_hash(_spec(name))[:12]}"
+    spec = spec_of(name)
+    return root / f"{spec.name}-{spec_hash(spec)[:12]}"
 
 
 def ensure_model(name: str, cache_root: Path | None = None) -> Path:
@@ -189,7 +275,7 @@ def ensure_model(name: str, cache_root: Path | None = None) -> Path:
     # always complete, even if a build is killed or two run at once.
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        build(_spec(name), tmp)
+        build(spec_of(name), tmp)
         tmp.chmod(0o755)  # mkdtemp makes it private; the model is read by other users' servers
         os.rename(tmp, final)
     except OSError:
@@ -204,7 +290,8 @@ def build(spec: ZooSpec, out: Path) -> None:
     """Write the complete model folder for `spec` into the existing folder `out`."""
     out = Path(out)
     _write_json(out / "config.json", spec.config_json())
-    _write_weights(spec, out / "model.safetensors")
+    if spec.weights == "random":
+        _write_weights(spec, out / "model.safetensors")
     write_tokenizer(out, spec.config.get("max_position_embeddings", 512))
     _write_json(out / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0})
     for f in out.iterdir():
@@ -249,7 +336,13 @@ def _hf_model(spec: ZooSpec):
 
     cfg = dict(spec.config_json())
     cfg.pop("architectures")
-    hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    try:
+        hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    except ValueError as err:  # a model_type this transformers does not have
+        raise ZooError(
+            f"zoo model {spec.name}: transformers cannot build random weights for it ({err}); "
+            'give its spec "ppconf": {"weights": "dummy"} and serve it with --load-format dummy'
+        ) from None
     factory = AutoModel if spec.runner == "pooling" else AutoModelForCausalLM
     torch.manual_seed(spec.seed)
     return factory.from_config(hf_config, dtype=getattr(torch, spec.dtype)).eval()
