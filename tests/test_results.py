@@ -123,3 +123,9 @@ def test_a_record_that_does_not_fit_is_refused_naming_file_line_field_and_value(
         Result.from_json(record("a", duration_s=-1.0))
     with pytest.raises(RecordError, match="expected a JSON object, got list"):
         Result.from_json([record("a")])
+
+
+def test_the_refusal_stays_on_one_line_whatever_key_it_names():
+    with pytest.raises(RecordError) as err:
+        Result.from_json(record("a", observation={"logs": {"\r\nnode": None}}))
+    assert str(err.value) == "observation.logs.'\\r\\nnode': Input should be a valid string (got None)"

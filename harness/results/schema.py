@@ -33,10 +33,17 @@ def iso_datetime(v: str | None) -> str | None:
     return v
 
 
+def _key(part: str | int) -> str:
+    """A step of an error's location as the path shows it: a key that is empty, or holds a line
+    break or another unprintable character, quoted (the message stays on one line)."""
+    text = str(part)
+    return text if text and text.isprintable() else repr(text)
+
+
 def describe(err: ValidationError) -> str:
     """The first reason of ``err``, in one line: where, why, and the offending value."""
     e = err.errors()[0]
-    where = ".".join(str(p) for p in e["loc"]) or "(record)"
+    where = ".".join(_key(p) for p in e["loc"]) or "(record)"
     got = repr(e.get("input"))
     got = got if len(got) <= 80 else got[:77] + "..."
     return f"{where}: {e['msg']} (got {got})"
