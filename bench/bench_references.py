@@ -30,7 +30,7 @@ def reference_sources(run_dir: Path) -> Counter[str]:
     """How each distinct reference of a run got its outputs: launched, or reused from the cache."""
     seen: dict[str, str] = {}
     for r in store.read(run_dir):
-        ref = r.get("observation", {}).get("reference") or {}
+        ref = r.observation.reference or {}
         if ref.get("key") and ref.get("source") != "shared within this run":
             seen.setdefault(ref["key"], ref.get("source", "?"))
     return Counter(seen.values())

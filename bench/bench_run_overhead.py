@@ -27,13 +27,13 @@ def main(run_dir: Path) -> int:
         print(f"{run_dir}: no results")
         return 1
     start = datetime.datetime.fromisoformat(meta["started"]).timestamp()
-    ends = [datetime.datetime.fromisoformat(r["started"]).timestamp() + (r.get("duration_s") or 0) for r in records]
+    ends = [datetime.datetime.fromisoformat(r.started).timestamp() + (r.duration_s or 0) for r in records if r.started]
     wall = max(ends) - start
     # cases that shared one deployment carry the same duration: count each launch once
-    launches = {(r["started"], r.get("plan_key")): r.get("duration_s") or 0 for r in records}
+    launches = {(r.started, r.plan_key): r.duration_s or 0 for r in records}
     busy = sum(launches.values())
     overhead = max(0.0, wall - busy)
-    ready = [r["observation"]["ready_s"] for r in records if r.get("observation", {}).get("ready_s")]
+    ready = [r.observation.ready_s for r in records if r.observation.ready_s]
     print(f"run {run_dir}: {len(records)} cases, {len(launches)} deployments")
     print(f"wall time                 {wall:8.1f} s")
     print(f"time inside cases         {busy:8.1f} s  (servers starting, serving checks, stopping)")

@@ -21,6 +21,7 @@ from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.plan.cluster import load_cluster
 from harness.results import store as results
 from harness.results.lock import RunBusy, run_lock
+from harness.results.result import Result
 from harness.run import RunConfig, SuiteRun
 
 FIXED_MARKERS = {
@@ -129,7 +130,7 @@ class Session:
         self.resume = bool(resume)
         self.runners: dict[str, SuiteRun] = {}
         self.deployments: dict[str, list] = {}
-        self.records: dict[str, dict] = {}
+        self.records: dict[str, Result] = {}
         # held for the whole session: no other ppconf (or worker) reaps this run's servers
         self.hold = contextlib.ExitStack()
         try:
@@ -140,7 +141,7 @@ class Session:
     def close(self) -> None:
         self.hold.close()
 
-    def record(self, suite: str, case_id: str) -> dict:
+    def record(self, suite: str, case_id: str) -> Result:
         if case_id in self.records:
             return self.records[case_id]
         if suite not in self.runners:
@@ -148,7 +149,7 @@ class Session:
             self.runners[suite] = runner
             self.deployments[suite] = runner.prepare()
             # finished records that prepare() kept (same claim, same plan); the rest run again
-            self.records.update({r["case"]: r for r in results.read(self.run_dir) if r["case"] not in runner.by_id})
+            self.records.update({r.case: r for r in results.read(self.run_dir) if r.case not in runner.by_id})
             if case_id in self.records:
                 return self.records[case_id]
         runner = self.runners[suite]
@@ -156,7 +157,7 @@ class Session:
             if case_id in d.case_ids:
                 self.deployments[suite].remove(d)
                 for result in runner.execute(d):
-                    self.records[result.case] = result.to_json()
+                    self.records[result.case] = result
                 break
         return self.records[case_id]
 
@@ -174,12 +175,13 @@ def ppconf_session(request):
     session.close()
 
 
-def evidence(record: dict) -> dict[str, str]:
-    obs = record.get("observation", {})
+def evidence(record: Result) -> dict[str, str]:
+    """JUnit properties: the verdict, the claim, and the evidence the observation recorded, as JSON."""
+    obs = record.observation.to_json()
     props = {
-        "outcome": record["outcome"],
-        "reason": record["reason"],
-        "expectation": json.dumps(record["expectation"], sort_keys=True),
+        "outcome": record.outcome.value,
+        "reason": record.reason,
+        "expectation": json.dumps(record.expectation.to_json(), sort_keys=True),
     }
     for key in (
         "root_cause",
@@ -194,8 +196,8 @@ def evidence(record: dict) -> dict[str, str]:
     ):
         if key in obs:
             props[key] = json.dumps(obs[key], sort_keys=True)
-    if record.get("deployment"):
+    if record.deployment:
         props["launches"] = json.dumps(
-            [{"role": l["role"], "argv": l["argv"], "env": l["env"]} for l in record["deployment"]["launches"]]
+            [{"role": l.role, "argv": l.argv, "env": l.env} for l in record.deployment.launches]
         )
     return props

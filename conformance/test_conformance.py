@@ -3,6 +3,7 @@
 import pytest
 
 from conformance.plugin import evidence
+from harness.outcomes import WAIVED, Outcome
 
 
 def test_case(ppconf_case, ppconf_session, record_property):
@@ -10,13 +11,13 @@ def test_case(ppconf_case, ppconf_session, record_property):
     record = ppconf_session.record(suite, case_id)
     for name, value in evidence(record).items():
         record_property(name, value)
-    outcome, reason = record["outcome"], record["reason"]
-    if outcome == "PASS":
+    outcome, reason = record.outcome, record.reason
+    if outcome is Outcome.PASS:
         return
-    if outcome in ("XFAIL", "KNOWN_ISSUE", "FLAKY"):
-        pytest.xfail(f"{outcome}: {reason}")
-    if outcome == "SKIP":
+    if outcome in (Outcome.XFAIL, *WAIVED):
+        pytest.xfail(f"{outcome.value}: {reason}")
+    if outcome is Outcome.SKIP:
         pytest.skip(reason)
-    if outcome == "UNEXPECTED_ACCEPT":
+    if outcome is Outcome.UNEXPECTED_ACCEPT:
         pytest.fail(f"[XPASS(strict)] {reason}", pytrace=False)
-    pytest.fail(f"{outcome}: {reason}", pytrace=False)
+    pytest.fail(f"{outcome.value}: {reason}", pytrace=False)

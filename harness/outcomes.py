@@ -23,7 +23,7 @@ class Outcome(str, Enum):
 
     @property
     def fails_run(self) -> bool:
-        return self in (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
+        return self in FAILS_RUN
 
 
 class Kind(str, Enum):
@@ -44,6 +44,9 @@ class Kind(str, Enum):
 PASS_LIKE = (Outcome.PASS, Outcome.XFAIL)
 FAIL_LIKE = (Outcome.FAIL, Outcome.BAD_REJECT, Outcome.UNEXPECTED_ACCEPT, Outcome.KNOWN_ISSUE, Outcome.FLAKY)
 WAIVED = (Outcome.KNOWN_ISSUE, Outcome.FLAKY)
+# Outcomes that fail a run (its exit status, a report's ❗): the product broke a claim, or the
+# harness or infrastructure could not check it.
+FAILS_RUN = (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
 # Claims whose cases launch and are compared with a reference; claims recorded without a launch.
 NEEDS_REFERENCE = (Kind.SUPPORTED, Kind.KNOWN_ISSUE, Kind.FLAKY)
 NO_LAUNCH = (Kind.UNSUPPORTED_ON_PLATFORM, Kind.UNSPECIFIED)

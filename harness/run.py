@@ -124,11 +124,11 @@ class SuiteRun:
             # a finished case is kept only if its claim and its launch plan are still the same
             current = {c.id: c.expectation.to_json() for c in cases}
             done = {
-                r["case"]
+                r.case
                 for r in store.read(self.run_dir)
-                if r["case"] in current
-                and r.get("expectation") == current[r["case"]]
-                and r.get("plan_key") == planned.get(r["case"])
+                if r.case in current
+                and r.expectation.to_json() == current[r.case]
+                and r.plan_key == planned.get(r.case)
             }
         todo = [c for c in cases if c.id not in done]
         self.summary.cases = len(cases)
@@ -170,18 +170,19 @@ class SuiteRun:
             self.launcher.redactor,
         )
         store.append(self.run_dir, result.to_json(), self.launcher.redactor)
-        self.summary.outcomes[result.outcome] = self.summary.outcomes.get(result.outcome, 0) + 1
-        self.progress(Event(Kind.RESULT, result.reason, case, outcome=result.outcome))
+        outcome = result.outcome.value
+        self.summary.outcomes[outcome] = self.summary.outcomes.get(outcome, 0) + 1
+        self.progress(Event(Kind.RESULT, result.reason, case, outcome=outcome))
         return result
 
     def execute(self, d: Deployment) -> list[Result]:
         """Launch one deployment, check it, judge and record each of its cases. An infrastructure
         error is retried once; product failures and harness faults are never retried."""
         results = self._execute_once(d)
-        infra = [r for r in results if r.outcome == Outcome.ERROR.value and r.observation.get("infra_error")]
+        infra = [r for r in results if r.outcome is Outcome.ERROR and r.observation.infra_error]
         if infra:
             for r in results:  # the retry's verdict replaces these in the summary (both stay in the results)
-                self.summary.outcomes[r.outcome] -= 1
+                self.summary.outcomes[r.outcome.value] -= 1
             self.progress(
                 Event(
                     Kind.RETRY,

@@ -9,7 +9,10 @@ A cell whose observation contradicts its claim is marked and footnoted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
+
+from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome
+from harness.results.result import Expectation, Result
 
 SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
 FAILS = "❗"  # after the symbol of a cell whose case failed the run: it must never read as fine or untested
@@ -17,8 +20,6 @@ LEGEND = (
     f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
     f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)"
 )
-FAILING = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
-
 # How bad an outcome is, to pick the one that speaks for a cell holding several cases.
 SEVERITY = {
     "ERROR": 8,
@@ -34,32 +35,43 @@ SEVERITY = {
 }
 
 
-def claim_symbol(exp: dict[str, Any]) -> str:
-    kind = exp.get("kind")
-    if kind in ("supported", "known-issue", "flaky"):
-        return EXPERIMENTAL if exp.get("experimental") else SUPPORTED
-    if kind in ("rejected", "unsupported-on-platform"):
+class Claim(Protocol):
+    """What a symbol is read from: a case's expectation (``harness.cases.case.Expectation``) or the
+    one its result recorded (``harness.results.result.Expectation``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def experimental(self) -> bool: ...
+
+
+def claim_symbol(exp: Claim) -> str:
+    if exp.kind in (Kind.SUPPORTED, *WAIVER_KINDS):
+        return EXPERIMENTAL if exp.experimental else SUPPORTED
+    if exp.kind in (Kind.REJECTED, Kind.UNSUPPORTED_ON_PLATFORM):
         return REJECTED
     return UNTESTED
 
 
-def observed_symbol(exp: dict[str, Any], outcome: str | None) -> str:
+def observed_symbol(exp: Claim, outcome: str | None) -> str:
     """What the evidence shows, in the legend's terms."""
-    if outcome in ("PASS", "UNEXPECTED_ACCEPT"):
-        return EXPERIMENTAL if exp.get("experimental") else SUPPORTED
-    if outcome == "XFAIL":
+    if outcome in (Outcome.PASS, Outcome.UNEXPECTED_ACCEPT):
+        return EXPERIMENTAL if exp.experimental else SUPPORTED
+    if outcome == Outcome.XFAIL:
         return REJECTED
-    if outcome in ("FAIL", "BAD_REJECT", "KNOWN_ISSUE", "FLAKY"):
+    if outcome in (Outcome.FAIL, Outcome.BAD_REJECT, *WAIVED):
         # tested, and it did not work: never the untested symbol (the footnote says how it failed)
         return REJECTED
-    if outcome == "SKIP" and exp.get("kind") == "unsupported-on-platform":
+    if outcome == Outcome.SKIP and exp.kind == Kind.UNSUPPORTED_ON_PLATFORM:
         return REJECTED
     return UNTESTED  # not run, skipped without a claim, or the harness failed (footnoted)
 
 
 @dataclass
 class Entry:
-    """One case as the report sees it: its coordinates, claim and (when run) its result."""
+    """One case as the report sees it: its coordinates, claim and (when run) its result and
+    outcome (the outcome's value, as reports print it)."""
 
     case: str
     family: str
@@ -68,10 +80,10 @@ class Entry:
     platform: str
     partition: str
     features: list[str]
-    expectation: dict[str, Any]
+    expectation: Expectation
     outcome: str | None = None
     reason: str = ""
-    record: dict[str, Any] | None = None
+    record: Result | None = None
 
     @property
     def row(self) -> str:
@@ -95,7 +107,7 @@ class Cell:
 
     @property
     def fails_run(self) -> bool:
-        return self.outcome in FAILING
+        return self.outcome in FAILS_RUN
 
 
 @dataclass
@@ -112,7 +124,7 @@ class Table:
 
 
 def _notes(e: Entry) -> list[str]:
-    return ((e.record or {}).get("observation") or {}).get("notes", [])
+    return e.record.observation.notes if e.record else []
 
 
 def _cell(entries: list[Entry]) -> Cell:
@@ -121,23 +133,21 @@ def _cell(entries: list[Entry]) -> Cell:
     # claims-only entries carry no outcome: the cell shows the claim itself
     symbol = claimed if all(e.outcome is None for e in entries) else observed_symbol(worst.expectation, worst.outcome)
     note = ""
-    if worst.outcome == "UNEXPECTED_ACCEPT":
+    if worst.outcome == Outcome.UNEXPECTED_ACCEPT:
         note = f"claimed {claimed}, observed working: {worst.reason}"
-    elif worst.outcome in ("FAIL", "BAD_REJECT"):
+    elif worst.outcome in (Outcome.FAIL, Outcome.BAD_REJECT):
         note = f"claimed {claimed}, observed {worst.outcome}: {worst.reason}"
-    elif worst.outcome == "ERROR":
+    elif worst.outcome == Outcome.ERROR:
         note = f"not verified, the harness failed: {worst.reason}"
-    elif worst.outcome in ("KNOWN_ISSUE", "FLAKY"):
+    elif worst.outcome is not None and worst.outcome in WAIVED:
         note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
     elif any(n.startswith("documentation disagrees") for n in _notes(worst)):
         note = next(n for n in _notes(worst) if n.startswith("documentation disagrees"))
-    elif worst.expectation.get("undocumented"):
-        note = f"the guide is silent about this exception: {worst.expectation.get('why', '')}"
-    elif worst.outcome is None and worst.expectation.get("kind") in ("known-issue", "flaky"):
+    elif worst.expectation.undocumented:
+        note = f"the guide is silent about this exception: {worst.expectation.why}"
+    elif worst.outcome is None and worst.expectation.kind in WAIVER_KINDS:
         exp = worst.expectation
-        note = f"{exp['kind']}: {exp.get('link', '')}" + (
-            f", owner {exp['owner']}, until {exp['until']}" if exp.get("owner") else ""
-        )
+        note = f"{exp.kind.value}: {exp.link or ''}" + (f", owner {exp.owner}, until {exp.until}" if exp.owner else "")
     return Cell(entries, symbol, claimed, worst.outcome, note)
 
 
@@ -164,19 +174,19 @@ def build_tables(entries: list[Entry], titles: dict[str, str] | None = None) -> 
     return tables
 
 
-def entries_from_results(records: list[dict[str, Any]]) -> list[Entry]:
+def entries_from_results(records: list[Result]) -> list[Entry]:
     return [
         Entry(
-            case=r["case"],
-            family=r["family"],
-            variant=r["variant"],
-            topology=r["topology"],
-            platform=r["platform"],
-            partition=r["partition"],
-            features=list(r["features"]),
-            expectation=r["expectation"],
-            outcome=r["outcome"],
-            reason=r["reason"],
+            case=r.case,
+            family=r.family,
+            variant=r.variant,
+            topology=r.topology,
+            platform=r.platform,
+            partition=r.partition,
+            features=list(r.features),
+            expectation=r.expectation,
+            outcome=r.outcome.value,
+            reason=r.reason,
             record=r,
         )
         for r in records
@@ -193,7 +203,7 @@ def entries_from_claims(cases) -> list[Entry]:
             platform=c.platform,
             partition=c.partition,
             features=list(c.features),
-            expectation=c.expectation.to_json(),
+            expectation=Expectation.from_json(c.expectation.to_json()),
         )
         for c in cases
     ]
@@ -236,16 +246,14 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
             per: dict[str, list] = {}
             for c in about:
                 per.setdefault(c.family, []).append(c)
-            ok = sorted(
-                f for f, cs in per.items() if any(claim_symbol(c.expectation.to_json()) != REJECTED for c in cs)
-            )
+            ok = sorted(f for f, cs in per.items() if any(claim_symbol(c.expectation) != REJECTED for c in cs))
             refused = sorted(f for f in per if f not in ok)
             silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
             rule_about = subject_of(matrix, kind, keys)[1]
             waived = [
                 c.expectation
                 for c in about
-                if c.expectation.kind in ("known-issue", "flaky") and rule_about(rules[c.expectation.rule].when)
+                if c.expectation.kind in WAIVER_KINDS and rule_about(rules[c.expectation.rule].when)
             ]
             experimental = any(c.expectation.experimental for c in about)
             if not ok:

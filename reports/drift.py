@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.results.result import Result
+
 from .cells import EXPERIMENTAL, REJECTED, SUPPORTED, UNTESTED, claim_symbol, observed_symbol
 
 EMOJI = (SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED)
@@ -179,7 +181,7 @@ ISSUE = re.compile(r"\bissue\b|under investigation|intermittent|flaky", re.I)
 
 
 def _cell_drifts(
-    row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases, by_case: dict[str, dict]
+    row: PublishedRow, published: str, matrix, kind: str, keys: set[str], cases, by_case: dict[str, Result]
 ) -> list[Drift]:
     mine = cases_about(matrix, kind, keys, cases)
     rules = {e.index: e.rule for e in matrix.rules}
@@ -222,12 +224,12 @@ def _cell_drifts(
         per: dict[tuple[str, str], tuple[str, list[str], bool]] = {}
         for fv, group in groups.items():
             if source == "matrix":
-                symbols = [claim_symbol(c.expectation.to_json()) for c in group]
+                symbols = [claim_symbol(c.expectation) for c in group]
             else:
                 ran = [c for c in group if c.id in by_case]
                 if not ran:
                     continue
-                symbols = [observed_symbol(by_case[c.id]["expectation"], by_case[c.id]["outcome"]) for c in ran]
+                symbols = [observed_symbol(by_case[c.id].expectation, by_case[c.id].outcome) for c in ran]
                 group = ran
             verdict = _verdict(symbols)
             if not conditional and _same(expected[fv[0]], SUPPORTED) and REJECTED in symbols and verdict != REJECTED:
@@ -397,7 +399,7 @@ def _pd_table_drifts(text: str, matrix, cases) -> list[Drift]:
             and c.expectation.rule is not None
             and re.search(r"\bpd\b", rules[c.expectation.rule].when)
         ]
-        wrong = [c.id for c in pd if c.attrs["decode_pp"] > d and claim_symbol(c.expectation.to_json()) != REJECTED]
+        wrong = [c.id for c in pd if c.attrs["decode_pp"] > d and claim_symbol(c.expectation) != REJECTED]
         if wrong:
             out.append(
                 Drift(
@@ -424,11 +426,11 @@ def _pd_table_drifts(text: str, matrix, cases) -> list[Drift]:
     return out
 
 
-def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> list[Drift]:
+def docs_drift(doc: Path, matrix, cases, records: list[Result] | None = None) -> list[Drift]:
     """Every published cell that disagrees with the claims of ``cases`` (or with ``records``),
     family by family: one line per disagreement, with the cases behind it."""
     out: list[Drift] = []
-    by_case = {r["case"]: r for r in records or []}
+    by_case = {r.case: r for r in records or []}
     text = doc.read_text(encoding="utf-8", errors="replace")
     platform = next(iter({c.platform for c in cases}), "")
     for row in read_tables(text):
@@ -459,7 +461,7 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
         row = PublishedRow(line, sentence, sentence, "compatibility list")
         # the list speaks of the feature as a whole: compared with its best verdict over families
         mine = cases_about(matrix, kind, keys, cases)
-        verdict = _verdict([claim_symbol(c.expectation.to_json()) for c in mine]) if mine else UNTESTED
+        verdict = _verdict([claim_symbol(c.expectation) for c in mine]) if mine else UNTESTED
         if not _same(verdict, symbol):
             out.append(
                 Drift(
@@ -469,7 +471,7 @@ def docs_drift(doc: Path, matrix, cases, records: list[dict] | None = None) -> l
                     verdict,
                     None,
                     f"the compatibility list says {symbol}, the matrix claims {verdict} for {', '.join(sorted(keys))}",
-                    tuple(c.id for c in mine if _same(claim_symbol(c.expectation.to_json()), verdict)),
+                    tuple(c.id for c in mine if _same(claim_symbol(c.expectation), verdict)),
                 )
             )
     out += _pd_table_drifts(text, matrix, cases)

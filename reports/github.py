@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness.outcomes import Outcome
+from harness.results.result import Result
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one more.
 MAX_ANNOTATIONS = 10
@@ -36,8 +36,8 @@ def command(name: str, message: str, **properties: str) -> str:
     return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
 
 
-def failing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if Outcome(r["outcome"]).fails_run]
+def failing(records: list[Result]) -> list[Result]:
+    return [r for r in records if r.outcome.fails_run]
 
 
 def _claim_position(where: str, workspace: Path | None) -> dict[str, str]:
@@ -54,7 +54,7 @@ def _claim_position(where: str, workspace: Path | None) -> dict[str, str]:
     return {"file": path.as_posix(), "line": m["line"]}
 
 
-def error_annotations(records: list[dict[str, Any]], env: Mapping[str, str] | None = None) -> list[str]:
+def error_annotations(records: list[Result], env: Mapping[str, str] | None = None) -> list[str]:
     """One ``::error`` per failing case (title: outcome and case id; message: the reason), placed
     on the matrix rule that claimed it when that file is in the checkout."""
     env = os.environ if env is None else env
@@ -63,9 +63,9 @@ def error_annotations(records: list[dict[str, Any]], env: Mapping[str, str] | No
     out = [
         command(
             "error",
-            r["reason"],
-            title=f"{r['outcome']} {r['case']}",
-            **_claim_position(r.get("expectation", {}).get("where", ""), workspace),
+            r.reason,
+            title=f"{r.outcome.value} {r.case}",
+            **_claim_position(r.expectation.where, workspace),
         )
         for r in bad[:MAX_ANNOTATIONS]
     ]
@@ -93,11 +93,11 @@ def run_url(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def job_summary(suite: str, records: list[dict[str, Any]], report: Path, env: Mapping[str, str] | None = None) -> str:
+def job_summary(suite: str, records: list[Result], report: Path, env: Mapping[str, str] | None = None) -> str:
     """Markdown for the job summary: the counts per outcome, every failing case with its reason,
     and where the report is."""
     env = os.environ if env is None else env
-    counts = Counter(r["outcome"] for r in records)
+    counts = Counter(r.outcome for r in records)
     bad = failing(records)
     verdict = f"**{len(bad)} failing**" if bad else "**no failures**"
     lines = [
@@ -108,12 +108,10 @@ def job_summary(suite: str, records: list[dict[str, Any]], report: Path, env: Ma
         "| outcome | cases | fails the run |",
         "|---|---:|---|",
     ]
-    lines += [
-        f"| {o.value} | {counts[o.value]} | {'yes' if o.fails_run else 'no'} |" for o in Outcome if counts[o.value]
-    ]
+    lines += [f"| {o.value} | {counts[o]} | {'yes' if o.fails_run else 'no'} |" for o in Outcome if counts[o]]
     if bad:
         lines += ["", "### Failing cases", "", "| outcome | case | reason |", "|---|---|---|"]
-        lines += [f"| {r['outcome']} | {_cell(r['case'])} | {_cell(r['reason'])} |" for r in bad]
+        lines += [f"| {r.outcome.value} | {_cell(r.case)} | {_cell(r.reason)} |" for r in bad]
     url = run_url(env)
     lines += ["", f"Report: `{report}`" + (f" — in the artifacts of [this run]({url})" if url else "")]
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.outcomes import FAIL_LIKE, FAILS_RUN, PASS_LIKE, Kind, Outcome
 from harness.results import index
 from harness.results.index import IndexedCase, IndexedRun
 from harness.target.versions import stack
@@ -29,8 +30,6 @@ from harness.target.versions import stack
 from .cells import SEVERITY, Entry
 from .render import _env
 
-PASS_LIKE = ("PASS", "XFAIL")
-FAIL_LIKE = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "KNOWN_ISSUE", "FLAKY")
 SYMBOLS = {
     "PASS": "🟩",
     "XFAIL": "🟦",
@@ -220,7 +219,7 @@ def _kind(outcome: str | None) -> str | None:
 
 
 def _fails(outcome: str | None) -> bool:
-    return outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR")
+    return outcome in FAILS_RUN
 
 
 def _strip(name: str, series: list[Mark], last: int) -> Strip:
@@ -253,10 +252,9 @@ def _cell_name(c: IndexedCase) -> tuple[str, str, str]:
 
 def _suggest(strip: Strip, latest: IndexedCase, flaky_rate: float) -> Suggestion | None:
     rate = strip.flip_rate
-    if latest.waiver != "flaky" and rate is not None and rate >= flaky_rate and strip.flips >= FLAKY_FLIPS:
-        rule = f" (its claim now: {latest.expectation.get('kind')}" + (
-            f", {latest.expectation['where']})" if latest.expectation.get("where") else ")"
-        )
+    if latest.waiver != Kind.FLAKY and rate is not None and rate >= flaky_rate and strip.flips >= FLAKY_FLIPS:
+        exp = latest.expectation
+        rule = f" (its claim now: {exp.kind.value}" + (f", {exp.where})" if exp.where else ")")
         return Suggestion(
             strip.name,
             "waive as flaky",
@@ -264,10 +262,10 @@ def _suggest(strip: Strip, latest: IndexedCase, flaky_rate: float) -> Suggestion
             f"(rate {rate:.2f}){rule}; if it is not broken, add a rule `expect: flaky` with a link",
         )
     recent = [m for m in strip.marks if m.outcome is not None][-DROP_AFTER:]
-    if latest.waiver and len(recent) == DROP_AFTER and all(m.outcome == "PASS" for m in recent):
+    if latest.waiver and len(recent) == DROP_AFTER and all(m.outcome == Outcome.PASS for m in recent):
         exp = latest.expectation
-        where = f" at {exp['where']}" if exp.get("where") else ""
-        link = f" ({exp['link']})" if exp.get("link") else ""
+        where = f" at {exp.where}" if exp.where else ""
+        link = f" ({exp.link})" if exp.link else ""
         return Suggestion(
             strip.name,
             "drop the waiver",

@@ -13,9 +13,11 @@ from typing import Any
 import jinja2
 
 from harness.check import logs
+from harness.outcomes import FAILS_RUN, WAIVED, Outcome
 from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
+from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
@@ -60,7 +62,7 @@ def load_meta(run_dir: Path) -> dict[str, Any]:
     return results.read_meta(run_dir)
 
 
-def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
+def header(meta: dict[str, Any], records: list[Result]) -> str:
     parts = []
     if meta.get("suite"):
         parts.append(f"suite {meta['suite']}")
@@ -73,62 +75,54 @@ def header(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     if records:
         counts: dict[str, int] = {}
         for r in records:
-            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+            counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
         parts.append(", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
     return " · ".join(parts)
 
 
-def _excerpt(run_dir: Path, record: dict[str, Any], key: str, title: str) -> dict[str, str] | None:
-    line = record.get("observation", {}).get(key)
-    ref = record.get("observation", {}).get("logs", {}).get(line["log"]) if line else None
+def _excerpt(run_dir: Path, obs: Observation, line: LogLine | None, title: str) -> dict[str, str] | None:
+    ref = obs.logs.get(line.log) if line else None
     if not line or not ref:
         return None
     path = results.log_path(run_dir, ref)
     if path is None:
         return {
-            "title": f"{title} — {line['log']} line {line['line']}",
+            "title": f"{title} — {line.log} line {line.line}",
             "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)",
         }
-    text = "\n".join(logs.excerpt(path, line["line"], before=8, after=3))
+    text = "\n".join(logs.excerpt(path, line.line, before=8, after=3))
     # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
     # masked here too, for logs that outlived the values (a run from an older ppconf)
-    return {"title": f"{title} — {line['log']} line {line['line']}", "text": redact.text(text)}
+    return {"title": f"{title} — {line.log} line {line.line}", "text": redact.text(text)}
 
 
 def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
-    r = e.record or {}
-    obs = r.get("observation", {})
+    r = e.record
+    obs = r.observation if r else Observation()
     launches = []
-    for l in (r.get("deployment") or {}).get("launches", []):
+    for l in r.deployment.launches if r and r.deployment else []:
         spec = LaunchSpec(
-            l["name"],
-            l["role"],
-            l["node"],
-            l["host"],
-            tuple(l["argv"]),
-            tuple(sorted(l["env"].items())),
-            l.get("port"),
-            l.get("set_env"),
+            l.name, l.role, l.node, l.host, tuple(l.argv), tuple(sorted(l.env.items())), l.port, l.set_env
         )
         try:
             shell = spec.shell()
         except PlanError as err:  # a record written by hand, or before names were checked
             shell = f"# not shown: {err}"
-        launches.append({"name": l["name"], "role": l["role"], "node": l["node"], "shell": shell})
+        launches.append({"name": l.name, "role": l.role, "node": l.node, "shell": shell})
     exp = e.expectation
-    claim = exp.get("kind", "unspecified")
-    if exp.get("error"):
-        claim += f" /{exp['error']}/ at {exp.get('phase')}"
-    if exp.get("why"):
-        claim += f" — {exp['why']}"
-    if exp.get("where"):
-        claim += f" ({exp['where']})"
+    claim = exp.kind.value
+    if exp.error:
+        claim += f" /{exp.error}/ at {exp.phase}"
+    if exp.why:
+        claim += f" — {exp.why}"
+    if exp.where:
+        claim += f" ({exp.where})"
     excerpts = (
         [
             x
             for x in (
-                _excerpt(run_dir, r, "expected_error_line", "expected error"),
-                _excerpt(run_dir, r, "root_cause", "root cause"),
+                _excerpt(run_dir, obs, obs.expected_error_line, "expected error"),
+                _excerpt(run_dir, obs, obs.root_cause, "root cause"),
             )
             if x
         ]
@@ -140,21 +134,21 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
         "outcome": e.outcome,
         "reason": e.reason,
         "claim": claim,
-        "duration": r.get("duration_s"),
-        "ready_s": obs.get("ready_s"),
-        "partition": obs.get("partition"),
-        "partition_expected": obs.get("partition_expected"),
-        "partition_source": obs.get("partition_source"),
-        "accuracy": obs.get("accuracy"),
-        "reference": obs.get("reference"),
-        "reference_error": obs.get("reference_error"),
-        "score": obs.get("score"),
-        "notes": obs.get("notes", []),
+        "duration": r.duration_s if r else None,
+        "ready_s": obs.ready_s,
+        "partition": obs.partition,
+        "partition_expected": obs.partition_expected,
+        "partition_source": obs.partition_source,
+        "accuracy": obs.accuracy,
+        "reference": obs.reference,
+        "reference_error": obs.reference_error,
+        "score": obs.score,
+        "notes": obs.notes,
         "launches": launches,
         "excerpts": excerpts,
-        "feature_checks": obs.get("feature_checks", {}),
-        "diagnosis": r.get("diagnosis"),
-        "repro": (r.get("repro") or {}).get("rerun"),
+        "feature_checks": obs.feature_checks,
+        "diagnosis": r.diagnosis if r else None,
+        "repro": r.repro.rerun if r and r.repro else None,
     }
 
 
@@ -162,42 +156,42 @@ def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
     """The partition-tuning advice of each served case that measured its stages."""
     rows = []
     for e in entries:
-        t = ((e.record or {}).get("observation") or {}).get("tuning")
+        t = e.record.observation.tuning if e.record else None
         if not t:
             continue
         stages = "; ".join(
-            f"stage {s['stage']}: {s['layers']} layer{'' if s['layers'] == 1 else 's'}, "
-            f"{'?' if s['step_ms'] is None else s['step_ms']} ms, "
-            f"{'?' if s['peak_mib'] is None else s['peak_mib']} MiB"
-            for s in t["stages"]
+            f"stage {s.stage}: {s.layers} layer{'' if s.layers == 1 else 's'}, "
+            f"{'?' if s.step_ms is None else s.step_ms} ms, "
+            f"{'?' if s.peak_mib is None else s.peak_mib} MiB"
+            for s in t.stages
         )
         rows.append(
             {
                 "case": e.case,
-                "partition": t["partition"],
+                "partition": t.partition,
                 "stages": stages,
-                "by_step_time": t["by_step_time"]["why"],
-                "by_memory": t["by_memory"]["why"],
+                "by_step_time": t.by_step_time.why,
+                "by_memory": t.by_memory.why,
             }
         )
     return rows
 
 
-def _timeline(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timeline(records: list[Result]) -> list[dict[str, Any]]:
     spans = []
     for r in records:
-        if not r.get("started"):
+        if not r.started:
             continue
-        start = datetime.datetime.fromisoformat(r["started"]).timestamp()
-        spans.append((start, r.get("duration_s") or 0.0, r))
+        start = datetime.datetime.fromisoformat(r.started).timestamp()
+        spans.append((start, r.duration_s or 0.0, r))
     if not spans:
         return []
     t0 = min(s for s, _, _ in spans)
     total = max(s + d for s, d, _ in spans) - t0 or 1.0
     return [
         {
-            "case": r["case"],
-            "outcome": r["outcome"],
+            "case": r.case,
+            "outcome": r.outcome.value,
             "duration": d,
             "left": round(100 * (s - t0) / total, 2),
             "width": max(0.3, round(100 * d / total, 2)),
@@ -212,7 +206,7 @@ def render(
     head: str,
     claims_only: bool,
     titles: dict[str, str],
-    records: list[dict[str, Any]],
+    records: list[Result],
     features: list | None = None,
     run_dir: Path | None = None,
 ) -> list[Table]:
@@ -265,7 +259,7 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
                 "platform": e.platform,
                 "partition": e.partition,
                 "features": e.features,
-                "claim": e.expectation,
+                "claim": e.expectation.to_json(),
                 "outcome": e.outcome,
                 "reason": e.reason,
             }
@@ -293,30 +287,30 @@ def write_junit(entries: list[Entry], path: Path) -> None:
     suite = ET.Element("testsuite", name="ppconf", tests=str(len(entries)))
     failures = skipped = 0
     for e in entries:
-        r = e.record or {}
+        r = e.record
+        obs = r.observation if r else Observation()
         tc = ET.SubElement(
             suite,
             "testcase",
             classname=_xml(f"ppconf.{e.family}"),
             name=_xml(e.case),
-            time=_xml(r.get("duration_s") or 0),
+            time=_xml(r.duration_s if r and r.duration_s else 0),
         )
         props = ET.SubElement(tc, "properties")
-        obs = r.get("observation", {})
         for key, value in (
             ("outcome", e.outcome),
-            ("claim", json.dumps(e.expectation, sort_keys=True)),
-            ("partition", json.dumps(obs.get("partition"))),
-            ("root_cause", (obs.get("root_cause") or {}).get("text")),
+            ("claim", json.dumps(e.expectation.to_json(), sort_keys=True)),
+            ("partition", json.dumps(obs.partition)),
+            ("root_cause", obs.root_cause.text if obs.root_cause else None),
         ):
             if value is not None:
                 ET.SubElement(props, "property", name=key, value=_xml(value))
-        if e.outcome in ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT", "ERROR"):
+        if e.outcome in FAILS_RUN:
             failures += 1
             ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(
                 e.reason
             )
-        elif e.outcome in (None, "SKIP", "XFAIL", "KNOWN_ISSUE", "FLAKY"):
+        elif e.outcome is None or e.outcome in (Outcome.SKIP, Outcome.XFAIL, *WAIVED):
             skipped += 1
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.outcomes import Outcome
+from harness.outcomes import FAILS_RUN, NO_LAUNCH, Kind, Outcome
 from harness.results import store as results
+from harness.results.result import Result
 from harness.target.versions import stack
 
 from .cells import Entry, entries_from_results
@@ -37,7 +38,7 @@ class Diff:
 
 
 def _fails(outcome: str | None) -> bool:
-    return outcome is not None and Outcome(outcome).fails_run
+    return outcome in FAILS_RUN
 
 
 def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
@@ -57,7 +58,7 @@ def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
     d.vanished = [f"{_label(b)}: was {b.outcome} ({case})" for case, b in sorted(before.items()) if case not in now]
     for case, outcomes in sorted(results.history(run_dir).items()):
         if len(set(outcomes)) > 1:
-            d.flaky.append(f"{case}: {' / '.join(outcomes)} across repeats")
+            d.flaky.append(f"{case}: {' / '.join(o.value for o in outcomes)} across repeats")
     return d
 
 
@@ -88,17 +89,15 @@ def signoff(
     if not records:
         reasons.append("the run holds no results")
     for e in entries:
-        kind = e.expectation.get("kind")
-        if e.outcome in ("UNEXPECTED_ACCEPT", "BAD_REJECT", "FAIL", "ERROR"):
+        exp = e.expectation
+        if e.outcome in FAILS_RUN:
             reasons.append(f"{e.outcome}: {e.case} — {e.reason}")
-        until = e.expectation.get("until")
-        if kind == "known-issue" and until and datetime.date.fromisoformat(until) < today:
+        if exp.kind is Kind.KNOWN_ISSUE and exp.until and exp.until < today:
             reasons.append(
-                f"known-issue waiver expired on {until}: {e.case} ({e.expectation.get('link')}, "
-                f"owner {e.expectation.get('owner')})"
+                f"known-issue waiver expired on {exp.until.isoformat()}: {e.case} ({exp.link}, owner {exp.owner})"
             )
-        if kind in ("supported", "rejected", "known-issue", "flaky") and e.outcome == "SKIP":
-            reasons.append(f"claimed {kind} but not tested: {e.case} — {e.reason}")
+        if exp.kind not in NO_LAUNCH and e.outcome == Outcome.SKIP:
+            reasons.append(f"claimed {exp.kind.value} but not tested: {e.case} — {e.reason}")
     if isinstance(claims, str):
         reasons.append(f"coverage cannot be checked: {claims}")
     else:
@@ -106,7 +105,7 @@ def signoff(
         for case, claim in claims.items():
             if case not in have:
                 reasons.append(f"claimed but not tested (no result): {case}")
-            elif have[case].expectation != claim:
+            elif have[case].expectation.to_json() != claim:
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
     if baseline_dir is not None:
         if not baseline:
@@ -139,14 +138,15 @@ def signoff(
     return SignOff(ok, reasons, "\n".join(page) + "\n")
 
 
-def signed_stack(records: list[dict]) -> tuple[dict[str, str], list[str]]:
+def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
     """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when a
     node's stack is unknown (its probe failed) or changed within the run (a resume across an
     upgrade), since then the sign-off could not name what it signed."""
     seen: dict[str, dict[str, list[str]]] = {}
     for r in records:
-        for node, versions in (r.get("versions") or {}).items():
-            seen.setdefault(node, {}).setdefault(stack(versions), []).append(r["case"])
+        for node, versions in r.versions.items():
+            line = stack({k: str(v) for k, v in versions.items()})  # a version the probe could not read: None
+            seen.setdefault(node, {}).setdefault(line, []).append(r.case)
     signed, reasons = {}, []
     for node, stacks in sorted(seen.items()):
         if len(stacks) > 1:

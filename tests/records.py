@@ -1,4 +1,8 @@
-"""Synthetic results records of the shape the runner writes (harness.results.schema.Record)."""
+"""Synthetic results records, as the runner writes them (``Result.to_json``) and as records of
+older writers look (no ``schema``, no ``fails_run``, ``plan_key`` or ``versions``): ``record``
+gives the JSON object a results.jsonl line holds, ``result`` the ``Result`` a reader gets from it."""
+
+from harness.results.result import Result
 
 
 def record(
@@ -31,3 +35,8 @@ def record(
     }
     rec.update(fields)
     return rec
+
+
+def result(case, outcome="PASS", **fields) -> Result:
+    """``record(...)`` as a reader gets it back from the store."""
+    return Result.from_json(record(case, outcome, **fields))

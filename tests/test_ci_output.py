@@ -16,7 +16,7 @@ from harness.cli import _github
 from harness.console import event_line, one_line, progress_display, verdict_line
 from harness.progress import Event, Kind
 from reports import github
-from tests.records import record
+from tests.records import record, result
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,11 +88,11 @@ def test_escaped_text_reads_back_and_stays_on_one_line(text):
 def test_an_annotation_per_failing_case_on_the_rule_that_claimed_it(tmp_path):
     where = {"kind": "supported", "where": "matrices/cpu/rules.yaml:61:5"}
     records = [
-        record("q/pp2/1,4/none", "FAIL", reason="accuracy: first divergence at token 3\nof 12", expectation=where),
-        record("q/pp2/auto/none", "PASS"),
-        record("q/pp2/auto/x", "XFAIL"),
-        record("q/pp2/auto/y", "SKIP"),
-        record(
+        result("q/pp2/1,4/none", "FAIL", reason="accuracy: first divergence at token 3\nof 12", expectation=where),
+        result("q/pp2/auto/none", "PASS"),
+        result("q/pp2/auto/x", "XFAIL"),
+        result("q/pp2/auto/y", "SKIP"),
+        result(
             "q/pp2/auto/z",
             "ERROR",
             reason="port taken",
@@ -105,12 +105,12 @@ def test_an_annotation_per_failing_case_on_the_rule_that_claimed_it(tmp_path):
         "accuracy: first divergence at token 3%0Aof 12",
         "::error title=ERROR q/pp2/auto/z::port taken",
     ]  # outside the checkout: no file
-    inside = [record("q/a", "BAD_REJECT", expectation={"kind": "rejected", "where": f"{tmp_path}/m/r.yaml:7:3"})]
+    inside = [result("q/a", "BAD_REJECT", expectation={"kind": "rejected", "where": f"{tmp_path}/m/r.yaml:7:3"})]
     assert ",file=m/r.yaml,line=7::" in github.error_annotations(inside, env={"GITHUB_WORKSPACE": str(tmp_path)})[0]
 
 
 def test_annotations_stop_at_githubs_limit_and_count_the_rest():
-    records = [record(f"q/{i}", "FAIL") for i in range(13)]
+    records = [result(f"q/{i}", "FAIL") for i in range(13)]
     lines = github.error_annotations(records, env={})
     assert len(lines) == github.MAX_ANNOTATIONS + 1
     assert lines[-1].startswith("::error title=3 more failing cases::")
@@ -118,10 +118,10 @@ def test_annotations_stop_at_githubs_limit_and_count_the_rest():
 
 def test_the_job_summary_counts_lists_failures_and_links_the_report():
     records = [
-        record("q/pp2/1,4/none", "FAIL", reason="a | b\n<script>"),
-        record("q/ok", "PASS"),
-        record("q/ok2", "PASS"),
-        record("q/s", "SKIP"),
+        result("q/pp2/1,4/none", "FAIL", reason="a | b\n<script>"),
+        result("q/ok", "PASS"),
+        result("q/ok2", "PASS"),
+        result("q/s", "SKIP"),
     ]
     env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42"}
     text = github.job_summary("nightly", records, Path("runs/n/report/support.html"), env)

@@ -5,6 +5,7 @@ import pytest
 from harness.cases.expand import expand
 from harness.matrix.load import load_matrix
 from reports.drift import docs_drift, published_symbol, read_tables
+from tests.records import result
 
 GUIDE = Path("/work/shared/reference/vllm-ascend-pipeline-parallel-guide.txt")
 
@@ -58,7 +59,18 @@ def test_drift_against_a_run(shipped, tmp_path):
         for c in expand(shipped, "nightly-ascend").cases
         if "prefix-caching" in c.features and c.expectation.kind == "supported"
     ]
-    records = [{"case": c.id, "expectation": c.expectation.to_json(), "outcome": "FAIL"} for c in cases]
+    records = [
+        result(
+            c.id,
+            "FAIL",
+            family=c.family,
+            topology=c.topology,
+            partition=c.partition,
+            features=c.features,
+            expectation=c.expectation.to_json(),
+        )
+        for c in cases
+    ]
     drifts = docs_drift(doc, shipped, cases, records)
     assert drifts and all("the run observed ❌" in d.message and d.cases for d in drifts)
     assert {c for d in drifts for c in d.cases} == {c.id for c in cases}

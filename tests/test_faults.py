@@ -204,9 +204,9 @@ nodes:
     summary = runner.run()
     assert summary.counts() == {"ERROR": 1}
     history = results.history(run)["bert-tiny/pp2-tp1-mp/auto/none"]
-    assert history == ["ERROR", "ERROR"], "retried once, never judged as a product failure"
+    assert history == [Outcome.ERROR, Outcome.ERROR], "retried once, never judged as a product failure"
     (rec,) = results.read(run)
-    assert "ssh" in rec["reason"] and "retried after an infrastructure error" in " ".join(rec["observation"]["notes"])
+    assert "ssh" in rec.reason and "retried after an infrastructure error" in " ".join(rec.observation.notes)
     assert time.monotonic() - t0 < 120
 
 

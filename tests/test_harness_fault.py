@@ -5,6 +5,7 @@ retried."""
 import json
 
 from harness.matrix.load import load_matrix
+from harness.outcomes import Outcome
 from harness.plan.cluster import load_cluster
 from harness.results import store
 from harness.run import RunConfig, SuiteRun
@@ -27,9 +28,9 @@ def test_a_harness_fault_is_kept_with_its_traceback_and_not_retried(tmp_path, mo
     monkeypatch.setattr(run.observer, "observe", broken)
     (result,) = run.execute(d)
     assert calls == [d.key], "a harness fault is not retried"
-    assert result.outcome == "ERROR" and result.reason.startswith("harness fault: KeyError")
+    assert result.outcome is Outcome.ERROR and result.reason.startswith("harness fault: KeyError")
     assert "Traceback (most recent call last)" in result.harness_error and "broken" in result.harness_error
     (rec,) = store.read(tmp_path / "run")
-    assert rec["harness_error"] == result.harness_error
+    assert rec.harness_error == result.harness_error
     case = json.loads((tmp_path / "run" / "repro").glob("*/case.json").__next__().read_text())
     assert "a bug in ppconf" in case["harness_error"]

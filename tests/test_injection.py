@@ -8,6 +8,7 @@ from harness.check.repro import write_bundle
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.launch import Deployment, LaunchSpec, PlanError
+from tests.records import result
 
 
 def errors_of(root):
@@ -89,14 +90,7 @@ def test_shell_refuses_an_env_name_it_cannot_quote():
 def test_a_newline_in_the_case_id_or_reason_stays_inside_the_comment(tmp_path):
     marker = tmp_path / "pwned"
     d = Deployment(("c",), (LaunchSpec("n0", "api", "local", "localhost", ("true",), ()),), "n0")
-    rec = {
-        "case": f"fam/pp2/1,4\ntouch {marker}\n/none",
-        "suite": "s",
-        "outcome": "FAIL",
-        "reason": f"HTTP 500:\ntouch {marker}",
-        "expectation": {"kind": "supported"},
-        "observation": {},
-    }
+    rec = result(f"fam/pp2/1,4\ntouch {marker}\n/none", "FAIL", reason=f"HTTP 500:\ntouch {marker}")
     info = write_bundle(tmp_path, rec, d, tmp_path / "m", {})
     subprocess.run(["bash", f"{info['dir']}/commands.sh"], check=True)
     assert not marker.exists()

@@ -9,6 +9,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_ray, pytest.mark.needs_root]
 
+from harness.outcomes import Outcome  # noqa: E402
 from harness.results import store as results  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
@@ -64,9 +65,9 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     done = subprocess.run(argv, env=ray_cluster.env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (rec,) = results.read(run_dir)
-    assert rec["outcome"] == "PASS", rec["reason"]
-    obs = rec["observation"]
-    assert obs["partition"] == [[0, 3], [3, 5]] and obs["accuracy"]["equal"] is True
-    assert [l["node"] for l in rec["deployment"]["launches"]] == ["node0", "node1"]
+    assert rec.outcome is Outcome.PASS, rec.reason
+    obs = rec.observation
+    assert obs.partition == [[0, 3], [3, 5]] and obs.accuracy is not None and obs.accuracy.equal is True
+    assert rec.deployment is not None and [l.node for l in rec.deployment.launches] == ["node0", "node1"]
     assert json.loads((run_dir / "run.json").read_text())["cluster"] == "two-ray-nodes"
     assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"

@@ -6,6 +6,7 @@ from harness.plan.launch import Deployment, LaunchSpec
 from harness.results import redact
 from harness.results import store as results
 from harness.results.redact import MASK, Redactor
+from harness.results.result import Result
 from reports.render import report_run
 
 TOKEN = "hf_plantedTOKEN0123456789"
@@ -83,7 +84,7 @@ def test_store_scrubs_every_string_of_a_record(tmp_path):
         r,
     )
     raw = (tmp_path / results.RESULTS).read_text()
-    assert KEY not in raw and results.read(tmp_path)[0]["reason"] == f"HTTP 401: bad key {MASK}"
+    assert KEY not in raw and results.read(tmp_path)[0].reason == f"HTTP 401: bad key {MASK}"
 
 
 def _deployment() -> Deployment:
@@ -156,7 +157,9 @@ def test_a_planted_token_is_in_no_file_of_the_run_directory_or_its_report(tmp_pa
         "deployment": d.to_json(),
         "diagnosis": {"symptom": f"token {TOKEN} rejected", "advice": "x"},
     }
-    rec["repro"] = write_bundle(run_dir, rec, d, tmp_path / "matrices", {"pp": 2, "note": KEY}, redactor)
+    rec["repro"] = write_bundle(
+        run_dir, Result.from_json(rec), d, tmp_path / "matrices", {"pp": 2, "note": KEY}, redactor
+    )
     results.append(run_dir, rec, redactor)
     report_run(run_dir, run_dir / "report")
     written = [p for p in run_dir.rglob("*") if p.is_file()]

@@ -3,6 +3,7 @@ import subprocess
 
 from harness.check.repro import bundle_dir, write_bundle
 from harness.plan.launch import Deployment, LaunchSpec
+from tests.records import result
 
 
 def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):
@@ -19,17 +20,15 @@ def test_bundle_quotes_everything_and_names_the_rerun(tmp_path):
     d = Deployment(("c/1",), (launch,), "node0-api")
     log = tmp_path / "api.log"
     log.write_text("\n".join(f"line {i}" for i in range(1, 40)) + "\nValueError: boom\n")
-    rec = {
-        "case": "fam/pp2/1,2/none",
-        "suite": "s",
-        "outcome": "FAIL",
-        "reason": "boom",
-        "expectation": {"kind": "supported"},
-        "observation": {
+    rec = result(
+        "fam/pp2/1,2/none",
+        "FAIL",
+        reason="boom",
+        observation={
             "root_cause": {"log": "node0-api", "line": 40, "text": "ValueError: boom"},
             "logs": {"node0-api": "api.log"},
         },
-    }
+    )
     info = write_bundle(tmp_path, rec, d, tmp_path / "matrices", {"pp": 2})
     script = (bundle_dir(tmp_path, "fam/pp2/1,2/none") / "commands.sh").read_text()
     assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
@@ -61,14 +60,12 @@ def test_bundle_reads_no_log_outside_the_run_directory(tmp_path):
     secret.write_text("do-not-quote-me\n")
     (run / "link.log").symlink_to(secret)
     for ref in (str(secret), "../outside.txt", "link.log"):
-        rec = {
-            "case": "c",
-            "suite": "s",
-            "outcome": "FAIL",
-            "reason": "r",
-            "expectation": {"kind": "supported"},
-            "observation": {"root_cause": {"log": "a", "line": 1, "text": "x"}, "logs": {"a": ref}},
-        }
+        rec = result(
+            "c",
+            "FAIL",
+            reason="r",
+            observation={"root_cause": {"log": "a", "line": 1, "text": "x"}, "logs": {"a": ref}},
+        )
         write_bundle(run, rec, None, tmp_path, {})
         case = (bundle_dir(run, "c") / "case.json").read_text()
         assert "do-not-quote-me" not in case, ref

@@ -55,8 +55,8 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     from harness.results import store as results
 
     (rec,) = results.read(run_dir)
-    obs = rec["observation"]
-    assert obs["partition"] == [[0, 3], [3, 5]] and obs["partition_source"].startswith("workers")
-    assert obs["accuracy"]["equal"] is True
-    assert [l["node"] for l in rec["deployment"]["launches"]] == ["node0", "node1"]
+    obs = rec.observation
+    assert obs.partition == [[0, 3], [3, 5]] and (obs.partition_source or "").startswith("workers")
+    assert obs.accuracy is not None and obs.accuracy.equal is True
+    assert rec.deployment is not None and [l.node for l in rec.deployment.launches] == ["node0", "node1"]
     assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"

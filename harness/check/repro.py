@@ -13,6 +13,7 @@ from harness.check import logs
 from harness.plan.launch import Deployment, export
 from harness.results import store
 from harness.results.redact import Redactor
+from harness.results.result import Result
 
 
 def bundle_dir(run_dir: Path, case_id: str) -> Path:
@@ -30,7 +31,7 @@ def _comment(text: str) -> str:
 
 def write_bundle(
     run_dir: Path,
-    record: dict[str, Any],
+    record: Result,
     d: Deployment | None,
     matrices: Path,
     attrs: dict[str, Any],
@@ -40,15 +41,15 @@ def write_bundle(
     around the root cause, and the one command that re-runs just this case. Everything written
     has the run's secrets masked (``redactor``; env and flags by name in any case)."""
     redactor = redactor or Redactor()
-    out = bundle_dir(run_dir, record["case"])
+    out = bundle_dir(run_dir, record.case)
     out.mkdir(parents=True, exist_ok=True)
     rerun = " ".join(
         shlex.quote(w)
-        for w in ["ppconf", "run", "--matrices", str(matrices), "--suite", record["suite"], "--case", record["case"]]
+        for w in ["ppconf", "run", "--matrices", str(matrices), "--suite", record.suite, "--case", record.case]
     )
     lines = [
         "#!/usr/bin/env bash",
-        _comment(f"Reproduce {record['case']} ({record['outcome']}): {record['reason']}"),
+        _comment(f"Reproduce {record.case} ({record.outcome.value}): {record.reason}"),
         _comment(f"Re-run just this case through ppconf: {rerun}"),
         "",
     ]
@@ -59,29 +60,28 @@ def write_bundle(
         lines += [export(k, v) for k, v in sorted(launch["env"].items())]
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
     (out / "commands.sh").write_text(redactor.text("\n".join(lines)))
-    versions = record.get("versions") or store.read_meta(run_dir).get("versions")
-    obs = record.get("observation", {})
+    versions = record.versions or store.read_meta(run_dir).get("versions")
+    obs = record.observation
     excerpts = {}
-    for key in ("root_cause", "expected_error_line"):
-        line = obs.get(key)
-        ref = obs.get("logs", {}).get(line["log"]) if line else None
+    for key, line in (("root_cause", obs.root_cause), ("expected_error_line", obs.expected_error_line)):
+        ref = obs.logs.get(line.log) if line else None
         path = store.log_path(run_dir, ref) if ref else None
         if line and path:
-            excerpts[key] = logs.excerpt(path, line["line"], before=15, after=5)
+            excerpts[key] = logs.excerpt(path, line.line, before=15, after=5)
     case = json.loads(
         json.dumps(
             {
-                "case": record["case"],
-                "outcome": record["outcome"],
-                "reason": record["reason"],
-                "diagnosis": record.get("diagnosis"),
+                "case": record.case,
+                "outcome": record.outcome.value,
+                "reason": record.reason,
+                "diagnosis": record.diagnosis.to_json() if record.diagnosis else None,
                 "attributes": attrs,
-                "expectation": record["expectation"],
+                "expectation": record.expectation.to_json(),
                 "versions": versions,
                 "log_excerpts": excerpts,
-                "logs": obs.get("logs", {}),
+                "logs": obs.logs,
                 "rerun": rerun,
-                "harness_error": record.get("harness_error"),
+                "harness_error": record.harness_error,
             },
             default=str,
         )

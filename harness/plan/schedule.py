@@ -142,12 +142,12 @@ def durations_from_results(run_dir: Path) -> dict[str, float]:
     """Durations from a finished run: per case, and per deployment (plan_key) the longest."""
     out: dict[str, float] = {}
     for rec in results.read(run_dir):
-        if not rec.get("duration_s"):
+        if not rec.duration_s:
             continue  # recorded without a launch
-        seconds = _seconds(rec["duration_s"], f"{run_dir / results.RESULTS}: case {rec['case']!r} duration_s")
-        out[str(rec["case"])] = seconds
-        if rec.get("plan_key"):
-            out[str(rec["plan_key"])] = max(out.get(str(rec["plan_key"]), 0.0), seconds)
+        seconds = _seconds(rec.duration_s, f"{run_dir / results.RESULTS}: case {rec.case!r} duration_s")
+        out[rec.case] = seconds
+        if rec.plan_key:
+            out[rec.plan_key] = max(out.get(rec.plan_key, 0.0), seconds)
     return out
 
 

@@ -39,10 +39,10 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from harness.outcomes import Outcome
+from harness.outcomes import WAIVER_KINDS
 from harness.results import store
+from harness.results.result import Expectation, Observation, RecordError
 
 DEFAULT_INDEX = Path("runs") / "index.sqlite"
 VERSION = 1
@@ -94,7 +94,7 @@ class IndexedCase:
     platform: str
     partition: str
     features: tuple[str, ...]
-    expectation: dict[str, Any]
+    expectation: Expectation
     waiver: str | None
     outcome: str
     reason: str
@@ -143,9 +143,9 @@ def run_id(started: str, suite: str, run_dir: Path) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _stages(obs: dict[str, Any]) -> list[tuple[int, int, float | None, float | None]]:
-    tuning = obs.get("tuning") or {}
-    return [(s["stage"], s["layers"], s.get("step_ms"), s.get("peak_mib")) for s in tuning.get("stages", [])]
+def _stages(obs: Observation) -> list[tuple[int, int, float | None, float | None]]:
+    stages = obs.tuning.stages if obs.tuning else []
+    return [(s.stage, s.layers, s.step_ms, s.peak_mib) for s in stages]
 
 
 def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bool]:
@@ -154,13 +154,13 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
     store.check_run_dir(run_dir)
     meta = store.read_meta(run_dir)
     records = store.read(run_dir)
-    started = meta.get("started") or min((r["started"] for r in records if r.get("started")), default=None)
+    started = meta.get("started") or min((r.started for r in records if r.started), default=None)
     if not started:
         raise store.RunDirError(
             f"{run_dir}: no start time (run.json has no 'started' and no record has one), "
             f"so the run cannot be placed in history"
         )
-    suites = sorted({r["suite"] for r in records})
+    suites = sorted({r.suite for r in records})
     suite = meta.get("suite") or (suites[0] if len(suites) == 1 else None)
     if not suite:
         raise store.RunDirError(
@@ -168,7 +168,7 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         )
     versions = dict(meta.get("versions") or {})
     for r in records:  # a run without run.json still knows its stack from its records
-        for node, v in (r.get("versions") or {}).items():
+        for node, v in r.versions.items():
             versions.setdefault(node, v)
     run = IndexedRun(
         run_id(started, suite, run_dir),
@@ -195,33 +195,32 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
             ),
         )
         for r in records:
-            exp = r["expectation"]
-            obs = r.get("observation") or {}
-            fails = r.get("fails_run")
+            exp = r.expectation
             conn.execute(
                 "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
-                    r["case"],
-                    r["suite"],
-                    r["family"],
-                    r["variant"],
-                    r["topology"],
-                    r["platform"],
-                    r["partition"],
-                    json.dumps(r["features"]),
-                    json.dumps(exp, sort_keys=True),
-                    exp.get("kind") if exp.get("kind") in ("known-issue", "flaky") else None,
-                    r["outcome"],
-                    r["reason"],
-                    int(Outcome(r["outcome"]).fails_run if fails is None else bool(fails)),
-                    r.get("duration_s"),
-                    obs.get("ready_s"),
-                    r.get("plan_key"),
+                    r.case,
+                    r.suite,
+                    r.family,
+                    r.variant,
+                    r.topology,
+                    r.platform,
+                    r.partition,
+                    json.dumps(r.features),
+                    json.dumps(exp.to_json(), sort_keys=True),
+                    exp.kind.value if exp.kind in WAIVER_KINDS else None,
+                    r.outcome.value,
+                    r.reason,
+                    int(r.fails_run),
+                    r.duration_s,
+                    r.observation.ready_s,
+                    r.plan_key,
                 ),
             )
             conn.executemany(
-                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?)", [(run.run_id, r["case"], *s) for s in _stages(obs)]
+                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?)",
+                [(run.run_id, r.case, *s) for s in _stages(r.observation)],
             )
     return run, len(records), existed
 
@@ -275,6 +274,10 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
             ready,
             plan_key,
         ) = row
+        try:
+            claim = Expectation.from_json(json.loads(expectation))
+        except RecordError as err:
+            raise IndexFileError(f"case {case} of run {run} in the index: expectation.{err}") from None
         out.append(
             IndexedCase(
                 run,
@@ -286,7 +289,7 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
                 platform,
                 partition,
                 tuple(json.loads(features)),
-                json.loads(expectation),
+                claim,
                 waiver,
                 outcome,
                 reason,

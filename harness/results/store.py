@@ -1,9 +1,11 @@
 """The results store: one JSON line per finished case, appended as each case finishes.
 
-A killed run loses nothing already written; a torn last line (the process died mid-write) is
-detected and dropped, so ``--resume`` re-runs exactly the cases without a complete record.
-Every other line must be a record of the shape ``harness.results.schema.Record`` describes;
-one that is not is a ``RunDirError`` naming the file, line and value.
+Each line is ``Result.to_json()`` of one ``harness.results.result.Result`` (keys sorted, secrets
+masked); readers get the records back as ``Result``s. A killed run loses nothing already
+written; a torn last line (the process died mid-write) is detected and dropped, so ``--resume``
+re-runs exactly the cases without a complete record. Every other line must load as a ``Result``
+(``Result.from_json``; records of older writers, without ``schema``, do); one that does not is a
+``RunDirError`` naming the file, the line, the field and the offending value.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.outcomes import Outcome
 from harness.results import schema
 from harness.results.redact import Redactor
+from harness.results.result import RecordError, Result
 
 RESULTS = "results.jsonl"
 META = "run.json"
@@ -40,8 +44,9 @@ def check_run_dir(run_dir: Path) -> Path:
 
 
 def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = None) -> None:
-    """Every string of the record (reasons, log lines, argv) enters the store with the run's
-    secrets masked: the values ``redactor`` learned, and any secret-looking NAME=value or flag."""
+    """Append one record, as ``Result.to_json()`` gives it. Every string of it (reasons, log lines,
+    argv) enters the store with the run's secrets masked: the values ``redactor`` learned, and any
+    secret-looking NAME=value or flag."""
     path = run_dir / RESULTS
     clean = (redactor or Redactor()).scrub(json.loads(json.dumps(record, default=str)))
     line = json.dumps(clean, sort_keys=True) + "\n"
@@ -51,7 +56,7 @@ def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = No
         os.fsync(f.fileno())
 
 
-def read_all(run_dir: Path) -> list[dict[str, Any]]:
+def read_all(run_dir: Path) -> list[Result]:
     """Every complete record in file order, repeats included."""
     path = run_dir / RESULTS
     if not path.exists():
@@ -68,23 +73,23 @@ def read_all(run_dir: Path) -> list[dict[str, Any]]:
             rec = json.loads(raw)
         except json.JSONDecodeError as err:
             raise RunDirError(f"{path}:{number}: not a JSON record ({err.msg} at column {err.colno})") from None
-        why = schema.problem(schema.Record, rec)
-        if why:
-            raise RunDirError(f"{path}:{number}: {why}")
-        records.append(rec)
+        try:
+            records.append(Result.from_json(rec))
+        except RecordError as err:
+            raise RunDirError(f"{path}:{number}: {err}") from None
     return records
 
 
-def read(run_dir: Path) -> list[dict[str, Any]]:
+def read(run_dir: Path) -> list[Result]:
     """One record per case; when a case was run again the later record wins."""
-    return list({r["case"]: r for r in read_all(run_dir)}.values())
+    return list({r.case: r for r in read_all(run_dir)}.values())
 
 
-def history(run_dir: Path) -> dict[str, list[str]]:
+def history(run_dir: Path) -> dict[str, list[Outcome]]:
     """The outcomes each case had, in order, over every repeat in the run."""
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[Outcome]] = {}
     for r in read_all(run_dir):
-        out.setdefault(r["case"], []).append(r["outcome"])
+        out.setdefault(r.case, []).append(r.outcome)
     return out
 
 
