@@ -242,7 +242,7 @@ def render(
         )
     )
     (out / "support.html").write_text(html)
-    (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, default=str))
+    (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str))
     write_junit(entries, out / "junit.xml")
     return tables
 
