@@ -37,7 +37,12 @@ FIXED_MARKERS = {
 def pytest_addoption(parser):
     g = parser.getgroup("ppconf")
     g.addoption("--ppconf-suite", action="append", help="suite(s) to generate items for (default: smoke-cpu)")
-    g.addoption("--ppconf-matrices", default=str(DEFAULT_MATRICES), help="matrix directory")
+    g.addoption(
+        "--ppconf-matrices",
+        action="append",
+        default=None,
+        help="matrix directory; again to layer one over the previous (default: the shipped matrices)",
+    )
     g.addoption("--ppconf-cluster", default=None, help="cluster inventory (default: this host)")
     g.addoption("--ppconf-out", default=None, help="run directory for results (default: runs/pytest-TIMESTAMP)")
     g.addoption(
@@ -52,7 +57,7 @@ def _marker(name: str) -> str:
 
 
 def _matrix(config):
-    return load_matrix(Path(config.getoption("--ppconf-matrices")))
+    return load_matrix([Path(d) for d in config.getoption("--ppconf-matrices") or [DEFAULT_MATRICES]])
 
 
 # Every item launches real servers; on the default target (this host) that is vLLM installed here.

@@ -244,7 +244,7 @@ def test_a_live_process_named_in_run_json_holds_the_run(tmp_path, capsys):
 class _Config:
     def __init__(self, out):
         self.options = {
-            "--ppconf-matrices": str(DEFAULT_MATRICES),
+            "--ppconf-matrices": [str(DEFAULT_MATRICES)],
             "--ppconf-resume": None,
             "--ppconf-out": str(out),
             "--ppconf-cluster": None,
