@@ -99,9 +99,8 @@ def test_a_bad_score_entry_names_its_field_and_line(matrix_dir, score, message):
     with pytest.raises(MatrixError) as err:
         load_matrix(matrix_dir.root)
     errors = [str(e) for e in err.value.errors]
-    assert any("zz-score.yaml:" in e and "families.scored.reference.score" in e and message in e for e in errors), (
-        errors
-    )
+    where = "families.scored.reference.score"
+    assert any("zz-score.yaml:" in e and where in e and message in e for e in errors), errors
 
 
 def test_an_unknown_tool_is_refused_with_the_choices(matrix_dir):
@@ -544,6 +543,9 @@ def test_config_files_from_the_matrix_need_no_search(tmp_path, fake_aisbench):
     [run, _] = fake_aisbench.calls()
     assert "--search" not in run["argv"]
     assert (tmp_path / "w" / "aisbench" / "configs" / "datasets" / "ppconf_base").resolve() == tmp_path / "eval"
+    # a rerun clears the last run's folder, links and all, and leaves the user's files alone
+    assert evaluate("http://h:1", "m", score, tmp_path, tmp_path / "w", 60)["value"] == 62.5
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["my_data.py", "my_request.py"]
 
 
 @pytest.mark.parametrize(
@@ -686,5 +688,10 @@ def test_a_pp_case_and_its_counterpart_scored_by_real_aisbench(tmp_path):
     score = record["observation"]["score"]
     assert score["ok"] and score["tool"] == "aisbench" and score["detail"].startswith("AISBench: drop 0 from reference")
     assert score["task"] == "gsm8k_gen_0_shot_cot_str" and score["metric"] == "accuracy"
-    logs = list(run_dir.rglob("aisbench.log"))
-    assert len(logs) == 2, "the case and its counterpart each ran AISBench"
+    # the case and its counterpart each ran AISBench on the 12 questions, and answered alike (the
+    # random-weight model's answers are no arithmetic: both score 0, equal because equal answers)
+    answers = []
+    for predictions in sorted(run_dir.rglob("score/aisbench/outputs/*/predictions/ppconf/gsm8k.jsonl")):
+        rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+        answers.append({row["id"]: row["prediction"] for row in rows})
+    assert len(answers) == 2 and len(answers[0]) == 12 and answers[0] == answers[1]

@@ -796,8 +796,9 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
 
 
 def evaluate_live(live: Any, score: Any, base_dir: Path, workdir: Path, request_timeout_s: float) -> dict[str, Any]:
-    """The task score of a ready deployment (a case's or a reference's): lm-eval reads the model's
-    tokenizer where the model is a local folder, and gets twenty request timeouts in all."""
+    """The task score of a ready deployment (a case's or a reference's), by the score's tool, in
+    twenty request timeouts in all; lm-eval reads the model's tokenizer where the model is a local
+    folder (AISBench needs none)."""
     model = live.deployment.model
     return evaluate(
         live.client.base,
