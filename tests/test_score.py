@@ -43,7 +43,7 @@ SHIPPED = Score(task="tiny_mc.yaml", dataset="tiny_mc.jsonl", metric="acc")
 def test_min_alone():
     assert judge_score(0.3, None, Score("t", min=0.25))["ok"]
     verdict = judge_score(0.2, None, Score("t", min=0.25))
-    assert not verdict["ok"] and verdict["detail"] == "score 0.2 < min 0.25"
+    assert not verdict["ok"] and verdict["detail"] == "lm-eval: score 0.2 < min 0.25"
 
 
 def test_max_drop_against_the_reference_run():
@@ -75,9 +75,9 @@ def test_max_drop_without_any_reference_is_not_ok():
 
 def test_both_thresholds_must_hold():
     verdict = judge_score(0.2, 0.21, Score("t", min=0.25, max_drop=0.05))
-    assert not verdict["ok"] and verdict["detail"] == "score 0.2 < min 0.25"
+    assert not verdict["ok"] and verdict["detail"] == "lm-eval: score 0.2 < min 0.25"
     verdict = judge_score(0.3, 0.5, Score("t", min=0.25, max_drop=0.05))
-    assert not verdict["ok"] and verdict["detail"].startswith("drop 0.2 from reference 0.5")
+    assert not verdict["ok"] and verdict["detail"].startswith("lm-eval: drop 0.2 from reference 0.5")
     assert judge_score(0.3, 0.31, Score("t", min=0.25, max_drop=0.05))["ok"]
 
 

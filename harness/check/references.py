@@ -33,9 +33,11 @@ def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
         elif ref.spec.kind == "golden":
             load_golden(ref.path(ref.spec.golden or ""))
         if ref.spec.score is not None:
-            task = ref.path(ref.spec.score.task)
-            if not task.is_file():
-                return f"score task file {task} not found"
+            from harness.check.score import missing_files
+
+            missing = missing_files(ref.spec.score, ref.base_dir)
+            if missing:
+                return missing
     except (PlanError, ReferenceUnavailable) as err:
         return f"{ref.describe()}: {err}"
     return None

@@ -131,22 +131,80 @@ class Accuracy(Strict):
     compare: Compare = Compare()
 
 
-class Score(Strict):
-    """A task-level evaluation of the running server with lm-evaluation-harness on a local dataset."""
+# An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
+# the matrix file; either way ppconf's generated config imports it as a module, so its name is a
+# Python identifier.
+AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
+# Fields of a score that only AISBench reads (harness.check.score).
+AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
+GenerationValue = bool | int | float | str | None
 
-    # A task file (lm-eval task YAML) and the dataset it reads, both relative to the matrix file.
-    task: str
+
+class Score(Strict):
+    """A task-level evaluation of the running server on a local dataset, with lm-evaluation-harness
+    (`tool: lm-eval`, the default) or AISBench (`tool: aisbench`)."""
+
+    tool: Literal["lm-eval", "aisbench"] = "lm-eval"
+    # lm-eval: a task file (lm-eval task YAML); `dataset` is the file it reads. Both relative to the
+    # matrix file.
+    task: str | None = None
+    # lm-eval: the task's data file. AISBench: the local data (a file or a folder, as the dataset
+    # config's loader reads its `path`), put in place of the config's own path.
     dataset: str | None = None
+    # lm-eval: a metric of the task ("acc", or "exact_match,strict-match" with its filter).
+    # AISBench: the `metric` column of its summary ("accuracy" unless set).
     metric: str = "exact_match"
+    # The first `limit` questions only (lm-eval --limit, ais_bench --num-prompts).
     limit: int | None = Field(None, ge=1)
+    # AISBench only. The dataset config (`ais_bench --datasets NAME`, or a .py file relative to the
+    # matrix file), the request config it starts from (`--models NAME` or a .py file;
+    # vllm_api_general_chat unless set), the summary row to read when the dataset config has
+    # several datasets, and what is sent with each request.
+    dataset_config: str | None = None
+    request_config: str | None = None
+    dataset_abbr: str | None = None
+    max_out_len: int | None = Field(None, ge=1)
+    batch_size: int | None = Field(None, ge=1)
+    generation_kwargs: dict[str, GenerationValue] | None = None
     # Judged by an absolute floor and/or the drop allowed against the reference's score: measured
-    # on the reference launch, read from a golden, or this recorded `baseline`.
+    # on the reference launch, read from a golden, or this recorded `baseline`. In the tool's own
+    # units: lm-eval's metrics are fractions (0.75), AISBench's are points (75.0).
     min: float | None = None
     max_drop: float | None = Field(None, ge=0.0)
     baseline: float | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tool_metric(cls, data: object) -> object:
+        # AISBench's evaluators report "accuracy"; lm-eval's default stays as it always was
+        if isinstance(data, dict) and data.get("tool") == "aisbench" and "metric" not in data:
+            return {**data, "metric": "accuracy"}
+        return data
+
     @model_validator(mode="after")
     def _judged(self) -> Score:
+        if self.tool == "lm-eval":
+            if not self.task:
+                raise ValueError("tool: lm-eval needs task (an lm-eval task file)")
+            stray = [f for f in AISBENCH_ONLY if getattr(self, f) is not None]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} only apply to tool: aisbench")
+        else:
+            if self.task is not None:
+                raise ValueError(
+                    "task is an lm-eval task file; with tool: aisbench, dataset_config names the dataset config"
+                )
+            if not self.dataset_config:
+                raise ValueError(
+                    "tool: aisbench needs dataset_config (a name `ais_bench --datasets` takes, or a .py file)"
+                )
+            for name in ("dataset_config", "request_config"):
+                value = getattr(self, name)
+                if value is not None and not AISBENCH_CONFIG.fullmatch(value):
+                    raise ValueError(
+                        f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
+                        f"Python identifier (ppconf's generated config imports it)"
+                    )
         if self.min is None and self.max_drop is None:
             raise ValueError("a score needs min and/or max_drop")
         return self
