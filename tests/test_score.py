@@ -10,8 +10,10 @@ from typing import ClassVar
 
 import pytest
 
-from harness.check import score as sc
-from harness.check.score import ScoreError, evaluate, judge_score, resolve_task
+from harness.check import lmeval
+from harness.check import score_tool as tool
+from harness.check.lmeval import resolve_task
+from harness.check.score import ScoreError, evaluate, judge_score
 from harness.matrix.load import DEFAULT_MATRICES
 from harness.target.zoo import write_tokenizer
 from tests.completions_stub import CompletionsStub
@@ -187,7 +189,7 @@ def test_missing_data_file_names_the_task_file_and_line(tmp_path):
 
 
 def test_argv_carries_the_server_the_task_and_a_fixed_seed(tmp_path):
-    argv = sc.lm_eval_argv(
+    argv = lmeval.lm_eval_argv(
         "http://h:8000/",
         "m,odd",
         tmp_path / "task",
@@ -202,8 +204,8 @@ def test_argv_carries_the_server_the_task_and_a_fixed_seed(tmp_path):
     assert model_args["tokenizer_backend"] == "huggingface" and model_args["tokenizer"] == "/models/tiny"
     assert model_args["timeout"] == 120 and model_args["num_concurrent"] == 1
     assert argv[argv.index("--tasks") + 1] == "ppconf_tiny_mc"
-    assert argv[argv.index("--limit") + 1] == "5" and argv[argv.index("--seed") + 1] == str(sc.SEED)
-    no_tok = sc.lm_eval_argv("http://h:8000", "m", tmp_path, "t", tmp_path, None, None, 60)
+    assert argv[argv.index("--limit") + 1] == "5" and argv[argv.index("--seed") + 1] == str(lmeval.SEED)
+    no_tok = lmeval.lm_eval_argv("http://h:8000", "m", tmp_path, "t", tmp_path, None, None, 60)
     assert json.loads(no_tok[no_tok.index("--model_args") + 1])["tokenizer_backend"] == "remote"
     assert "--limit" not in no_tok
 
@@ -221,18 +223,18 @@ def test_results_pick_the_metric_and_its_stderr(tmp_path):
     out = _results(
         tmp_path, {"acc,none": 0.5, "acc_stderr,none": 0.1, "acc_norm,none": 0.4, "acc_norm_stderr,none": "N/A"}
     )
-    got = sc.read_results(out, "t", "acc")
+    got = lmeval.read_results(out, "t", "acc")
     assert (got["metric"], got["value"], got["stderr"], got["samples"]) == ("acc,none", 0.5, 0.1, 10)
-    assert sc.read_results(out, "t", "acc_norm")["stderr"] is None
+    assert lmeval.read_results(out, "t", "acc_norm")["stderr"] is None
 
 
 def test_results_with_several_filters_need_one_named(tmp_path):
     out = _results(tmp_path, {"exact_match,strict": 0.5, "exact_match,flexible": 0.7})
     with pytest.raises(ScoreError, match="several filters; name one of exact_match,strict, exact_match,flexible"):
-        sc.read_results(out, "t", "exact_match")
-    assert sc.read_results(out, "t", "exact_match,flexible")["value"] == 0.7
+        lmeval.read_results(out, "t", "exact_match")
+    assert lmeval.read_results(out, "t", "exact_match,flexible")["value"] == 0.7
     with pytest.raises(ScoreError, match="no metric 'f1'.*reports exact_match,flexible, exact_match,strict"):
-        sc.read_results(out, "t", "f1")
+        lmeval.read_results(out, "t", "f1")
 
 
 def test_last_lines_drop_progress_bars(tmp_path):
@@ -242,8 +244,8 @@ def test_last_lines_drop_progress_bars(tmp_path):
         + "".join(f"\rRequesting API: {i}%|###| {i}/9 [00:00, 5.0it/s]" for i in range(9))
         + "\n\nTraceback (most recent call last):\nValueError: boom\n"
     )
-    assert sc.last_lines(log) == "start\nTraceback (most recent call last):\nValueError: boom"
-    assert sc.last_lines(tmp_path / "missing") == "(no output)"
+    assert tool.last_lines(log) == "start\nTraceback (most recent call last):\nValueError: boom"
+    assert tool.last_lines(tmp_path / "missing") == "(no output)"
 
 
 @needs_lm_eval
@@ -258,7 +260,7 @@ def test_a_rerun_in_the_same_folder_reads_only_its_own_run(tmp_path, monkeypatch
             out.mkdir(parents=True)
             (out / "results_1.json").write_text(json.dumps({"results": {"ppconf_tiny_mc": {"acc,none": 0.5}}}))
 
-    monkeypatch.setattr(sc, "_run", fake_run)
+    monkeypatch.setattr(lmeval, "run_tool", fake_run)
     (tmp_path / "task").mkdir()
     (tmp_path / "task" / "other.yaml").write_text("task: other\n")
     assert evaluate("http://h", "m", SHIPPED, EVAL_DIR, tmp_path, 10)["value"] == 0.5
@@ -354,7 +356,7 @@ def _group_gone(pgid: int) -> bool:
 @pytest.fixture
 def recorded(monkeypatch):
     _Recorder.started = []
-    monkeypatch.setattr(sc.subprocess, "Popen", _Recorder)
+    monkeypatch.setattr(tool.subprocess, "Popen", _Recorder)
     return _Recorder.started
 
 

@@ -1,4 +1,4 @@
-"""AISBench as a task-score tool (harness.check.score): the command and configs ppconf writes, the
+"""AISBench as a task-score tool (harness.check.aisbench): the command and configs ppconf writes, the
 results it reads, the rules for a failed run, and the real ``ais_bench`` where one is installed.
 
 The fast tests need no AISBench: they read samples of its output written as AISBench writes them
@@ -20,7 +20,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.check import aisbench as ab
 from harness.check import score as sc
+from harness.check import score_tool as tool
 from harness.check.score import ScoreError, evaluate, judge_score
 from harness.matrix.schema import Score
 from tests.answer_stub import AnswerStub, sum_rule_accuracy
@@ -31,7 +33,7 @@ ARITH = DATA / "tiny_arith"
 
 def _real_aisbench() -> str | None:
     try:
-        return sc.aisbench_executable()
+        return ab.aisbench_executable()
     except ScoreError:
         return None
 
@@ -155,7 +157,7 @@ def _executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
 def test_not_installed_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("PPCONF_AISBENCH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(sc.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(ab.sys, "executable", str(tmp_path / "python"))
     with pytest.raises(ScoreError) as err:
         evaluate("http://h:1", "m", aisbench_score(), tmp_path, tmp_path / "work", 10)
     message = str(err.value)
@@ -168,33 +170,33 @@ def test_the_executable_is_the_env_var_then_path_then_beside_python(monkeypatch,
     monkeypatch.delenv("PPCONF_AISBENCH", raising=False)
     (tmp_path / "venv").mkdir()
     beside = _executable(tmp_path / "venv" / "ais_bench")
-    monkeypatch.setattr(sc.sys, "executable", str(tmp_path / "venv" / "python"))
+    monkeypatch.setattr(ab.sys, "executable", str(tmp_path / "venv" / "python"))
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    assert sc.aisbench_executable() == str(beside)
+    assert ab.aisbench_executable() == str(beside)
     (tmp_path / "bin").mkdir()
     on_path = _executable(tmp_path / "bin" / "ais_bench")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    assert sc.aisbench_executable() == str(on_path)
+    assert ab.aisbench_executable() == str(on_path)
     chosen = _executable(tmp_path / "mine")
     monkeypatch.setenv("PPCONF_AISBENCH", str(chosen))
-    assert sc.aisbench_executable() == str(chosen)
+    assert ab.aisbench_executable() == str(chosen)
     (tmp_path / "plain").write_text("")
     monkeypatch.setenv("PPCONF_AISBENCH", str(tmp_path / "plain"))
     with pytest.raises(ScoreError, match=r"PPCONF_AISBENCH=.*plain is not an executable file"):
-        sc.aisbench_executable()
+        ab.aisbench_executable()
 
 
 # ---- the command and the configs ---------------------------------------------------------------
 
 
 def test_argv_is_a_list_naming_ppconfs_configs_and_the_work_dir(tmp_path):
-    argv = sc.aisbench_argv("/opt/ais/bin/ais_bench", tmp_path / "configs", tmp_path / "out", limit=5)
+    argv = ab.aisbench_argv("/opt/ais/bin/ais_bench", tmp_path / "configs", tmp_path / "out", limit=5)
     assert argv[:5] == ["/opt/ais/bin/ais_bench", "--models", "ppconf_request", "--datasets", "ppconf_dataset"]
     assert argv[argv.index("--config-dir") + 1] == str(tmp_path / "configs")
     assert argv[argv.index("--work-dir") + 1] == str(tmp_path / "out")
     assert "--debug" in argv and argv[argv.index("--num-prompts") + 1] == "5"
-    assert "--num-prompts" not in sc.aisbench_argv("ais_bench", tmp_path, tmp_path, None)
-    assert sc.aisbench_search_argv("ais_bench", "vllm_api_general_chat", None) == [
+    assert "--num-prompts" not in ab.aisbench_argv("ais_bench", tmp_path, tmp_path, None)
+    assert ab.aisbench_search_argv("ais_bench", "vllm_api_general_chat", None) == [
         "ais_bench",
         "--search",
         "--models",
@@ -223,7 +225,7 @@ def test_configs_import_the_users_and_set_only_the_server_model_and_data(tmp_pat
     (users / "my_data.py").write_text("x_datasets = []\n")
     odd_model = "we'ird\nname"  # quotes and a line break stay inside the string
     score = aisbench_score(max_out_len=64, batch_size=4, generation_kwargs={"top_p": 0.9, "temperature": 0.6})
-    models, datasets = sc.write_aisbench_configs(
+    models, datasets = ab.write_aisbench_configs(
         tmp_path / "configs",
         users / "my_request.py",
         users / "my_data.py",
@@ -261,7 +263,7 @@ def test_greedy_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
     users.mkdir()
     (users / "r.py").write_text("")
     (users / "d.py").write_text("")
-    models, datasets = sc.write_aisbench_configs(
+    models, datasets = ab.write_aisbench_configs(
         tmp_path / "c", users / "r.py", users / "d.py", "http://127.0.0.1:8000", "m", None, aisbench_score()
     )
     got = _config_assignments(models)
@@ -288,13 +290,13 @@ SEARCH = """\
 
 
 def test_search_table_gives_each_configs_file():
-    assert sc.parse_search(SEARCH) == {
+    assert ab.parse_search(SEARCH) == {
         ("--models", "vllm_api_general"): Path("/venv/ais_bench/configs/models/vllm_api/vllm_api_general.py"),
         ("--datasets", "gsm8k_gen_0_shot_cot_str"): Path(
             "/venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py"
         ),
     }
-    assert sc.parse_search("Traceback (most recent call last):\n") == {}
+    assert ab.parse_search("Traceback (most recent call last):\n") == {}
 
 
 # A run's outputs as AISBench writes them under --work-dir: <time>/summary/summary_<time>.csv
@@ -324,7 +326,7 @@ def test_the_score_is_the_summary_row_with_the_results_files_precision(tmp_path)
         results={"gsm8k": {"accuracy": 58.333333333333336}},
         predictions={"gsm8k": 12},
     )
-    got = sc.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
+    got = ab.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
     assert got == {
         "dataset_abbr": "gsm8k",
         "metric": "accuracy",
@@ -346,9 +348,9 @@ def test_counts_in_the_summary_and_a_row_only_the_summary_has(tmp_path):
             "aime,3b1c2a,pass@1,gen,8,25.00",
         ],
     )
-    got = sc.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
+    got = ab.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
     assert (got["value"], got["samples"], got["results_file"]) == (37.5, 8, None)
-    assert sc.read_aisbench_results(tmp_path / "out", "pass@1", None, tmp_path / "log")["value"] == 25.0
+    assert ab.read_aisbench_results(tmp_path / "out", "pass@1", None, tmp_path / "log")["value"] == 25.0
 
 
 def test_several_datasets_need_one_named(tmp_path):
@@ -362,13 +364,13 @@ def test_several_datasets_need_one_named(tmp_path):
         ],
     )
     with pytest.raises(ScoreError, match=r"several datasets \(ceval-law, ceval-art\); name one in dataset_abbr"):
-        sc.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
-    assert sc.read_aisbench_results(tmp_path / "out", "accuracy", "ceval-art", tmp_path / "log")["value"] == 60.0
-    assert sc.read_aisbench_results(tmp_path / "out", "naive_average", None, tmp_path / "log")["value"] == 50.0
+        ab.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
+    assert ab.read_aisbench_results(tmp_path / "out", "accuracy", "ceval-art", tmp_path / "log")["value"] == 60.0
+    assert ab.read_aisbench_results(tmp_path / "out", "naive_average", None, tmp_path / "log")["value"] == 50.0
     with pytest.raises(ScoreError, match="no dataset 'ceval-bio'; the summary has ceval, ceval-art, ceval-law"):
-        sc.read_aisbench_results(tmp_path / "out", "accuracy", "ceval-bio", tmp_path / "log")
+        ab.read_aisbench_results(tmp_path / "out", "accuracy", "ceval-bio", tmp_path / "log")
     with pytest.raises(ScoreError, match="no metric 'f1'; the summary reports ceval-law accuracy, ceval-art"):
-        sc.read_aisbench_results(tmp_path / "out", "f1", None, tmp_path / "log")
+        ab.read_aisbench_results(tmp_path / "out", "f1", None, tmp_path / "log")
 
 
 # A failed evaluation as AISBench 3.1 --debug logs it: exit status 0, a traceback, "-" in the
@@ -389,7 +391,7 @@ def test_a_dataset_without_result_is_an_error_quoting_the_exception(tmp_path):
     log.write_text(FAILED_LOG)
     write_run(tmp_path / "out", ["dataset,version,metric,mode,ppconf", "gsm8k,-,-,-,-"])
     with pytest.raises(ScoreError) as err:
-        sc.read_aisbench_results(tmp_path / "out", "accuracy", None, log)
+        ab.read_aisbench_results(tmp_path / "out", "accuracy", None, log)
     message = str(err.value)
     assert message.startswith("AISBench wrote no result for gsm8k (")
     assert "AISBenchRuntimeError: [TINFER-RUNTIME-001]warmup failed. Exit task" in message, "colours stripped"
@@ -398,10 +400,10 @@ def test_a_dataset_without_result_is_an_error_quoting_the_exception(tmp_path):
 
 def test_no_output_at_all_is_an_error(tmp_path):
     with pytest.raises(ScoreError, match="AISBench wrote no output under"):
-        sc.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
+        ab.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
     (tmp_path / "out" / "20261201_114319").mkdir(parents=True)
     with pytest.raises(ScoreError, match=r"wrote no summary/summary_\*\.csv under"):
-        sc.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
+        ab.read_aisbench_results(tmp_path / "out", "accuracy", None, tmp_path / "log")
 
 
 # An ERROR line as AISBench's logger writes it, colours included (ais_bench/benchmark/utils/
@@ -417,7 +419,7 @@ def test_any_error_line_fails_the_score_with_the_line_and_the_log(tmp_path):
     log = tmp_path / "aisbench.log"
     log.write_text("[x] [ais_bench] [\x1b[32mINFO\x1b[0m] Starting inference tasks...\n" + ERROR_LINE)
     with pytest.raises(ScoreError) as err:
-        sc.check_aisbench_log(log)
+        ab.check_aisbench_log(log)
     message = str(err.value)
     first = message.splitlines()[0]
     assert first.startswith(
@@ -434,20 +436,20 @@ def test_requests_without_answer_fail_the_score(tmp_path):
         "These data may failed in inference stage.\n"
     )
     with pytest.raises(ScoreError, match="AISBench: 3 of the dataset's requests got no answer"):
-        sc.check_aisbench_log(log)
+        ab.check_aisbench_log(log)
 
 
 def test_a_clean_log_passes(tmp_path):
     log = tmp_path / "aisbench.log"
     # "ERR" in a warning is not an ERROR line
     log.write_text("[x] [ais_bench] [WARNING] Can't set cursor because of endwin() returned ERR\nTask ok\n")
-    sc.check_aisbench_log(log)
+    ab.check_aisbench_log(log)
 
 
 def test_last_lines_drop_colours_and_request_counters(tmp_path):
     log = tmp_path / "log"
     log.write_text("POST=8 (8.0/s)  RECV=8 (8.0/s)  FAIL=0 (0.0/s)\n[\x1b[32mINFO\x1b[0m] done\n")
-    assert sc.last_lines(log) == "[INFO] done"
+    assert tool.last_lines(log) == "[INFO] done"
 
 
 # ---- the whole run, with a stand-in ais_bench ----------------------------------------------------
