@@ -15,10 +15,11 @@ from pathlib import Path
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, RULE_SETS, PartitionError, stage_ranges, tuning_advice
-from harness.check.stack import layer_counts
+from harness.check.serving.stack import layer_counts
 from harness.matrix.condition import ConditionError
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.matrix.source import MatrixError
+from harness.outcomes import Kind
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
@@ -114,7 +115,7 @@ def _lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) ->
 
 def _references_unfit(m: Matrix, args: argparse.Namespace) -> list[str]:
     """Every case of the cluster's platform whose reference cannot be planned or read there."""
-    from harness.check.references import check_plannable
+    from harness.check.references.goldens import check_plannable
     from harness.outcomes import NEEDS_REFERENCE
 
     cluster = load_cluster(args.cluster)
@@ -160,7 +161,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
         if not args.count:
             for c in cases:
                 e = c.expectation
-                extra = f" [{e.phase}] /{e.error}/" if e.kind == "rejected" else ""
+                extra = f" [{e.phase}] /{e.error}/" if e.kind is Kind.REJECTED else ""
                 print(f"{c.id:60s} {e.kind}{extra}")
         print(exp.summary)
     if args.json:
@@ -281,7 +282,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.check.launch import LIVE
+    from harness.check.serving.launcher import LIVE
 
     _check_select(args.select)
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -419,7 +420,7 @@ def _plans_ok(m: Matrix, suite: str, cluster, case_ids: list[str] | None, expr: 
 
 def cmd_golden_record(args: argparse.Namespace) -> int:
     """Launch a case's reference (or, with --from-case, the case itself) and write its outputs as a golden."""
-    from harness.check.golden import record_golden
+    from harness.check.references.record import record_golden
 
     m = _matrix(args)
     cluster = load_cluster(args.cluster)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from harness.progress import Event, Kind, Sink
+from harness.progress import Event, EventKind, Sink
 
 HEAD_WIDTH = 18  # the longest outcome, UNEXPECTED_ACCEPT, and a space
 
@@ -30,11 +30,11 @@ def verdict_line(head: str, case_id: str, text: str) -> str:
 def event_line(event: Event) -> str:
     """The plain line of one event: a verdict's head is its outcome, any other event's its kind."""
     case_id = event.case.id if event.case else ""
-    if event.kind is Kind.RESULT:
+    if event.kind is EventKind.RESULT:
         return verdict_line(event.outcome or "", case_id, event.text)
-    if event.kind is Kind.NOTICE:
+    if event.kind is EventKind.NOTICE:
         return one_line(event.text)
-    if event.kind is Kind.RETRY:  # upper case like an outcome: it withdraws verdicts
+    if event.kind is EventKind.RETRY:  # upper case like an outcome: it withdraws verdicts
         return verdict_line("RETRY", case_id, event.text)
     return verdict_line(event.kind.value, case_id, event.text)
 
@@ -73,15 +73,15 @@ def progress_display(suite: str, stream: TextIO | None = None) -> Iterator[Sink]
             bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
         def live(event: Event) -> None:
-            if event.kind is Kind.START:
+            if event.kind is EventKind.START:
                 bar.update(task, total=event.total)
-            elif event.kind is Kind.RETRY:
+            elif event.kind is EventKind.RETRY:
                 bar.advance(task, -event.count)
                 line(event_line(event))
-            elif event.kind is Kind.RESULT:
+            elif event.kind is EventKind.RESULT:
                 bar.advance(task)
                 line(event_line(event))
-            elif event.kind is Kind.NOTICE:
+            elif event.kind is EventKind.NOTICE:
                 line(event.text)
             else:
                 what = event.case.id if event.case else event.text

@@ -7,7 +7,7 @@ every report read them), so it depends on nothing else of ppconf.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 
 class Outcome(str, Enum):
@@ -26,8 +26,9 @@ class Outcome(str, Enum):
         return self in FAILS_RUN
 
 
-class Kind(str, Enum):
-    """What a rule claims about the cases it matches (``expect:`` in the matrix)."""
+class Kind(StrEnum):
+    """What a rule claims about the cases it matches (``expect:`` in the matrix); it reads as its
+    matrix spelling (``f"{kind}"`` is ``known-issue``)."""
 
     SUPPORTED = "supported"
     REJECTED = "rejected"

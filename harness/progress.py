@@ -9,7 +9,7 @@ from enum import Enum
 from harness.cases.case import Case
 
 
-class Kind(str, Enum):
+class EventKind(str, Enum):
     START = "start"  # `total` cases to run
     MODEL = "model"  # building a tiny model
     REFERENCE = "reference"  # launching a reference
@@ -21,7 +21,7 @@ class Kind(str, Enum):
 
 @dataclass(frozen=True)
 class Event:
-    kind: Kind
+    kind: EventKind
     text: str = ""
     case: Case | None = None
     total: int | None = None

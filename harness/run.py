@@ -2,7 +2,7 @@
 
 One deployment is live at a time on a host (a vLLM server wants all its cores). Cases whose
 launches are identical share one deployment and every check runs on it; each supported case is
-compared with its own reference (``harness.check.references``), launched once per run and cached.
+compared with its own reference (``harness.check.references.goldens``), launched once per run and cached.
 """
 
 from __future__ import annotations
@@ -15,21 +15,20 @@ from pathlib import Path
 
 from harness.cases.case import Case
 from harness.cases.expand import expand, select
-from harness.check.judge import Observation
-from harness.check.launch import Launcher, left_behind
 from harness.check.observe import Observer
-from harness.check.record import make_result
-from harness.check.reference_runs import ReferenceRuns
-from harness.check.stack import layer_counts, probe_versions
+from harness.check.references.runs import ReferenceRuns
+from harness.check.serving.launcher import Launcher, left_behind
+from harness.check.serving.stack import layer_counts, probe_versions
+from harness.check.verdict.record import make_result
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, group_deployments
-from harness.progress import Event, Kind, Sink, ignore
+from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions
-from harness.results.result import Result
+from harness.results.result import Observation, Result
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
@@ -84,7 +83,7 @@ class SuiteRun:
             self.launcher,
             lambda: self.versions,
             cfg.reference_cache,
-            lambda text: progress(Event(Kind.REFERENCE, text)),
+            lambda text: progress(Event(EventKind.REFERENCE, text)),
         )
         self.observer = Observer(
             self.m,
@@ -92,7 +91,7 @@ class SuiteRun:
             cfg.run_dir,
             self.launcher,
             self.references,
-            lambda kind, case, text: progress(Event(Kind(kind), text, case)),
+            lambda kind, case, text: progress(Event(EventKind(kind), text, case)),
         )
 
     def cases(self) -> list[Case]:
@@ -133,7 +132,7 @@ class SuiteRun:
         todo = [c for c in cases if c.id not in done]
         self.summary.cases = len(cases)
         self.summary.skipped_finished = len(cases) - len(todo)
-        self.progress(Event(Kind.START, f"{len(todo)} of {len(cases)} cases to run", total=len(todo)))
+        self.progress(Event(EventKind.START, f"{len(todo)} of {len(cases)} cases to run", total=len(todo)))
         self.by_id = {c.id: c for c in todo}
         runnable = []
         for c in todo:
@@ -172,7 +171,7 @@ class SuiteRun:
         store.append(self.run_dir, result.to_json(), self.launcher.redactor)
         outcome = result.outcome.value
         self.summary.outcomes[outcome] = self.summary.outcomes.get(outcome, 0) + 1
-        self.progress(Event(Kind.RESULT, result.reason, case, outcome=outcome))
+        self.progress(Event(EventKind.RESULT, result.reason, case, outcome=outcome))
         return result
 
     def execute(self, d: Deployment) -> list[Result]:
@@ -185,7 +184,7 @@ class SuiteRun:
                 self.summary.outcomes[r.outcome.value] -= 1
             self.progress(
                 Event(
-                    Kind.RETRY,
+                    EventKind.RETRY,
                     "infrastructure error; running the deployment once more",
                     self.by_id[d.case_ids[0]],
                     count=len(results),
@@ -216,7 +215,7 @@ class SuiteRun:
         return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key, fault) for c in group]
 
     def run(self) -> RunSummary:
-        from harness.check.watch import sigterm_as_interrupt
+        from harness.check.serving.watch import sigterm_as_interrupt
 
         with sigterm_as_interrupt():
             for d in self.prepare():
@@ -225,7 +224,7 @@ class SuiteRun:
 
     def _notice(self, text: str) -> None:
         log.info("%s", text)
-        self.progress(Event(Kind.NOTICE, text))
+        self.progress(Event(EventKind.NOTICE, text))
 
     def _ensure_models(self, cases: list[Case]) -> None:
         names = {
@@ -238,5 +237,5 @@ class SuiteRun:
             if ref.startswith("zoo:")
         }
         for name in sorted(names):
-            self.progress(Event(Kind.MODEL, f"tiny model {name}"))
+            self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
             ensure_model(name, default_cache_root())

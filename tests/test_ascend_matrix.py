@@ -12,7 +12,7 @@ import pytest
 
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
-from harness.check.stack import layer_counts
+from harness.check.serving.stack import layer_counts
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
@@ -178,7 +178,7 @@ def test_zero_entry_is_a_known_issue_waiving_only_the_startup_crash(cases):
     """The guide says a zero entry is invalid; upstream crashes instead of refusing it: a bug,
     not a designed rejection, so it is a known issue with a link, waiving that crash only."""
     e = exp(cases, "guide-61-layer/tp8-pp2-2node-mp/0,61/none")
-    assert (e.kind, e.waives) == ("known-issue", ("startup",))
+    assert (e.kind, e.waives) == ("known-issue", ["startup"])
     assert e.link and e.owner and e.until
     assert re.search(e.error, "every partition entry must be a positive integer, got 0 in '0,61'.")
     assert re.search(e.error, "ZeroDivisionError: integer division or modulo by zero")

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cases.case import Case, Expectation
+from harness.cases.case import Case
 from harness.cli import _github
 from harness.console import event_line, one_line, progress_display, verdict_line
-from harness.progress import Event, Kind
+from harness.progress import Event, EventKind
+from harness.results.result import Expectation
 from reports import github
 from tests.records import record, result
 
@@ -32,7 +33,7 @@ def _case(case_id: str) -> Case:
         partition="auto",
         features=(),
         attrs={},
-        expectation=Expectation("supported"),
+        expectation=Expectation(kind="supported"),
     )
 
 
@@ -44,18 +45,18 @@ def test_a_verdict_is_one_line_whatever_its_reason():
 
 def test_event_lines():
     case = _case("q/pp2/1,4/none")
-    assert event_line(Event(Kind.RESULT, "ok", case, outcome="PASS")) == "PASS               q/pp2/1,4/none  ok"
-    assert event_line(Event(Kind.RETRY, "infra", case, count=2)).startswith("RETRY              q/pp2/1,4/none")
-    assert event_line(Event(Kind.LAUNCH, "2 launches", case)) == "launch             q/pp2/1,4/none  2 launches"
-    assert event_line(Event(Kind.NOTICE, "stopped 1 group\nleft behind")) == "stopped 1 group left behind"
+    assert event_line(Event(EventKind.RESULT, "ok", case, outcome="PASS")) == "PASS               q/pp2/1,4/none  ok"
+    assert event_line(Event(EventKind.RETRY, "infra", case, count=2)).startswith("RETRY              q/pp2/1,4/none")
+    assert event_line(Event(EventKind.LAUNCH, "2 launches", case)) == "launch             q/pp2/1,4/none  2 launches"
+    assert event_line(Event(EventKind.NOTICE, "stopped 1 group\nleft behind")) == "stopped 1 group left behind"
 
 
 def test_off_a_terminal_the_display_is_plain_lines():
     out = io.StringIO()  # not a terminal, like a CI log
     with progress_display("s", out) as sink:
-        sink(Event(Kind.START, "2 of 2 cases to run", total=2))
-        sink(Event(Kind.RESULT, "reason " * 40 + "\nmore", _case("a/b"), outcome="FAIL"))
-        sink(Event(Kind.RESULT, "fine", _case("c/d"), outcome="PASS"))
+        sink(Event(EventKind.START, "2 of 2 cases to run", total=2))
+        sink(Event(EventKind.RESULT, "reason " * 40 + "\nmore", _case("a/b"), outcome="FAIL"))
+        sink(Event(EventKind.RESULT, "fine", _case("c/d"), outcome="PASS"))
     lines = out.getvalue().splitlines()
     assert [line.split()[0] for line in lines] == ["start", "FAIL", "PASS"]
     assert lines[1].endswith("reason more") and len(lines[1]) > 280  # not wrapped at 80 columns

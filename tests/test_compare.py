@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.check.client import Completion
-from harness.check.compare import Outputs, compare_outputs, mode_name
+from harness.check.serving.client import Completion
+from harness.check.traffic.compare import Outputs, compare_outputs, mode_name
 from harness.matrix.schema import Compare
 
 

@@ -1,4 +1,4 @@
-from harness.check.diagnose import diagnose
+from harness.check.verdict.diagnose import diagnose
 
 
 def test_first_matching_symptom_with_advice(shipped, tmp_path):

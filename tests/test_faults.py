@@ -15,10 +15,10 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
 
 from harness.cases.expand import expand, select  # noqa: E402
-from harness.check.compare import collect  # noqa: E402
-from harness.check.judge import judge  # noqa: E402
-from harness.check.live import free_port  # noqa: E402
-from harness.check.watch import watch_request  # noqa: E402
+from harness.check.serving.live import free_port  # noqa: E402
+from harness.check.serving.watch import watch_request  # noqa: E402
+from harness.check.traffic.compare import collect  # noqa: E402
+from harness.check.verdict.judge import judge  # noqa: E402
 from harness.matrix.load import load_matrix  # noqa: E402
 from harness.matrix.schema import Compare  # noqa: E402
 from harness.outcomes import Outcome  # noqa: E402
@@ -174,7 +174,7 @@ def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
         noticed = time.monotonic() - t0
     assert problem is not None
     assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
-    from harness.check.judge import Observation
+    from harness.results.result import Observation
 
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
@@ -232,8 +232,8 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
         waited = time.monotonic() - t0
     assert problem == f"no answer within {deadline:.0f} s"
     assert deadline <= waited < deadline + 5
-    from harness.check.diagnose import diagnose
-    from harness.check.judge import Observation
+    from harness.check.verdict.diagnose import diagnose
+    from harness.results.result import Observation
 
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome is Outcome.FAIL

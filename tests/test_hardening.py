@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from harness.cases.case import Expectation
 from harness.cases.expand import expand
-from harness.check.judge import Observation, judge
+from harness.check.verdict.judge import judge
 from harness.cli import main
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.matrix.source import MatrixError
 from harness.outcomes import Outcome
 from harness.results import store as results
 from harness.results.lock import RunBusy, live_owner, run_lock
+from harness.results.result import Expectation, Observation
 from reports.render import report_run
 from reports.signoff import diff_runs, signoff
 from tests.records import record

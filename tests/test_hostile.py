@@ -5,9 +5,9 @@ import time
 import pytest
 
 from harness.check import logs
-from harness.check.diagnose import diagnose
+from harness.check.verdict.diagnose import diagnose
 from harness.matrix.load import load_matrix
-from harness.matrix.schema import Diagnosis
+from harness.matrix.schema import DiagnosisRule
 from harness.matrix.source import MatrixError
 
 
@@ -45,7 +45,7 @@ def test_a_backtracking_pattern_cannot_hang_a_log_search(tmp_path, monkeypatch):
     with pytest.raises(logs.PatternTimeout):
         logs.warnings_matching({"api": log}, [r"(a|aa)+$"])
     with pytest.raises(logs.PatternTimeout):
-        diagnose([Diagnosis(symptom="s", advice="a", patterns=[r"(a|aa)+$"])], ["a" * 80 + "b"], {})
+        diagnose([DiagnosisRule(symptom="s", advice="a", patterns=[r"(a|aa)+$"])], ["a" * 80 + "b"], {})
 
 
 def _cli(*argv):

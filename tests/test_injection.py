@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from harness.check.repro import write_bundle
+from harness.check.verdict.repro import write_bundle
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.launch import Deployment, LaunchSpec, PlanError

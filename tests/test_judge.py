@@ -2,9 +2,9 @@ import datetime
 
 import pytest
 
-from harness.cases.case import Expectation
-from harness.check.judge import Observation, judge
+from harness.check.verdict.judge import judge
 from harness.outcomes import Outcome
+from harness.results.result import Comparison, Expectation, Observation
 
 SUPPORTED = Expectation(kind="supported")
 REJECT_STARTUP = Expectation(kind="rejected", error="sum\\(partitions\\)", phase="startup", within_s=60)
@@ -39,7 +39,12 @@ def test_supported_and_every_check_passed():
 @pytest.mark.parametrize(
     "obs,words",
     [
-        (Observation(failed_phase="startup", root_cause={"text": "RuntimeError: boom"}), "boom"),
+        (
+            Observation(
+                failed_phase="startup", root_cause={"log": "node0-api", "line": 1, "text": "RuntimeError: boom"}
+            ),
+            "boom",
+        ),
         (Observation(hung=True, failed_phase="startup"), "startup deadline"),
         (ready(request_error="ReadTimeout"), "request failed"),
     ],
@@ -58,7 +63,7 @@ def test_wrong_partition_fails():
 
 def test_output_mismatch_fails():
     obs = ready()
-    obs.accuracy = {"equal": False, "summary": "1 of 3 prompts differ"}
+    obs.accuracy = Comparison(equal=False, summary="1 of 3 prompts differ")
     assert judge(SUPPORTED, obs).outcome is Outcome.FAIL
 
 
@@ -80,7 +85,9 @@ def test_rejection_too_late_is_bad_reject():
 
 
 def test_other_error_or_hang_is_bad_reject():
-    other = Observation(failed_phase="startup", root_cause={"text": "OSError: no such file"})
+    other = Observation(
+        failed_phase="startup", root_cause={"log": "node0-api", "line": 1, "text": "OSError: no such file"}
+    )
     assert judge(REJECT_STARTUP, other).outcome is Outcome.BAD_REJECT
     assert judge(REJECT_STARTUP, Observation(hung=True)).outcome is Outcome.BAD_REJECT
 
@@ -137,17 +144,19 @@ def test_an_accuracy_waiver_waives_only_accuracy():
         kind="known-issue", link="https://x/1", owner="a", until=datetime.date(2027, 1, 1), waives=("accuracy",)
     )
     mismatch = ready()
-    mismatch.accuracy = {"equal": False, "summary": "prompt 2 differs at token 5"}
+    mismatch.accuracy = Comparison(equal=False, summary="prompt 2 differs at token 5")
     assert judge(ki, mismatch).outcome is Outcome.KNOWN_ISSUE
     flaky = Expectation(kind="flaky", link="https://x/2", waives=("accuracy",))
     assert judge(flaky, mismatch).outcome is Outcome.FLAKY
-    died = Observation(failed_phase="startup", root_cause={"text": "RuntimeError: HCCL init failed"})
+    died = Observation(
+        failed_phase="startup", root_cause={"log": "node0-api", "line": 1, "text": "RuntimeError: HCCL init failed"}
+    )
     v = judge(ki, died)
     assert v.outcome is Outcome.FAIL and "covers only accuracy" in v.reason
     assert judge(flaky, died).outcome is Outcome.FAIL
     wrong_partition = ready()
     wrong_partition.partition = [[0, 2], [2, 5]]
-    wrong_partition.accuracy = {"equal": False}
+    wrong_partition.accuracy = Comparison(equal=False, summary="")
     assert judge(ki, wrong_partition).outcome is Outcome.FAIL
 
 
@@ -161,10 +170,14 @@ def test_a_crash_waiver_needs_its_root_cause():
         error="ZeroDivisionError",
     )
     crash = Observation(
-        failed_phase="startup", root_cause={"text": "ZeroDivisionError: integer division or modulo by zero"}
+        failed_phase="startup",
+        root_cause={"log": "node0-api", "line": 1, "text": "ZeroDivisionError: integer division or modulo by zero"},
     )
     assert judge(ki, crash).outcome is Outcome.KNOWN_ISSUE
-    other = Observation(failed_phase="startup", root_cause={"text": "OSError: [Errno 28] No space left on device"})
+    other = Observation(
+        failed_phase="startup",
+        root_cause={"log": "node0-api", "line": 1, "text": "OSError: [Errno 28] No space left on device"},
+    )
     v = judge(ki, other)
     assert v.outcome is Outcome.FAIL and "not the waived failure" in v.reason
 

@@ -109,7 +109,17 @@ LAYERS = (
     "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
     "harness.plan",  # clusters, launch plans, references' launches, leases, schedules
     "runners",  # processes on this host, over ssh, through Ray
-    "harness.check",  # deployments run, observed, compared, judged, recorded
+    # the check room, by step: logs read, deployments served, requests sent and compared, what
+    # each stage built, feature checks, task scores, references, verdicts; observe runs them all
+    "harness.check.logs",
+    "harness.check.serving",
+    "harness.check.traffic",
+    "harness.check.stages",
+    "harness.check.features",
+    "harness.check.scores",
+    "harness.check.references",
+    "harness.check.verdict",
+    "harness.check.observe",
     "harness.progress",
     "harness.console",
     "harness.run",  # one suite run: the steps above in order
@@ -117,6 +127,9 @@ LAYERS = (
     "conformance",
     "harness.cli",
 )
+
+
+PACKAGE_ROOTS = ("harness", "runners", "reports", "conformance", "harness.check")
 
 
 def layer_of(module: str) -> int:
@@ -129,10 +142,7 @@ def layer_of(module: str) -> int:
 def upward(edges: dict[str, set[tuple[str, str]]]) -> list[str]:
     """Every import of a package above the importer's (package __init__ modules aside)."""
     return sorted(
-        f"{m} -> {t}"
-        for m, e in edges.items()
-        for t, _ in e
-        if m not in ("harness", "runners", "reports", "conformance") and layer_of(t) > layer_of(m)
+        f"{m} -> {t}" for m, e in edges.items() for t, _ in e if m not in PACKAGE_ROOTS and layer_of(t) > layer_of(m)
     )
 
 
@@ -141,8 +151,8 @@ def test_every_package_imports_only_from_the_layers_below_it():
 
 
 def test_the_layer_check_finds_a_planted_upward_import():
-    planted = {"harness.plan.cluster": {("harness.target.zoo", ""), ("harness.check.stack", "probe_versions")}}
-    assert upward(planted) == ["harness.plan.cluster -> harness.check.stack"]
+    planted = {"harness.plan.cluster": {("harness.target.zoo", ""), ("harness.check.serving.stack", "probe_versions")}}
+    assert upward(planted) == ["harness.plan.cluster -> harness.check.serving.stack"]
     try:
         upward({"harness.newstep.x": {("harness.plan.cluster", "")}})
     except AssertionError as err:

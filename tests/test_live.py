@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from harness.check.live import LiveDeployment as Live
-from harness.check.live import free_port
+from harness.check.serving.live import LiveDeployment as Live
+from harness.check.serving.live import free_port
 from harness.plan.launch import Deployment, LaunchSpec
 from tests.test_local_runner import TREE, group_members
 

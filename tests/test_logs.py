@@ -20,7 +20,7 @@ def test_root_cause_skips_warnings_and_wrappers(tmp_path):
     (tmp_path / "api.log").write_text(API)
     cause = logs.root_cause({"node0-api": tmp_path / "api.log"})
     assert cause.text == "ValueError: len(partitions)=3 does not match pp_size=2."
-    assert (cause.log, cause.number) == ("node0-api", 4)
+    assert (cause.log, cause.line) == ("node0-api", 4)
 
 
 def test_bare_assertion_gets_its_source_line(tmp_path):
@@ -33,7 +33,7 @@ def test_search_all_logs_in_order(tmp_path):
     (tmp_path / "a.log").write_text("nothing\n")
     (tmp_path / "b.log").write_text("x\nValueError: sum(partitions)=3 does not match num_hidden_layers=5.\n")
     hit = logs.search({"a": tmp_path / "a.log", "b": tmp_path / "b.log"}, r"sum\(partitions\)=3")
-    assert (hit.log, hit.number) == ("b", 2)
+    assert (hit.log, hit.line) == ("b", 2)
     assert logs.search({"a": tmp_path / "a.log"}, "nope") is None
 
 
@@ -43,7 +43,7 @@ def test_silent_disable_only_counts_warnings(tmp_path):
         "(APIServer pid=1) WARNING 11-30 1:1:1 [vllm.py:1638] Async scheduling is disabled because ...\n"
     )
     found = logs.warnings_matching({"a": tmp_path / "a.log"}, ["Async scheduling is disabled"])
-    assert [f.number for f in found] == [2]
+    assert [f.line for f in found] == [2]
 
 
 def test_a_claimed_error_is_never_found_in_an_info_or_warning_record(tmp_path):
@@ -62,5 +62,5 @@ def test_a_claimed_error_is_never_found_in_an_info_or_warning_record(tmp_path):
         + "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
         + "  Value error, tp_size=1 must be divisible by dcp_size=2.\n"
     )
-    assert logs.search_errors({"node0-api": log}, "async_scheduling").number == 3
-    assert logs.search_errors({"node0-api": log}, r"tp_size=1 must be divisible").number == 5
+    assert logs.search_errors({"node0-api": log}, "async_scheduling").line == 3
+    assert logs.search_errors({"node0-api": log}, r"tp_size=1 must be divisible").line == 5

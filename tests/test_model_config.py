@@ -94,7 +94,7 @@ def test_expansion_uses_read_counts_for_the_partition_oracle(matrix_dir):
 
 
 def test_a_node_that_does_not_answer_is_asked_once(monkeypatch):
-    import harness.check.stack
+    import harness.check.serving.stack
     from harness.plan.cluster import Cluster, Node
     from runners.output import NodeOutput
 
@@ -104,9 +104,9 @@ def test_a_node_that_does_not_answer_is_asked_once(monkeypatch):
         calls.append(batch)
         return [NodeOutput(node.name, None, error="no answer within 10 s") for node, _ in batch]
 
-    monkeypatch.setattr(harness.check.stack, "run_on_nodes", fake_run_on_nodes)
+    monkeypatch.setattr(harness.check.serving.stack, "run_on_nodes", fake_run_on_nodes)
     far = Node(name="far", host="192.0.2.1", address="192.0.2.1", devices=[0], reach="ssh")
-    counts = harness.check.stack.layer_counts(Cluster(name="c", platform="ascend", nodes=[far]))
+    counts = harness.check.serving.stack.layer_counts(Cluster(name="c", platform="ascend", nodes=[far]))
     assert counts(variant("/models/A")) is None
     assert counts(variant("/models/B")) is None
     assert len(calls) == 1

@@ -1,7 +1,7 @@
 import json
 import subprocess
 
-from harness.check.repro import write_bundle
+from harness.check.verdict.repro import write_bundle
 from harness.plan.launch import Deployment, LaunchSpec
 from harness.results import redact
 from harness.results import store as results

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from harness.cases.expand import expand, select
-from harness.check.compare import Outputs
-from harness.check.references import cache_key, check_plannable, golden_record, load_golden, stack_difference
+from harness.check.references.goldens import cache_key, check_plannable, golden_record, load_golden, stack_difference
+from harness.check.traffic.compare import Outputs
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NEEDS_REFERENCE

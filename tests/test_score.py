@@ -10,10 +10,10 @@ from typing import ClassVar
 
 import pytest
 
-from harness.check import lmeval
-from harness.check import score_tool as tool
-from harness.check.lmeval import resolve_task
-from harness.check.score import ScoreError, evaluate, judge_score
+from harness.check.scores import lmeval
+from harness.check.scores import tool as tool
+from harness.check.scores.evaluate import ScoreError, evaluate, judge_score
+from harness.check.scores.lmeval import resolve_task
 from harness.matrix.load import DEFAULT_MATRICES
 from harness.target.zoo import write_tokenizer
 from tests.completions_stub import CompletionsStub

@@ -1,4 +1,4 @@
-"""AISBench as a task-score tool (harness.check.aisbench): the command and configs ppconf writes, the
+"""AISBench as a task-score tool (harness.check.scores.aisbench): the command and configs ppconf writes, the
 results it reads, the rules for a failed run, and the real ``ais_bench`` where one is installed.
 
 The fast tests need no AISBench: they read samples of its output written as AISBench writes them
@@ -20,10 +20,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.check import aisbench as ab
-from harness.check import score as sc
-from harness.check import score_tool as tool
-from harness.check.score import ScoreError, evaluate, judge_score
+from harness.check.scores import aisbench as ab
+from harness.check.scores import evaluate as sc
+from harness.check.scores import tool as tool
+from harness.check.scores.evaluate import ScoreError, evaluate, judge_score
 from harness.matrix.schema import Score
 from tests.answer_stub import AnswerStub, sum_rule_accuracy
 

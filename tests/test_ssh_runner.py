@@ -664,7 +664,7 @@ def test_a_resumed_run_reaps_only_its_own_groups_left_on_an_ssh_node(node, runne
 @pytest.mark.needs_root
 @pytest.mark.needs_sshd
 def test_versions_are_probed_on_an_ssh_node_by_its_own_python(node, tmp_path, monkeypatch):
-    from harness.check.stack import probe_versions as probe
+    from harness.check.serving.stack import probe_versions as probe
     from harness.plan.cluster import local_cluster
 
     monkeypatch.setenv("PPCONF_STATE", str(tmp_path / "state"))
@@ -697,7 +697,7 @@ def test_hidden_layers_are_read_from_the_checkpoint_on_the_first_node(node, tmp_
     ckpt = tmp_path / "Kimi K3 $(id)"
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
-    from harness.check.stack import layer_counts
+    from harness.check.serving.stack import layer_counts
 
     counts = layer_counts(_ssh_cluster(node))
     v = Variant(architecture="KimiK3ForConditionalGeneration", supports_pp=True, model=str(ckpt))

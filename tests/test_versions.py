@@ -4,7 +4,7 @@ import platform
 import sys
 from importlib import metadata
 
-from harness.check.stack import probe_versions as probe
+from harness.check.serving.stack import probe_versions as probe
 from harness.plan.cluster import Cluster, Node
 from harness.target.versions import stack
 

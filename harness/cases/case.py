@@ -1,61 +1,33 @@
-"""Cases and expectations: one point of an expanded matrix and what the matrix claims about it."""
+"""Cases: one point of an expanded matrix, and the claim (``Expectation``) the matrix makes about it."""
 
 from __future__ import annotations
 
-import datetime
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.matrix.schema import Rule
+from harness.outcomes import Kind
+from harness.results.result import Expectation
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """The claim for one case: the outcome of the first matching rule, with its reasons."""
-
-    kind: str  # supported | rejected | unsupported-on-platform | known-issue | flaky | unspecified
-    why: str = ""
-    rule: int | None = None  # index of the rule in matrix order
-    where: str = ""  # file:line of the rule
-    link: str | None = None
-    experimental: bool = False
-    error: str | None = None
-    phase: str | None = None
-    within_s: float | None = None
-    reason: str | None = None
-    owner: str | None = None
-    until: datetime.date | None = None
-    waives: tuple[str, ...] = ()  # known-issue / flaky: the checks the waiver covers
-    undocumented: bool = False  # the published guide is silent about this claim
-
-    @classmethod
-    def of_rule(cls, rule: Rule, index: int, where: str, error: str | None) -> Expectation:
-        """The claim a rule makes: every field the rule shares with an expectation is taken as it
-        is (a field added to both needs no copying here), then what is the case's own."""
-        shared = {f.name: getattr(rule, f.name) for f in fields(cls) if f.name in Rule.model_fields}
-        return cls(
-            **shared
-            | {
-                "kind": rule.expect,
-                "rule": index,
-                "where": where,
-                "error": error,
-                "waives": tuple(rule.waives),
-                "undocumented": not rule.documented,
-            }
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        # only the unset defaults go: ``rule: 0`` (the first rule) and ``within_s: 0`` are values
-        out = {k: v for k, v in self.__dict__.items() if not (v is None or v is False or v == "" or v == ())}
-        if self.until is not None:
-            out["until"] = self.until.isoformat()
-        if self.waives:
-            out["waives"] = list(self.waives)
-        return out
+def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectation:
+    """The claim a rule makes: every field the rule shares with an expectation is taken as it is
+    (a field added to both needs no copying here), then what is the case's own."""
+    shared = {name: getattr(rule, name) for name in Expectation.model_fields if name in Rule.model_fields}
+    return Expectation(
+        **shared
+        | {
+            "kind": Kind(rule.expect),
+            "rule": index,
+            "where": where,
+            "error": error,
+            "waives": list(rule.waives),
+            "undocumented": not rule.documented,
+        }
+    )
 
 
-UNSPECIFIED = Expectation(kind="unspecified", why="no rule of the matrix covers this case")
+UNSPECIFIED = Expectation(kind=Kind.UNSPECIFIED, why="no rule of the matrix covers this case")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from harness.cases import pairwise
-from harness.cases.case import UNSPECIFIED, Case, Expectation, case_id, stack_id
+from harness.cases.case import UNSPECIFIED, Case, case_id, claim_of, stack_id
 from harness.cases.merge import matrix_layers, merge, pcp_size
 from harness.cases.partition import partition_error
 from harness.matrix import condition as cond
@@ -320,7 +320,7 @@ def resolve(m: Matrix, case: Case) -> Case:
         error = error.replace("{partition_error}", re.escape(text))
     return replace(
         case,
-        expectation=Expectation.of_rule(r, entry.index, str(entry.where), error),
+        expectation=claim_of(r, entry.index, str(entry.where), error),
     )
 
 

@@ -84,7 +84,7 @@ def covering_array(sizes: Sequence[int], allowed: Allowed, seed: int = 0) -> Cov
         # Nothing to pair (or nothing at all): the whole product is at most one dimension long.
         rows = tuple(r for r in itertools.product(*map(range, sizes)) if allowed(dict(enumerate(r))))
         return Coverage(rows, 0, 0, full_size)
-    return _Builder(sizes, allowed, random.Random(seed)).run(full_size)
+    return _CoverBuilder(sizes, allowed, random.Random(seed)).run(full_size)
 
 
 def summary(cov: Coverage) -> str:
@@ -95,7 +95,7 @@ def summary(cov: Coverage) -> str:
     )
 
 
-class _Builder:
+class _CoverBuilder:
     def __init__(self, sizes: tuple[int, ...], allowed: Allowed, rng: random.Random) -> None:
         self.allowed, self.rng = allowed, rng
         self.k = len(sizes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.check.live import LiveDeployment
+from harness.check.serving.live import LiveDeployment
 
 
 def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import regex
+
+from harness.results.result import LogLine
 
 # Lines that only report that something else failed.
 WRAPPERS = re.compile(
@@ -69,19 +70,6 @@ def message(line: str) -> tuple[str | None, str]:
     return (m.group("level"), rest[m.end() :]) if m else (None, rest)
 
 
-@dataclass(frozen=True)
-class LogLine:
-    log: str  # launch name
-    number: int  # 1-based
-    text: str
-
-    def __str__(self) -> str:
-        return f"{self.log}:{self.number}: {self.text}"
-
-    def to_json(self) -> dict:
-        return {"log": self.log, "line": self.number, "text": self.text}
-
-
 def read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -96,7 +84,7 @@ def search(logs: dict[str, Path], pattern: str) -> LogLine | None:
     for name, path in logs.items():
         for i, line in enumerate(read_lines(path), 1):
             if rx.search(line):
-                return LogLine(name, i, line.strip())
+                return LogLine(log=name, line=i, text=line.strip())
     return None
 
 
@@ -112,7 +100,7 @@ def search_errors(logs: dict[str, Path], pattern: str) -> LogLine | None:
     for name, path in logs.items():
         for i, line in enumerate(read_lines(path), 1):
             if message(line)[0] not in NOT_AN_ERROR and rx.search(line):
-                return LogLine(name, i, line.strip())
+                return LogLine(log=name, line=i, text=line.strip())
     return None
 
 
@@ -132,7 +120,7 @@ def root_cause(logs: dict[str, Path]) -> LogLine | None:
                     if ASSERT_SOURCE.search(source):
                         text = f"AssertionError ({source.strip()})"
                         break
-            return LogLine(name, i, text)
+            return LogLine(log=name, line=i, text=text)
     return None
 
 
@@ -143,7 +131,7 @@ def warnings_matching(logs: dict[str, Path], patterns: list[str]) -> list[LogLin
         for name, path in logs.items():
             for i, line in enumerate(read_lines(path), 1):
                 if WARNING.search(line) and rx.search(line):
-                    found.append(LogLine(name, i, line.strip()))
+                    found.append(LogLine(log=name, line=i, text=line.strip()))
                     break
     return found
 

@@ -14,22 +14,22 @@ from typing import Any
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.check import logs
-from harness.check.compare import Outputs, collect, compare_outputs
 from harness.check.features import prefix_cache_check
-from harness.check.judge import Observation
-from harness.check.launch import Launcher
-from harness.check.live import LiveDeployment
-from harness.check.probe import read_partition, stage_costs, start_timing
-from harness.check.reference_runs import ReferenceResult, ReferenceRuns
-from harness.check.watch import watch_request
+from harness.check.references.runs import ReferenceResult, ReferenceRuns
+from harness.check.serving.launcher import Launcher
+from harness.check.serving.live import LiveDeployment
+from harness.check.serving.watch import watch_request
+from harness.check.stages.probe import read_partition, stage_costs, start_timing
+from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
-from harness.outcomes import NEEDS_REFERENCE
+from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment
 from harness.plan.reference import resolve
 from harness.results import store
+from harness.results.result import Comparison, FeatureCheck, Observation, ScoreVerdict
 
 # A log line from one of these processes means the configuration was accepted and the engine began.
 ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
@@ -56,7 +56,7 @@ class Observer:
         """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's observation."""
         suite = self.m.suite(cases[0].suite)
         obs = Observation()
-        rejects = [c.expectation.error for c in cases if c.expectation.kind == "rejected" and c.expectation.error]
+        rejects = [c.expectation.error for c in cases if c.expectation.kind is Kind.REJECTED and c.expectation.error]
         pattern = "|".join(f"(?:{r})" for r in rejects) or None
         outputs: dict[str, Outputs] = {}
 
@@ -79,8 +79,7 @@ class Observer:
         paths = live.log_paths
         obs.logs = {name: store.log_ref(self.run_dir, path) for name, path in paths.items()}
         obs.engine_started = logs.search(paths, ENGINE_PROCESS) is not None
-        cause = logs.root_cause(paths)
-        obs.root_cause = cause.to_json() if cause else None
+        obs.root_cause = logs.root_cause(paths)
         # references only now, once this deployment's devices are free, and only for cases that
         # served their requests: a case that never answered has nothing to compare
         refs = {
@@ -126,7 +125,7 @@ class Observer:
                 obs.failed_phase = "first-request"
                 obs.failed_after_s = round(time.monotonic() - t_req, 1)
                 if line is not None:
-                    obs.expected_error_line = line.to_json()
+                    obs.expected_error_line = line
                     obs.expected_error_after_s = obs.failed_after_s
                 return
             outputs[key] = result
@@ -137,7 +136,7 @@ class Observer:
             obs.tuning = stage_costs(live, obs)
         checks = {name for f in case.features for name in self.m.features[f].checks}
         if "prefix-cache-hit" in checks:
-            obs.feature_checks["prefix-cache-hit"] = prefix_cache_check(live)
+            obs.feature_checks["prefix-cache-hit"] = FeatureCheck.of(prefix_cache_check(live))
         self._scores(live, cases, obs)
 
     def _scores(self, live: LiveDeployment, cases: list[Case], obs: Observation) -> None:
@@ -146,7 +145,7 @@ class Observer:
         specs = {json.dumps(r.spec.score.model_dump(), sort_keys=True): r for r in refs if r.spec.score is not None}
         if not specs:
             return
-        from harness.check.score import ScoreError, evaluate_live
+        from harness.check.scores.evaluate import ScoreError, evaluate_live
 
         suite = self.m.suite(cases[0].suite)
         for key, r in specs.items():
@@ -166,14 +165,7 @@ class Observer:
         ref: ReferenceResult | None,
         outputs: dict[str, Outputs],
     ) -> Observation:
-        obs = replace(
-            shared,
-            notes=list(shared.notes),
-            silent_disable=[],
-            feature_checks=dict(shared.feature_checks),
-            logs=dict(shared.logs),
-            scores={},
-        )
+        obs = shared.model_copy(update={"silent_disable": [], "scores": {}}, deep=True)
         exp = case.expectation
         topo = self.m.topologies[case.topology]
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
@@ -182,12 +174,10 @@ class Observer:
         if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
             line = logs.search_errors(paths, exp.error)
             if line:
-                obs.expected_error_line = line.to_json()
+                obs.expected_error_line = line
                 obs.expected_error_after_s = shared.failed_after_s
         for f in case.features:
-            obs.silent_disable += [
-                w.to_json() for w in logs.warnings_matching(paths, self.m.features[f].silent_disable)
-            ]
+            obs.silent_disable += logs.warnings_matching(paths, self.m.features[f].silent_disable)
         doc = case.attrs.get("partition_doc_error")
         if doc and not case.attrs.get("partition_error"):
             obs.notes.append(
@@ -208,22 +198,21 @@ class Observer:
             return
         got = outputs.get(self._requests(case)[0])
         if ref.outputs is not None and got is not None:
-            obs.accuracy = compare_outputs(ref.ref.compare, ref.outputs, got, "pooling" in case.features)
-            obs.accuracy["reference"] = ref.ref.describe()
+            accuracy = Comparison.of(compare_outputs(ref.ref.compare, ref.outputs, got, "pooling" in case.features))
+            accuracy.reference = ref.ref.describe()
             if got.notes:
                 obs.notes += got.notes
             moved = ref.evidence.get("golden_stack_differs")
             if moved:
-                obs.accuracy["summary"] += f" — against a golden recorded on another stack ({'; '.join(moved)})"
+                accuracy.summary += f" — against a golden recorded on another stack ({'; '.join(moved)})"
+            obs.accuracy = accuracy
         spec = ref.ref.spec.score
         if spec is not None:
-            from harness.check.score import judge_score
+            from harness.check.scores.evaluate import judge_score
 
             measured = shared.scores.get(json.dumps(spec.model_dump(), sort_keys=True)) or {}
             if "error" in measured or "value" not in measured:
-                obs.score = {"ok": False, "detail": f"task score failed: {measured.get('error', 'not measured')}"}
+                obs.score = ScoreVerdict(ok=False, detail=f"task score failed: {measured.get('error', 'not measured')}")
             else:
-                obs.score = judge_score(measured["value"], ref.score, spec) | {
-                    "task": measured.get("task"),
-                    "metric": measured.get("metric"),
-                }
+                verdict = judge_score(measured["value"], ref.score, spec)
+                obs.score = ScoreVerdict.of(verdict | {"task": measured.get("task"), "metric": measured.get("metric")})

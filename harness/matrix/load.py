@@ -30,7 +30,7 @@ from harness.matrix.schema import (
     NAME,
     REMOVED_KEYS,
     SECTIONS,
-    Diagnosis,
+    DiagnosisRule,
     Family,
     Feature,
     Platform,
@@ -63,7 +63,7 @@ class Matrix:
     topologies: dict[str, Topology] = field(default_factory=dict)
     suites: dict[str, Suite] = field(default_factory=dict)
     rules: list[RuleEntry] = field(default_factory=list)
-    diagnosis: list[Diagnosis] = field(default_factory=list)
+    diagnosis: list[DiagnosisRule] = field(default_factory=list)
     where: dict[tuple[str, str], Where] = field(default_factory=dict)
     # every layered directory, least specific first (root is the first)
     roots: tuple[Path, ...] = ()
@@ -246,9 +246,9 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
                 continue
             for i, entry in enumerate(body):
                 try:
-                    matrix.diagnosis.append(Diagnosis.model_validate(entry))
+                    matrix.diagnosis.append(DiagnosisRule.model_validate(entry))
                 except ValidationError as err:
-                    errors.extend(validation_errors(doc, Diagnosis, ("diagnosis", i), err))
+                    errors.extend(validation_errors(doc, DiagnosisRule, ("diagnosis", i), err))
             continue
         model = SECTIONS.get(section)
         if model is None:

@@ -135,7 +135,7 @@ class Accuracy(Strict):
 # the matrix file; either way ppconf's generated config imports it as a module, so its name is a
 # Python identifier.
 AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
-# Fields of a score that only AISBench reads (harness.check.score).
+# Fields of a score that only AISBench reads (harness.check.scores.evaluate).
 AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
 GenerationValue = bool | int | float | str | None
 
@@ -443,7 +443,7 @@ class Suite(Strict):
 
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
-# The checks of a served case a known-issue or flaky waiver can cover (harness.check.judge).
+# The checks of a served case a known-issue or flaky waiver can cover (harness.check.verdict.judge).
 CHECKS = ("startup", "request", "partition", "accuracy", "silent-disable", "feature-checks")
 
 
@@ -497,7 +497,7 @@ class Rule(Strict):
         return self
 
 
-class Diagnosis(Strict):
+class DiagnosisRule(Strict):
     """One known symptom: log patterns that identify it, and what to do about it."""
 
     symptom: str

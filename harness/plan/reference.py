@@ -1,7 +1,7 @@
 """The reference a supported case is compared with, resolved from the matrix and planned like a
 case: the most specific declaration wins (the rule that decided the case, then its variant, its
 family, its suite; the default is the case's counterpart, the same launch with PP folded away).
-Pure: nothing here launches or reads outputs (``harness.check.references`` does)."""
+Pure: nothing here launches or reads outputs (``harness.check.references.goldens`` does)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The result of one case: the one typed record that the recorder makes (``harness.check.record``),
+"""The result of one case: the one typed record that the recorder makes (``harness.check.verdict.record``),
 the results store appends as one JSON line (``Result.to_json``) and every reader gets back from
 ``harness.results.store`` (``Result.from_json``).
 
@@ -17,9 +17,10 @@ carried one (no ``schema``) still loads, as version ``UNVERSIONED``.
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
 from harness.outcomes import Kind, Outcome
@@ -33,19 +34,79 @@ class RecordError(ValueError):
     """A record that does not fit; the message names the field and the offending value."""
 
 
+def _empty(value: Any) -> bool:
+    return value is None or value is False or value == "" or value == [] or value == {}
+
+
 class Part(Checked):
-    """A JSON object of a record: written back with exactly the keys it was given."""
+    """A JSON object of a record. What it writes back: every key it was read with (a record
+    round-trips as it was read, ``"hung": false`` included), and every field holding a value; a
+    field left empty (None, False, "", [], {}) that it was not read with is left out. Keys of
+    another writer are kept as they were."""
+
+    _given: set[str] = PrivateAttr(default_factory=set)
+
+    def __eq__(self, other: object) -> bool:
+        # what it holds, not which keys it was read with
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        out: dict[str, Any] = {}
+        for name, info in type(self).model_fields.items():
+            key = info.alias or name
+            value = getattr(self, name)
+            if key in self._given or not _empty(value):
+                out[key] = _plain(value)
+        out |= {k: to_jsonable_python(v) for k, v in (self.model_extra or {}).items()}
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> Self:
         """``data`` as JSON holds it; RecordError says why it does not fit."""
         try:
-            return cls.model_validate(data)
+            part = cls.model_validate(data)
         except ValidationError as err:
             raise RecordError(describe(err)) from None
+        part._mark_given(data)
+        return part
+
+    @classmethod
+    def of(cls, data: Any) -> Self:
+        """``data`` as a check produced it (tuples, paths, numbers of any kind), through JSON:
+        what the store will hold is exactly what is checked."""
+        return cls.from_json(json.loads(json.dumps(data, default=str)))
+
+    def _mark_given(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        self._given = set(data)
+        for name, info in type(self).model_fields.items():
+            key, value = info.alias or name, getattr(self, name)
+            given = data.get(key)
+            if isinstance(value, Part):
+                value._mark_given(given)
+            elif isinstance(value, list) and isinstance(given, list):
+                for v, g in zip(value, given, strict=False):
+                    if isinstance(v, Part):
+                        v._mark_given(g)
+            elif isinstance(value, dict) and isinstance(given, dict):
+                for k, v in value.items():
+                    if isinstance(v, Part):
+                        v._mark_given(given.get(k))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Part):
+        return value.to_json()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return to_jsonable_python(value)
 
 
 def _outcome(v: Any) -> Outcome:
@@ -67,9 +128,14 @@ def _kind(v: Any) -> Kind:
 
 
 class LogLine(Part):
+    """One line of a launch's log: what a search of the logs finds and a record keeps."""
+
     log: str  # the launch whose log holds it (a key of Observation.logs)
-    line: int
+    line: int  # 1-based
     text: str
+
+    def __str__(self) -> str:
+        return f"{self.log}:{self.line}: {self.text}"
 
 
 class Launch(Part):
@@ -83,7 +149,9 @@ class Launch(Part):
     set_env: str | None = None
 
 
-class Deployment(Part):
+class DeploymentRecord(Part):
+    """A deployment as it was really launched (``harness.plan.launch.Deployment.to_json``)."""
+
     key: str | None = None
     cases: list[str] = []
     api: str | None = None  # the launch that answers requests
@@ -121,15 +189,26 @@ class AccuracyDiff(Part):
     max_logprob_diff: float | None = None
 
 
-class Accuracy(Part):
+class Comparison(Part):
+    """The case's outputs against its reference's (``harness.check.traffic.compare``); ``equal``
+    is its verdict."""
+
     summary: str
     mode: str | None = None
     equal: bool | None = None
     reference: str | None = None  # what the outputs were compared with
+    requests: int | None = None
+    max_logprob_diff: float | None = None
+    first_divergence: int | None = None
+    tolerance: float | None = None
+    cosine_min: float | None = None
+    min_cosine: float | None = None
     diffs: list[AccuracyDiff] = []
 
 
-class Score(Part):
+class ScoreVerdict(Part):
+    """The case's task score judged against its reference's."""
+
     ok: bool
     detail: str
     task: str | None = None
@@ -142,32 +221,33 @@ class FeatureCheck(Part):
 
 
 class Observation(Part):
-    """What the case's processes did (``harness.check.judge.Observation``, as it was recorded)."""
+    """What the real processes of one case did: filled by the checks (``harness.check.observe``),
+    read by the judge, stored by the recorder as it is."""
 
     ready: bool = False
     ready_s: float | None = None
-    failed_phase: str | None = None
+    failed_phase: str | None = None  # "startup" (exited or never became ready) or "first-request"
     failed_after_s: float | None = None
-    hung: bool = False
+    hung: bool = False  # neither ready nor exited by the deadline
     exit_codes: dict[str, int | None] = {}
     root_cause: LogLine | None = None
     expected_error_line: LogLine | None = None
     expected_error_after_s: float | None = None
-    engine_started: bool = False
+    engine_started: bool = False  # an engine or worker process logged anything (not a config-time failure)
     partition: list[list[int]] | None = None
     partition_expected: list[list[int]] | None = None
     partition_source: str | None = None
-    accuracy: Accuracy | None = None
+    accuracy: Comparison | None = None
     reference: dict[str, Any] | None = None  # which reference decided the accuracy, where its outputs came from
     reference_error: str | None = None
-    scores: dict[str, dict[str, Any]] = {}
-    score: Score | None = None
+    scores: dict[str, dict[str, Any]] = {}  # task scores measured on the deployment, by score spec
+    score: ScoreVerdict | None = None
     tuning: Tuning | None = None
     silent_disable: list[LogLine] = []
     feature_checks: dict[str, FeatureCheck] = {}
     request_error: str | None = None
     infra_error: str | None = None
-    harness_error: str | None = None
+    harness_error: str | None = None  # a fault of ppconf itself (its traceback is in the result)
     notes: list[str] = []
     logs: dict[str, str] = {}  # launch name -> log file, relative to the run directory
 
@@ -175,7 +255,11 @@ class Observation(Part):
 
 
 class Expectation(Part):
-    """The claim the case was judged against (``harness.cases.case.Expectation``, as recorded)."""
+    """The claim for one case: what the first matching rule claims, with its reasons
+    (``harness.cases.case.claim_of``). A case carries it and its record stores it as it is;
+    nothing changes a claim once it is made."""
+
+    model_config = ConfigDict(frozen=True)
 
     kind: Kind
     why: str = ""
@@ -189,8 +273,8 @@ class Expectation(Part):
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
-    waives: list[str] = []
-    undocumented: bool = False
+    waives: list[str] = []  # known-issue / flaky: the checks the waiver covers
+    undocumented: bool = False  # the published guide is silent about this claim
 
     _kind = field_validator("kind", mode="before")(_kind)
 
@@ -198,6 +282,11 @@ class Expectation(Part):
     @classmethod
     def _date(cls, v: Any) -> Any:
         return datetime.date.fromisoformat(v) if isinstance(v, str) else v
+
+    @field_validator("waives", mode="before")
+    @classmethod
+    def _waives(cls, v: Any) -> Any:
+        return list(v) if isinstance(v, tuple) else v
 
 
 class Diagnosis(Part):
@@ -226,7 +315,7 @@ class Result(Part):
     reason: str
     fails_run: bool = False  # the outcome's, where a record does not say
     observation: Observation = Field(default_factory=Observation)
-    deployment: Deployment | None = None
+    deployment: DeploymentRecord | None = None
     plan_key: str | None = None  # the deployment the case ran in (same launches, same key across runs)
     versions: dict[str, dict[str, str | None]] = {}  # node -> distribution -> version, as probed
     started: str | None = None

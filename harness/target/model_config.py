@@ -60,7 +60,7 @@ def _local_config(model: str) -> Path | None:
 
 # How a count is asked of a cluster's first node: ``ask(model)`` -> (the count, or None; why the
 # node could not answer, "" when it did; whether it gave no answer at all, so it is not asked
-# again). The caller that knows how to reach nodes (``harness.check.stack.layer_counts``) gives
+# again). The caller that knows how to reach nodes (``harness.check.serving.stack.layer_counts``) gives
 # it; without one, only this host is read.
 NodeReader = Callable[[str], tuple[int | None, str, bool]]
 

@@ -1,7 +1,7 @@
 """Versions of the stack on each node, read on the node by the node's own interpreter (never
 imported by the driver, which may not even have vLLM installed), with the node's set_env script
 sourced first as for a launch, so CANN's variables point where the launch's will. This module
-holds the script and how its answer reads; ``harness.check.stack`` runs it on the nodes:
+holds the script and how its answer reads; ``harness.check.serving.stack`` runs it on the nodes:
 
     probe_versions(cluster) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...}, ...}
 

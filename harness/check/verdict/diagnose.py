@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.check import logs
-from harness.matrix.schema import Diagnosis
+from harness.matrix.schema import DiagnosisRule
 
 UNCLASSIFIED = {
     "symptom": "unclassified",
@@ -13,7 +13,7 @@ UNCLASSIFIED = {
 }
 
 
-def diagnose(table: list[Diagnosis], texts: list[str], log_paths: dict[str, Path]) -> dict[str, str]:
+def diagnose(table: list[DiagnosisRule], texts: list[str], log_paths: dict[str, Path]) -> dict[str, str]:
     """The first entry whose pattern matches the verdict's own texts, else any node log line."""
     for entry in table:
         for pattern in entry.patterns:

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.cases.case import Case
-from harness.check.compare import collect
-from harness.check.launch import Launcher
-from harness.check.references import golden_record, shape_for
-from harness.check.stack import probe_versions
+from harness.check.references.goldens import golden_record, shape_for
+from harness.check.serving.launcher import Launcher
+from harness.check.serving.stack import probe_versions
+from harness.check.traffic.compare import collect
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
@@ -64,7 +64,7 @@ def record_golden(
         outputs = collect(live, suite.accuracy, resolved.compare, pooling)
         score: dict[str, Any] | None = None
         if resolved.spec.score is not None:
-            from harness.check.score import evaluate_live
+            from harness.check.scores.evaluate import evaluate_live
 
             score = evaluate_live(
                 live, resolved.spec.score, resolved.base_dir, work_dir / "score", suite.request_timeout_s

@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.check.live import LiveDeployment, fresh_ports
-from harness.check.probe import instrument
+from harness.check.serving.instrument import instrument
+from harness.check.serving.live import LiveDeployment, fresh_ports
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, Placement, Ports
 from harness.plan.lease import Leases

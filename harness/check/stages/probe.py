@@ -3,37 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
-
 from harness.cases.partition import tuning_advice
 from harness.check import logs
-from harness.check.judge import Observation
-from harness.check.live import LiveDeployment
-from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment
+from harness.check.serving.live import LiveDeployment
+from harness.results.result import Observation, Tuning
 
-PROBE_CLASS = "harness.target.worker_probe.StageProbe"
 PROBE_METHOD = "ppconf_stage_info"
 TIMING_METHOD = "ppconf_stage_timing"
 COST_METHOD = "ppconf_stage_cost"
-SERVE_ROLES = ("api", "headless", "prefill", "decode")
-
-
-def instrument(d: Deployment, cluster: Cluster) -> Deployment:
-    """Serving launches on nodes that can import ppconf also load the stage probe, unless the
-    matrix gives a worker extension of its own (vLLM takes one; the partition is then read from
-    the extension if it is a StageProbe, else from the log)."""
-    launches = []
-    for spec in d.launches:
-        node = cluster.node(spec.node)
-        own = "--worker-extension-cls" in spec.argv
-        if spec.role in SERVE_ROLES and (node.reach == "local" or node.ppconf):
-            env = dict(spec.env) | {"VLLM_SERVER_DEV_MODE": "1"}
-            argv = spec.argv if own else (*spec.argv, "--worker-extension-cls", PROBE_CLASS)
-            spec = replace(spec, argv=argv, env=tuple(sorted(env.items())))
-        launches.append(spec)
-    return replace(d, launches=tuple(launches))
 
 
 def start_timing(live: LiveDeployment, obs: Observation) -> bool:
@@ -61,10 +38,10 @@ def read_partition(live: LiveDeployment, obs: Observation) -> None:
         counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]
         starts = [sum(counts[:i]) for i in range(len(counts))]
         obs.partition = [[s, s + n] for s, n in zip(starts, counts, strict=True)]
-        obs.partition_source = f"log ({line.log}:{line.number})"
+        obs.partition_source = f"log ({line.log}:{line.line})"
 
 
-def stage_costs(live: LiveDeployment, obs: Observation) -> dict[str, Any] | None:
+def stage_costs(live: LiveDeployment, obs: Observation) -> Tuning | None:
     """Each stage's mean forward time (its slowest TP rank) and peak memory over the requests
     just made, and the guide's advice for the next partition."""
     try:
@@ -87,4 +64,4 @@ def stage_costs(live: LiveDeployment, obs: Observation) -> dict[str, Any] | None
     advice = tuning_advice(counts, step, peak)
     advice["steps"] = sorted({c.get("steps", 0) for c in costs})
     advice["memory_source"] = sorted({c.get("memory_source", "") for c in costs})
-    return advice
+    return Tuning.of(advice)

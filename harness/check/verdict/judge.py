@@ -7,48 +7,10 @@ decides a run's exit status.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from harness.cases.case import Expectation
-from harness.outcomes import Outcome
-
-
-@dataclass
-class Observation:
-    """What the real processes of one case did. Filled by the run step, read by the judge."""
-
-    ready: bool = False
-    ready_s: float | None = None
-    # where it failed: "startup" (exited or never became ready) or "first-request"
-    failed_phase: str | None = None
-    failed_after_s: float | None = None
-    hung: bool = False  # neither ready nor exited by the deadline
-    exit_codes: dict[str, int | None] = field(default_factory=dict)
-    root_cause: dict | None = None
-    expected_error_line: dict | None = None  # the log line matching the expectation's pattern
-    expected_error_after_s: float | None = None
-    engine_started: bool = False  # an engine or worker process logged anything (so not a config-time failure)
-    partition: list[list[int]] | None = None
-    partition_source: str | None = None
-    partition_expected: list[list[int]] | None = None
-    accuracy: dict | None = None  # harness.check.compare.compare_outputs: {"mode", "equal", "summary", ...}
-    reference: dict | None = None  # which reference decided the accuracy, and where its outputs came from
-    reference_error: str | None = None  # the reference could not be planned, started or read
-    scores: dict[str, dict] = field(default_factory=dict)  # task scores measured on the deployment
-    score: dict | None = None  # this case's task score judged against its reference
-    tuning: dict | None = None  # per-stage cost and the next partition to try (harness.cases.partition.tuning_advice)
-    silent_disable: list[dict] = field(default_factory=list)
-    feature_checks: dict[str, dict] = field(default_factory=dict)
-    request_error: str | None = None
-    infra_error: str | None = None
-    harness_error: str | None = None  # a fault of ppconf itself (its traceback is in the result)
-    notes: list[str] = field(default_factory=list)
-    logs: dict[str, str] = field(default_factory=dict)  # launch name -> log file
-
-    def to_json(self) -> dict[str, Any]:
-        # only the unset defaults go; 0 and 0.0 (an exit status, a time) are values
-        return {k: v for k, v in self.__dict__.items() if not (v is None or v is False or v == [] or v == {})}
+from harness.outcomes import Kind, Outcome
+from harness.results.result import Expectation, Observation
 
 
 @dataclass(frozen=True)
@@ -65,11 +27,11 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
         if obs.hung:
             out.append(("startup", "did not become ready before the startup deadline"))
         else:
-            cause = obs.root_cause["text"] if obs.root_cause else "no error line found in the logs"
+            cause = obs.root_cause.text if obs.root_cause else "no error line found in the logs"
             out.append(("startup", f"failed at {obs.failed_phase or 'startup'}: {cause}"))
         return out
     if obs.request_error:
-        cause = f" (root cause: {obs.root_cause['text']})" if obs.root_cause else ""
+        cause = f" (root cause: {obs.root_cause.text})" if obs.root_cause else ""
         out.append(("request", f"request failed: {obs.request_error}{cause}"))
     if obs.partition_expected is not None:
         if obs.partition is None and obs.request_error:
@@ -84,16 +46,16 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
             out.append(("partition", "the partition the workers built could not be read (no stage probe, no log line)"))
         elif obs.partition != obs.partition_expected:
             out.append(("partition", f"partition {obs.partition} differs from the oracle's {obs.partition_expected}"))
-    if obs.accuracy is not None and not obs.accuracy.get("equal", False):
-        ref = obs.accuracy.get("reference", "the reference")
-        out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.get('summary', '')}".rstrip(": ")))
-    if obs.score is not None and not obs.score.get("ok", False):
-        out.append(("accuracy", f"task score: {obs.score.get('detail', '')}"))
+    if obs.accuracy is not None and not obs.accuracy.equal:
+        ref = obs.accuracy.reference or "the reference"
+        out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.summary}".rstrip(": ")))
+    if obs.score is not None and not obs.score.ok:
+        out.append(("accuracy", f"task score: {obs.score.detail}"))
     for line in obs.silent_disable:
-        out.append(("silent-disable", f"feature silently disabled: {line['text']}"))
+        out.append(("silent-disable", f"feature silently disabled: {line.text}"))
     for name, check in obs.feature_checks.items():
-        if not check.get("ok", False):
-            out.append(("feature-checks", f"{name} check failed: {check.get('detail', '')}"))
+        if not check.ok:
+            out.append(("feature-checks", f"{name} check failed: {check.detail}"))
     return out
 
 
@@ -105,7 +67,7 @@ def _problems(obs: Observation) -> list[str]:
 def _unwaived(exp: Expectation, obs: Observation, failed: list[tuple[str, str]]) -> list[str]:
     """The failures a known-issue or flaky waiver does not cover: checks it does not name, and a
     startup or request failure whose root cause is not the one the waiver states."""
-    cause = " ".join(filter(None, [(obs.root_cause or {}).get("text", ""), obs.request_error or ""]))
+    cause = " ".join(filter(None, [obs.root_cause.text if obs.root_cause else "", obs.request_error or ""]))
     out = []
     for check, why in failed:
         if check not in exp.waives:
@@ -129,14 +91,14 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
         return Verdict(Outcome.ERROR, f"harness fault: {obs.harness_error}")
     if obs.infra_error:
         return Verdict(Outcome.ERROR, obs.infra_error)
-    cause = (obs.root_cause or {}).get("text", "")
+    cause = obs.root_cause.text if obs.root_cause else ""
     if not obs.ready and INFRA.search(cause):
         return Verdict(Outcome.ERROR, f"infrastructure: {cause}")
-    if exp.kind == "unsupported-on-platform":
+    if exp.kind is Kind.UNSUPPORTED_ON_PLATFORM:
         return Verdict(Outcome.SKIP, f"unsupported on this platform: {exp.reason}")
-    if exp.kind == "unspecified":
+    if exp.kind is Kind.UNSPECIFIED:
         return Verdict(Outcome.SKIP, "no rule of the matrix makes a claim about this case")
-    if exp.kind == "rejected":
+    if exp.kind is Kind.REJECTED:
         return _judge_rejection(exp, obs)
     failed = _failed_checks(obs)
     if not failed and obs.reference_error:
@@ -145,16 +107,16 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
     if not failed:
         return Verdict(Outcome.PASS, "ready; every check passed")
     reason = "; ".join(why for _, why in failed)
-    if exp.kind in ("known-issue", "flaky"):
+    if exp.kind in (Kind.KNOWN_ISSUE, Kind.FLAKY):
         unwaived = _unwaived(exp, obs, failed)
         if unwaived:
             return Verdict(
                 Outcome.FAIL,
-                f"{'; '.join(unwaived)} (the {exp.kind} waiver {exp.link} covers only {', '.join(exp.waives)})",
+                f"{'; '.join(unwaived)} (the {exp.kind.value} waiver {exp.link} covers only {', '.join(exp.waives)})",
             )
-    if exp.kind == "known-issue":
+    if exp.kind is Kind.KNOWN_ISSUE:
         return Verdict(Outcome.KNOWN_ISSUE, f"{reason} (known issue {exp.link}, owner {exp.owner})")
-    if exp.kind == "flaky":
+    if exp.kind is Kind.FLAKY:
         return Verdict(Outcome.FLAKY, f"{reason} (flaky: {exp.link})")
     return Verdict(Outcome.FAIL, reason)
 
@@ -174,7 +136,7 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
             )
         got = "; ".join(problems) or "no error"
         return Verdict(Outcome.BAD_REJECT, f"expected /{exp.error}/ at {exp.phase}; got: {got}")
-    where = f"{line['log']}:{line['line']}"
+    where = f"{line.log}:{line.line}"
     if exp.phase == "config" and obs.engine_started:
         return Verdict(
             Outcome.BAD_REJECT,
@@ -185,7 +147,7 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
         return Verdict(Outcome.BAD_REJECT, f"the expected error appeared ({where}) but the server became ready anyway")
     if exp.phase == "first-request" and not obs.ready:
         return Verdict(
-            Outcome.BAD_REJECT, f"expected the first request to fail, but startup already failed: {line['text']}"
+            Outcome.BAD_REJECT, f"expected the first request to fail, but startup already failed: {line.text}"
         )
     after = obs.expected_error_after_s
     if exp.within_s is not None and after is not None and after > exp.within_s:
@@ -194,4 +156,4 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
             f"rejected as expected ({where}), but after {after:.0f} s, not within {exp.within_s:.0f} s",
         )
     timing = f" after {after:.1f} s" if after is not None else ""
-    return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line['text']} ({where})")
+    return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line.text} ({where})")

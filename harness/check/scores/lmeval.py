@@ -19,7 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from harness.check.score_tool import ScoreError, offline_env, run_tool
+from harness.check.scores.tool import ScoreError, offline_env, run_tool
 
 SEED = 1234
 LOG_NAME = "lm-eval.log"

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.check.score_tool import ANSI, ScoreError, last_lines, log_lines, offline_env, run_tool
+from harness.check.scores.tool import ANSI, ScoreError, last_lines, log_lines, offline_env, run_tool
 
 AISBENCH_ENV = "PPCONF_AISBENCH"
 AISBENCH_LOG = "aisbench.log"

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.check.client import Completion, Sampling
-from harness.check.live import LiveDeployment
+from harness.check.serving.client import Completion, Sampling
+from harness.check.serving.live import LiveDeployment
 from harness.matrix.schema import Accuracy, Compare
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
-from harness.check.compare import Outputs, collect
-from harness.check.launch import Launcher
-from harness.check.references import cache_key, load_golden, shape_for, stack_difference
+from harness.check.references.goldens import cache_key, load_golden, shape_for, stack_difference
+from harness.check.serving.launcher import Launcher
+from harness.check.traffic.compare import Outputs, collect
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError
@@ -170,7 +170,7 @@ class ReferenceRuns:
             except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
                 raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None
             if ref.spec.score is not None:
-                from harness.check.score import ScoreError, evaluate_live
+                from harness.check.scores.evaluate import ScoreError, evaluate_live
 
                 t0 = time.monotonic()
                 try:

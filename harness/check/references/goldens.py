@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
-from harness.check.compare import Outputs, request_shape
+from harness.check.traffic.compare import Outputs, request_shape
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError
@@ -33,7 +33,7 @@ def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
         elif ref.spec.kind == "golden":
             load_golden(ref.path(ref.spec.golden or ""))
         if ref.spec.score is not None:
-            from harness.check.score import missing_files
+            from harness.check.scores.evaluate import missing_files
 
             missing = missing_files(ref.spec.score, ref.base_dir)
             if missing:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.check import logs
-from harness.check.live import LiveDeployment
+from harness.check.serving.live import LiveDeployment
 
 
 def watch_request(

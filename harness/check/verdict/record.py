@@ -3,26 +3,18 @@ its diagnosis and repro bundle."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from harness.cases.case import Case
-from harness.check.diagnose import diagnose
-from harness.check.judge import Observation, judge
-from harness.check.repro import write_bundle
+from harness.check.verdict.diagnose import diagnose
+from harness.check.verdict.judge import judge
+from harness.check.verdict.repro import write_bundle
 from harness.matrix.load import Matrix
 from harness.outcomes import WAIVED
 from harness.plan.launch import Deployment
-from harness.results import result as recorded
 from harness.results import store
 from harness.results.redact import Redactor
-from harness.results.result import Result
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as the store will hold it: JSON's types only (a tuple as a list, a path as its text)."""
-    return json.loads(json.dumps(value, default=str))
+from harness.results.result import DeploymentRecord, Diagnosis, Observation, Repro, Result
 
 
 def make_result(
@@ -49,12 +41,12 @@ def make_result(
         partition=case.partition,
         features=list(case.features),
         platform=case.platform,
-        expectation=recorded.Expectation.from_json(_plain(case.expectation.to_json())),
+        expectation=case.expectation,
         outcome=verdict.outcome,
         reason=verdict.reason,
         fails_run=verdict.outcome.fails_run,
-        observation=recorded.Observation.from_json(_plain(obs.to_json())),
-        deployment=recorded.Deployment.from_json(_plain(d.to_json())) if d else None,
+        observation=obs,
+        deployment=DeploymentRecord.of(d.to_json()) if d else None,
         plan_key=plan_key,
         versions={n: {k: v for k, v in versions.get(n, {}).items()} for n in nodes},
         started=started,
@@ -62,8 +54,8 @@ def make_result(
         harness_error=harness_error,
     )
     if verdict.outcome.fails_run or verdict.outcome in WAIVED:
-        texts = [verdict.reason, obs.request_error or "", (obs.root_cause or {}).get("text", "")]
+        texts = [verdict.reason, obs.request_error or "", obs.root_cause.text if obs.root_cause else ""]
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
-        result.diagnosis = recorded.Diagnosis.from_json(_plain(diagnose(m.diagnosis, texts, paths)))
-        result.repro = recorded.Repro.from_json(write_bundle(run_dir, result, d, m.root, case.attrs, redactor))
+        result.diagnosis = Diagnosis.of(diagnose(m.diagnosis, texts, paths))
+        result.repro = Repro.of(write_bundle(run_dir, result, d, m.root, case.attrs, redactor))
     return result

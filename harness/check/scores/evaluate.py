@@ -1,7 +1,7 @@
 """Task scores of a deployment: lm-evaluation-harness or AISBench run against its OpenAI API.
 
-Each tool has its module (``harness.check.lmeval``, ``harness.check.aisbench``); both run as a
-guarded subprocess (``harness.check.score_tool``). Nodes have no internet: datasets are local
+Each tool has its module (``harness.check.scores.lmeval``, ``harness.check.scores.aisbench``); both run as a
+guarded subprocess (``harness.check.scores.tool``). Nodes have no internet: datasets are local
 files and the Hugging Face libraries run offline. This module picks the tool and judges the
 number against the reference's.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.check.aisbench import evaluate_aisbench
-from harness.check.lmeval import evaluate_lm_eval
-from harness.check.score_tool import TOOL_NAMES, ScoreError
+from harness.check.scores.aisbench import evaluate_aisbench
+from harness.check.scores.lmeval import evaluate_lm_eval
+from harness.check.scores.tool import TOOL_NAMES, ScoreError
 
 __all__ = ["ScoreError", "evaluate", "evaluate_live", "judge_score", "missing_files"]
 

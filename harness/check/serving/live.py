@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.check import logs
-from harness.check.client import Client
+from harness.check.serving.client import Client
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, Ports
 from runners.local import LocalNodeRunner
