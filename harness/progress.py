@@ -14,6 +14,7 @@ class EventKind(str, Enum):
     MODEL = "model"  # building a tiny model
     REFERENCE = "reference"  # launching a reference
     LAUNCH = "launch"  # launching a case's deployment
+    PHASE = "phase"  # a workload phase sent to a case's deployment
     RESULT = "result"  # a case's verdict: `outcome`, `text` is its reason
     RETRY = "retry"  # `count` verdicts are withdrawn: the deployment runs once more
     NOTICE = "notice"  # anything else worth a line (groups reaped, the stack changed)

@@ -168,7 +168,7 @@ def test_feature_json_fragments_and_drafter(matrix_dir):
 
 def test_identical_launches_share_a_deployment(shipped):
     c = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none")
-    other = c.__class__(**{**c.__dict__, "id": "x/other", "suite": "other"})
+    other = c.__class__(**{**c.__dict__, "id": "x/other"})
     ds = group_deployments([plan(shipped, c, load_cluster(None)), plan(shipped, other, load_cluster(None))])
     assert len(ds) == 1 and ds[0].case_ids == (c.id, "x/other")
 

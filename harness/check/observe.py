@@ -19,8 +19,12 @@ from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.live import LiveDeployment
 from harness.check.serving.watch import watch_request
+from harness.check.stages import probe
 from harness.check.stages.probe import read_partition, stage_costs, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
+from harness.check.traffic.evidence import phase_record
+from harness.check.traffic.phases import PhaseOutputs, run_phase
+from harness.check.traffic.workload import PhasePlan, plan_workload
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
@@ -59,6 +63,7 @@ class Observer:
         rejects = [c.expectation.error for c in cases if c.expectation.kind is Kind.REJECTED and c.expectation.error]
         pattern = "|".join(f"(?:{r})" for r in rejects) or None
         outputs: dict[str, Outputs] = {}
+        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]] = {}
 
         def replan(placement: Any, ports: Any) -> Deployment:
             return replace(plan(self.m, cases[0], self.cluster, placement=placement, ports=ports), case_ids=d.case_ids)
@@ -69,7 +74,7 @@ class Observer:
             obs.exit_codes = live.exit_codes()
             if state == "ready":
                 obs.ready, obs.ready_s = True, round(elapsed, 1)
-                self._check_live(live, cases, obs, pattern, outputs)
+                self._check_live(live, cases, obs, pattern, outputs, phases)
             else:
                 obs.failed_phase = "startup"
                 obs.failed_after_s = round(elapsed, 1)
@@ -83,11 +88,39 @@ class Observer:
         # references only now, once this deployment's devices are free, and only for cases that
         # served their requests: a case that never answered has nothing to compare
         refs = {
-            c.id: self.references.for_case(c)
+            c.id: self.references.for_case(c, self._asked_ids(c, outputs))
             for c in cases
             if c.expectation.kind in NEEDS_REFERENCE and obs.ready and not obs.request_error
         }
-        return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs) for c in cases}
+        return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs, phases) for c in cases}
+
+    def _asked_ids(self, case: Case, outputs: dict[str, Outputs]) -> list[list[int]] | None:
+        got = outputs.get(self._requests(case)[0])
+        return got.id_prompts if got is not None else None
+
+    def _phase_key(self, plan: PhasePlan, compare: Compare) -> str:
+        sampling = [compare.top_logprobs, compare.temperature, compare.seed]
+        return json.dumps([plan.to_json(), sampling], sort_keys=True)
+
+    def _run_phases(
+        self, live: LiveDeployment, cases: list[Case], phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]]
+    ) -> None:
+        """Each distinct phase of the cases' workloads, once, in workload order; for a PP
+        deployment with the stage probe, each stage's busy time over the phase too."""
+        pp = self.m.topologies[cases[0].topology].pp
+        for c in cases:
+            if "pooling" in c.features:
+                continue
+            compare = self._requests(c)[1]
+            for ph in plan_workload(self.m, c):
+                key = self._phase_key(ph, compare)
+                if key in phases:
+                    continue
+                self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests)} requests)")
+                timed = pp > 1 and probe.start_stage_timing(live)
+                out = run_phase(live, ph, compare)
+                stages = probe.stage_busy(live, out.wall_s, pp, out.metrics.get("peak_running")) if timed else {}
+                phases[key] = (out, stages)
 
     def _requests(self, case: Case) -> tuple[str, Compare]:
         """What to ask for a case: its comparison's requests (cases sharing one shape share them)."""
@@ -101,6 +134,7 @@ class Observer:
         obs: Observation,
         pattern: str | None,
         outputs: dict[str, Outputs],
+        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
     ) -> None:
         suite = self.m.suite(cases[0].suite)
         case = cases[0]
@@ -134,6 +168,7 @@ class Observer:
         read_partition(live, obs)
         if tuning and obs.partition:
             obs.tuning = stage_costs(live, obs)
+        self._run_phases(live, cases, phases)
         checks = {name for f in case.features for name in self.m.features[f].checks}
         if "prefix-cache-hit" in checks:
             obs.feature_checks["prefix-cache-hit"] = FeatureCheck.of(prefix_cache_check(live))
@@ -164,6 +199,7 @@ class Observer:
         paths: dict[str, Path],
         ref: ReferenceResult | None,
         outputs: dict[str, Outputs],
+        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
     ) -> Observation:
         obs = shared.model_copy(update={"silent_disable": [], "scores": {}}, deep=True)
         exp = case.expectation
@@ -187,7 +223,29 @@ class Observer:
             )
         if ref is not None and shared.ready and not shared.request_error:
             self._accuracy(case, ref, obs, shared, outputs)
+        if shared.ready and not shared.request_error and "pooling" not in case.features:
+            self._phase_records(case, ref, obs, phases)
         return obs
+
+    def _phase_records(
+        self,
+        case: Case,
+        ref: ReferenceResult | None,
+        obs: Observation,
+        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
+    ) -> None:
+        """Each phase of the case against the reference's answers to the same requests."""
+        compare = self._requests(case)[1]
+        theirs = ref.outputs.phases if ref is not None and ref.outputs is not None else {}
+        for ph in plan_workload(self.m, case):
+            ran = phases.get(self._phase_key(ph, compare))
+            if ran is None:
+                continue
+            got, stages = ran
+            other = theirs.get(ph.name)
+            if other is not None and other.error and ref is not None and not obs.reference_error:
+                obs.reference_error = f"reference, phase {ph.name}: {other.error}"
+            obs.workload.append(phase_record(ph, compare, got, other if other and not other.error else None, stages))
 
     def _accuracy(
         self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation, outputs: dict[str, Outputs]

@@ -119,8 +119,55 @@ class Compare(Strict):
     temperature: float = Field(1.0, gt=0.0)
     # Pooling cases: each embedding's cosine similarity with the reference's.
     cosine_min: float = Field(0.999, ge=-1.0, le=1.0)
-    # Also send every prompt as token ids (tokenised by the server under test).
+    # Also send every prompt as token ids (tokenised once, by the case's server, and sent as they
+    # are to the reference).
     token_id_prompts: bool = True
+    # Outside the sequential phase several requests share an engine step, and kernels need not be
+    # batch-invariant: a divergence where the case's token is within this many nats of the
+    # reference's own pick (both in the reference's top logprobs) is a tie, counted apart from a
+    # mismatch; 0 counts every divergence as a mismatch.
+    tie_margin: float = Field(0.05, ge=0.0)
+
+
+# The kinds of traffic a workload phase sends (harness.check.traffic.workload).
+PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
+
+
+class Phase(Strict):
+    """One phase of a case's workload: requests of one kind, sent to the case and to its
+    reference alike and compared request by request. Sizes left unset take the kind's default
+    (``harness.check.traffic.workload``); the phase's deadline bounds its wall time."""
+
+    kind: Literal[PHASE_KINDS]  # type: ignore[valid-type]
+    name: str | None = Field(None, pattern=rf"^{NAME}$")  # unique within the workload; the kind by default
+    deadline_s: float = Field(120.0, gt=0)
+    # batch: prompts in the one request; long-prompt: prompts; the other kinds: requests in flight
+    requests: int | None = Field(None, ge=1)
+    # long-prompt: each prompt's length; shared-prefix: the shared prefix's; pressure: each prompt's
+    prompt_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+    seed: int = 0  # the generated token-id prompts are a function of it (and of the phase's name)
+    # Bounds against the reference on the same requests: speculative decoding's acceptance rate at
+    # least this fraction of the reference's; output tokens/s at least this fraction of it
+    # (concurrent phases); every request's time to first token at most this (concurrent phases).
+    min_acceptance_ratio: float | None = Field(None, gt=0)
+    min_throughput_ratio: float | None = Field(None, gt=0)
+    max_ttft_s: float | None = Field(None, gt=0)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
+
+
+def _unique_phases(v: list[Phase] | None) -> list[Phase] | None:
+    if v is not None:
+        if not v:
+            raise ValueError("a workload needs at least one phase")
+        names = [p.label for p in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"phase names must be unique in a workload (give `name`): {', '.join(twice)}")
+    return v
 
 
 class Accuracy(Strict):
@@ -410,6 +457,9 @@ class Group(Strict):
     args: list[str] = []
     env: Env = {}
     backend_env: dict[Backend, Env] = {}
+    workload: list[Phase] | None = None  # over the suite's
+
+    _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))
 
     @field_validator("partitions")
     @classmethod
@@ -439,12 +489,17 @@ class Suite(Strict):
     args: list[str] = []
     env: Env = {}
     backend_env: dict[Backend, Env] = {}
+    # The traffic every served case is judged on, phase by phase (a group's or a rule's replaces
+    # it); unset: the one sequential phase of `accuracy`'s requests.
+    workload: list[Phase] | None = None
     groups: list[Group] = Field(min_length=1)
+
+    _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))
 
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
 # The checks of a served case a known-issue or flaky waiver can cover (harness.check.verdict.judge).
-CHECKS = ("startup", "request", "partition", "accuracy", "silent-disable", "feature-checks")
+CHECKS = ("startup", "request", "partition", "accuracy", "silent-disable", "feature-checks", "workload")
 
 
 class Rule(Strict):
@@ -471,6 +526,11 @@ class Rule(Strict):
     # Serve flags and env for the cases this rule decides: the most specific layer of a plan.
     args: list[str] = []
     env: Env = {}
+    # The traffic of the cases this rule decides (over its group's and suite's): a claim about a
+    # request pattern (chunked prefill, preemption, ...) carries the phase that exercises it.
+    workload: list[Phase] | None = None
+
+    _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))
 
     @model_validator(mode="after")
     def _fields_for_outcome(self) -> Rule:

@@ -206,6 +206,43 @@ class Comparison(Part):
     diffs: list[AccuracyDiff] = []
 
 
+class Tie(Part):
+    """A divergence at a near-tie: the case's token within the margin of the reference's pick."""
+
+    request: str
+    at_token: int
+    reference_id: int
+    case_id: int
+    logprob_gap: float
+
+
+class PhaseRecord(Part):
+    """One workload phase of a case, as sent to the case and its reference
+    (``harness.check.traffic``): how its answers compared, what the engine's metrics say it did,
+    and how fast each side served it."""
+
+    name: str
+    kind: str
+    requests: int = 0  # answers compared with the reference's
+    exact: int = 0
+    tied: int = 0
+    mismatched: int = 0
+    wall_s: float | None = None
+    reference_wall_s: float | None = None
+    error: str | None = None  # the case's requests failed or outlived the phase's deadline
+    not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
+    problems: list[str] = []  # protocol checks and bounds that failed
+    metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
+    reference_metrics: dict[str, float] = {}
+    perf: dict[str, float | None] = {}  # streamed phases: output tokens/s, TTFT and ITL percentiles
+    reference_perf: dict[str, float | None] = {}
+    stage_utilisation: list[float] = []  # each PP stage's busy fraction of the phase
+    bubble: float | None = None  # measured: 1 - mean stage utilisation
+    bubble_model: float | None = None  # (PP-1)/(PP-1+M) for the M requests measured in flight
+    ties: list[Tie] = []
+    diffs: list[AccuracyDiff] = []
+
+
 class ScoreVerdict(Part):
     """The case's task score judged against its reference's."""
 
@@ -245,6 +282,7 @@ class Observation(Part):
     tuning: Tuning | None = None
     silent_disable: list[LogLine] = []
     feature_checks: dict[str, FeatureCheck] = {}
+    workload: list[PhaseRecord] = []  # the phases after the sequential requests, each compared
     request_error: str | None = None
     infra_error: str | None = None
     harness_error: str | None = None  # a fault of ppconf itself (its traceback is in the result)

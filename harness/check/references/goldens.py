@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.check.traffic.compare import Outputs, request_shape
+from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError
@@ -108,20 +109,28 @@ def _model_fingerprint(model: str) -> str:
 
 
 def cache_key(
-    d: Deployment, versions: dict[str, dict[str, str]], shape: dict[str, Any], score: dict[str, Any] | None = None
+    d: Deployment,
+    versions: dict[str, dict[str, str]],
+    shape: dict[str, Any],
+    score: dict[str, Any] | None = None,
+    id_prompts: list[list[int]] | None = None,
 ) -> str:
     """Outputs of a reference launch are reused while its argv, env, model, the versions on its
-    nodes and what is asked of it are all unchanged."""
+    nodes and what is asked of it (the token ids it is sent included) are all unchanged."""
     nodes = sorted({s.node for s in d.launches})
-    body = {
+    body: dict[str, Any] = {
         "launches": [(s.role, s.node, list(s.argv), sorted(s.env)) for s in d.launches],
         "model": _model_fingerprint(d.model),
         "versions": {n: versions.get(n, {}) for n in nodes},
         "request": shape,
         "score": score,
     }
+    if id_prompts:
+        body["id_prompts"] = id_prompts
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def shape_for(m: Matrix, case: Case, ref: ResolvedReference) -> dict[str, Any]:
-    return request_shape(m.suite(case.suite).accuracy, ref.compare, "pooling" in case.features)
+    pooling = "pooling" in case.features
+    phases = [] if pooling else [p.to_json() for p in plan_workload(m, case)]
+    return request_shape(m.suite(case.suite).accuracy, ref.compare, pooling, phases)

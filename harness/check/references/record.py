@@ -11,7 +11,8 @@ from harness.cases.case import Case
 from harness.check.references.goldens import golden_record, shape_for
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.stack import probe_versions
-from harness.check.traffic.compare import collect
+from harness.check.traffic.ask import ask
+from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
@@ -61,7 +62,7 @@ def record_golden(
         why = live.why_not_ready(suite.startup_timeout_s)
         if why:
             raise GoldenError(f"the launch {why}")
-        outputs = collect(live, suite.accuracy, resolved.compare, pooling)
+        outputs = ask(live, suite.accuracy, resolved.compare, pooling, plan_workload(m, case))
         score: dict[str, Any] | None = None
         if resolved.spec.score is not None:
             from harness.check.scores.evaluate import evaluate_live

@@ -17,7 +17,9 @@ from typing import Any
 from harness.cases.case import Case
 from harness.check.references.goldens import cache_key, load_golden, shape_for, stack_difference
 from harness.check.serving.launcher import Launcher
-from harness.check.traffic.compare import Outputs, collect
+from harness.check.traffic.ask import ask
+from harness.check.traffic.compare import Outputs
+from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError
@@ -64,14 +66,16 @@ class ReferenceRuns:
         self.launched = 0
         self.reused = 0
 
-    def for_case(self, case: Case) -> ReferenceResult:
+    def for_case(self, case: Case, id_prompts: list[list[int]] | None = None) -> ReferenceResult:
+        """The reference's answers to what the case was asked (``id_prompts``: the case's
+        tokenisation of the sequential prompts, sent to a launched reference as they are)."""
         ref = resolve(self.m, case)
         result = ReferenceResult(
             ref, evidence={"reference": ref.describe(), "kind": ref.spec.kind, "compare": ref.compare.mode}
         )
         try:
             if ref.launches:
-                result.outputs = self._launched(case, ref, result.evidence)
+                result.outputs = self._launched(case, ref, result.evidence, id_prompts or None)
             elif ref.spec.kind == "golden":
                 result.outputs = self._golden(case, ref, result.evidence)
         except ReferenceUnavailable as err:
@@ -97,13 +101,15 @@ class ReferenceRuns:
         return Outputs.from_json(data["outputs"])
 
     # ---- launched references ---------------------------------------------------------------------
-    def _launched(self, case: Case, ref: ResolvedReference, evidence: dict[str, Any]) -> Outputs:
+    def _launched(
+        self, case: Case, ref: ResolvedReference, evidence: dict[str, Any], id_prompts: list[list[int]] | None
+    ) -> Outputs:
         try:
             planned = plan_reference(self.m, case, self.cluster, ref)
         except PlanError as err:
             raise ReferenceUnavailable(f"reference cannot be planned on cluster '{self.cluster.name}': {err}") from None
         score = ref.spec.score.model_dump() if ref.spec.score else None
-        key = cache_key(planned, self.versions(), shape_for(self.m, case, ref), score)
+        key = cache_key(planned, self.versions(), shape_for(self.m, case, ref), score, id_prompts)
         evidence["key"] = key
         evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
         known = self._memo.get(key)
@@ -129,7 +135,7 @@ class ReferenceRuns:
                 self._memo[key] = outputs
                 return outputs
         try:
-            outputs = self._launch(case, ref, key, planned)
+            outputs = self._launch(case, ref, key, planned, id_prompts)
         except ReferenceUnavailable as err:
             self._memo[key] = str(err)
             raise
@@ -151,7 +157,9 @@ class ReferenceRuns:
         self._memo[key] = outputs
         return outputs
 
-    def _launch(self, case: Case, ref: ResolvedReference, key: str, planned: Deployment) -> Outputs:
+    def _launch(
+        self, case: Case, ref: ResolvedReference, key: str, planned: Deployment, id_prompts: list[list[int]] | None
+    ) -> Outputs:
         suite = self.m.suite(case.suite)
         log_dir = self.run_dir / "logs" / "references" / key
         self.progress(f"reference of {case.id}: {ref.describe()}")
@@ -166,7 +174,8 @@ class ReferenceRuns:
             if why:
                 raise ReferenceUnavailable(f"reference {why}")
             try:
-                outputs = collect(live, suite.accuracy, ref.compare, "pooling" in case.features)
+                pooling = "pooling" in case.features
+                outputs = ask(live, suite.accuracy, ref.compare, pooling, plan_workload(self.m, case), id_prompts)
             except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
                 raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None
             if ref.spec.score is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ class Completion:
     # per generated token, the server's top logprobs: {token id: logprob}
     top: tuple[dict[int, float], ...] = ()
     label: str = ""  # which request of a comparison this answers ("text:0", "stream:0", "ids:0")
+    finish_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -30,12 +32,22 @@ class Completion:
             out["top"] = [{str(k): v for k, v in t.items()} for t in self.top]
         if self.label:
             out["label"] = self.label
+        if self.finish_reason:
+            out["finish_reason"] = self.finish_reason
         return out
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Completion:
         top = tuple({int(k): float(v) for k, v in t.items()} for t in d.get("top") or [])
-        return Completion(d["prompt"], tuple(d["token_ids"]), tuple(d["logprobs"]), d["text"], top, d.get("label", ""))
+        return Completion(
+            d["prompt"],
+            tuple(d["token_ids"]),
+            tuple(d["logprobs"]),
+            d["text"],
+            top,
+            d.get("label", ""),
+            d.get("finish_reason", ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,33 @@ class Sampling:
 GREEDY = Sampling()
 
 
+@dataclass(frozen=True)
+class Timing:
+    """When a streamed request was sent, and when each chunk of tokens arrived (monotonic s)."""
+
+    sent: float
+    chunks: tuple[tuple[float, int], ...]  # (arrival, tokens in the chunk)
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunks[0][0] - self.sent if self.chunks else None
+
+    def inter_token(self) -> list[float]:
+        """Seconds per token between consecutive chunks (a chunk of k tokens counts k gaps)."""
+        out: list[float] = []
+        for (t0, _), (t1, n) in zip(self.chunks, self.chunks[1:], strict=False):
+            out += [(t1 - t0) / n] * n if n else []
+        return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The answer to one /v1/completions request with several prompts."""
+
+    completions: tuple[Completion, ...]
+    usage: dict[str, int]
+
+
 def _token_id(token: str) -> int:
     # with return_tokens_as_token_ids, tokens come back as "token_id:123"
     return int(token.rsplit(":", 1)[1])
@@ -59,10 +98,29 @@ def _top(entry: dict[str, float] | None) -> dict[int, float]:
     return {_token_id(t): float(v) for t, v in (entry or {}).items()}
 
 
+def _completion(prompt: str, choice: dict[str, Any], label: str) -> Completion:
+    lp = choice["logprobs"]
+    return Completion(
+        prompt,
+        tuple(_token_id(t) for t in lp["tokens"]),
+        tuple(float(x) for x in lp["token_logprobs"]),
+        choice["text"],
+        tuple(_top(t) for t in lp.get("top_logprobs") or []),
+        label,
+        choice.get("finish_reason") or "",
+    )
+
+
 class Client:
-    def __init__(self, base_url: str, timeout_s: float):
+    def __init__(self, base_url: str, timeout_s: float, connections: int = 10):
         self.base = base_url.rstrip("/")
-        self.http = httpx.Client(timeout=timeout_s, trust_env=False)
+        self.timeout_s = timeout_s
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        self.http = httpx.Client(timeout=timeout_s, trust_env=False, limits=limits)
+
+    def sibling(self, connections: int) -> Client:
+        """Another client of the same server, for requests in flight at once (closed by the caller)."""
+        return Client(self.base, self.timeout_s, connections)
 
     def close(self) -> None:
         self.http.close()
@@ -79,7 +137,9 @@ class Client:
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
             return None
 
-    def _body(self, model: str, prompt: str | list[int], max_tokens: int, sampling: Sampling) -> dict[str, Any]:
+    def _body(
+        self, model: str, prompt: str | list[int] | list[list[int]], max_tokens: int, sampling: Sampling
+    ) -> dict[str, Any]:
         body = {
             "model": model,
             "prompt": prompt,
@@ -98,25 +158,50 @@ class Client:
     ) -> Completion:
         r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompt, max_tokens, sampling))
         r.raise_for_status()
-        choice = r.json()["choices"][0]
-        lp = choice["logprobs"]
-        return Completion(
-            str(prompt),
-            tuple(_token_id(t) for t in lp["tokens"]),
-            tuple(float(x) for x in lp["token_logprobs"]),
-            choice["text"],
-            tuple(_top(t) for t in lp.get("top_logprobs") or []),
-            label,
+        return _completion(str(prompt), r.json()["choices"][0], label)
+
+    def complete_batch(
+        self, model: str, prompts: list[list[int]], max_tokens: int, sampling: Sampling, labels: list[str]
+    ) -> Batch:
+        """Several token-id prompts in one request; the answers in prompt order, with the usage."""
+        r = self.http.post(f"{self.base}/v1/completions", json=self._body(model, prompts, max_tokens, sampling))
+        r.raise_for_status()
+        body = r.json()
+        choices = sorted(body["choices"], key=lambda c: c["index"])
+        return Batch(
+            tuple(_completion(str(p), c, lab) for p, c, lab in zip(prompts, choices, labels, strict=True)),
+            {k: int(v) for k, v in (body.get("usage") or {}).items() if isinstance(v, int)},
         )
+
+    def models(self) -> list[dict[str, Any]]:
+        r = self.http.get(f"{self.base}/v1/models")
+        r.raise_for_status()
+        return [{"id": m.get("id"), "root": m.get("root")} for m in r.json()["data"]]
 
     def complete_streamed(
         self, model: str, prompt: str, max_tokens: int, sampling: Sampling = GREEDY, label: str = ""
     ) -> Completion:
+        return self.stream_timed(model, prompt, max_tokens, sampling, label)[0]
+
+    def stream_timed(
+        self,
+        model: str,
+        prompt: str | list[int],
+        max_tokens: int,
+        sampling: Sampling = GREEDY,
+        label: str = "",
+        stop_after_chunks: int | None = None,
+    ) -> tuple[Completion, Timing]:
+        """A streamed completion and when its chunks arrived. With ``stop_after_chunks`` the
+        stream is closed after that many chunks, as a client that goes away would."""
         body = self._body(model, prompt, max_tokens, sampling) | {"stream": True}
         ids: list[int] = []
         lps: list[float] = []
         tops: list[dict[int, float]] = []
         text = []
+        chunks: list[tuple[float, int]] = []
+        finish = ""
+        sent = time.monotonic()
         with self.http.stream("POST", f"{self.base}/v1/completions", json=body) as r:
             r.raise_for_status()
             for line in r.iter_lines():
@@ -125,10 +210,17 @@ class Client:
                 choice = json.loads(line[6:])["choices"][0]
                 text.append(choice.get("text") or "")
                 lp = choice.get("logprobs") or {}
-                ids += [_token_id(t) for t in lp.get("tokens") or []]
+                new = [_token_id(t) for t in lp.get("tokens") or []]
+                ids += new
                 lps += [float(x) for x in lp.get("token_logprobs") or []]
                 tops += [_top(t) for t in lp.get("top_logprobs") or []]
-        return Completion(prompt, tuple(ids), tuple(lps), "".join(text), tuple(tops), label)
+                finish = choice.get("finish_reason") or finish
+                if new:
+                    chunks.append((time.monotonic(), len(new)))
+                if stop_after_chunks is not None and len(chunks) >= stop_after_chunks:
+                    break
+        completion = Completion(str(prompt), tuple(ids), tuple(lps), "".join(text), tuple(tops), label, finish)
+        return completion, Timing(sent, tuple(chunks))
 
     def tokenize(self, model: str, prompt: str) -> list[int]:
         r = self.http.post(f"{self.base}/tokenize", json={"model": model, "prompt": prompt})

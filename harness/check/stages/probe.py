@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.cases.partition import tuning_advice
 from harness.check import logs
 from harness.check.serving.live import LiveDeployment
@@ -65,3 +67,34 @@ def stage_costs(live: LiveDeployment, obs: Observation) -> Tuning | None:
     advice["steps"] = sorted({c.get("steps", 0) for c in costs})
     advice["memory_source"] = sorted({c.get("memory_source", "") for c in costs})
     return Tuning.of(advice)
+
+
+def start_stage_timing(live: LiveDeployment) -> bool:
+    """Start timing every stage's forward passes afresh; False where no stage probe answers."""
+    try:
+        live.client.collective_rpc(TIMING_METHOD)
+    except Exception:  # noqa: BLE001 — without the probe a phase simply has no stage figures
+        return False
+    return True
+
+
+def stage_busy(live: LiveDeployment, wall_s: float, pp: int, in_flight: float | None) -> dict[str, Any]:
+    """Each stage's busy fraction of the last ``wall_s`` seconds (its slowest TP rank's forward
+    time), the measured bubble (1 − their mean) and the model's (PP−1)/(PP−1+M) for the ``M``
+    requests measured in flight; {} where the probe does not answer."""
+    try:
+        costs = live.client.collective_rpc(COST_METHOD)
+    except Exception:  # noqa: BLE001
+        return {}
+    busy = [0.0] * pp
+    for c in costs:
+        i = c.get("pp_rank", 0)
+        if i < pp and c.get("step_s") is not None:
+            busy[i] = max(busy[i], c["step_s"] * c.get("steps", 0))
+    if wall_s <= 0:
+        return {}
+    util = [round(min(1.0, b / wall_s), 4) for b in busy]
+    out: dict[str, Any] = {"stage_utilisation": util, "bubble": round(1 - sum(util) / pp, 4)}
+    if in_flight:
+        out["bubble_model"] = round((pp - 1) / (pp - 1 + in_flight), 4)
+    return out

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.check.serving.client import Completion, Sampling
 from harness.check.serving.live import LiveDeployment
+from harness.check.traffic.phases import PhaseOutputs
 from harness.matrix.schema import Accuracy, Compare
 
 
@@ -20,10 +21,11 @@ from harness.matrix.schema import Accuracy, Compare
 class Outputs:
     completions: list[Completion] = field(default_factory=list)
     embeddings: list[list[float]] = field(default_factory=list)
-    # the prompts as token ids, tokenised by the reference's server, sent to the case as they are
+    # the prompts as token ids, tokenised once by the case's server and sent as they are to both
     id_prompts: list[list[int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     score: dict[str, Any] | None = None  # the task score measured on this server, when one was asked
+    phases: dict[str, PhaseOutputs] = field(default_factory=dict)  # the workload's phases, by name
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -32,6 +34,7 @@ class Outputs:
             "id_prompts": self.id_prompts,
             "notes": self.notes,
             "score": self.score,
+            "phases": {k: v.to_json() for k, v in self.phases.items()},
         }
 
     @staticmethod
@@ -42,6 +45,7 @@ class Outputs:
             [list(map(int, p)) for p in d.get("id_prompts") or []],
             list(d.get("notes") or []),
             d.get("score"),
+            {k: PhaseOutputs.from_json(v) for k, v in (d.get("phases") or {}).items()},
         )
 
 
@@ -51,10 +55,15 @@ def sampling_of(compare: Compare) -> Sampling:
     return Sampling(top_logprobs=compare.top_logprobs)
 
 
-def request_shape(accuracy: Accuracy, compare: Compare, pooling: bool) -> dict[str, Any]:
-    """What was asked of a server: outputs are comparable only between equal shapes."""
+def request_shape(
+    accuracy: Accuracy, compare: Compare, pooling: bool, phases: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What was asked of a server: outputs are comparable only between equal shapes. ``phases``:
+    the workload's phases after the sequential requests, as planned (none: the shape is the one
+    recorded before workloads existed)."""
     s = sampling_of(compare)
-    return {
+    extra = {"phases": phases} if phases else {}
+    return extra | {
         "prompts": list(accuracy.prompts),
         "max_tokens": accuracy.max_tokens,
         "streamed": accuracy.streamed,
@@ -66,9 +75,16 @@ def request_shape(accuracy: Accuracy, compare: Compare, pooling: bool) -> dict[s
     }
 
 
-def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling: bool) -> Outputs:
-    """Ask a ready deployment the comparison's requests; the prompts sent as token ids are the
-    server's own tokenisation of them (a case and its reference tokenise alike, or differ visibly)."""
+def collect(
+    live: LiveDeployment,
+    accuracy: Accuracy,
+    compare: Compare,
+    pooling: bool,
+    id_prompts: list[list[int]] | None = None,
+) -> Outputs:
+    """Ask a ready deployment the sequential requests. The prompts sent as token ids are
+    ``id_prompts`` where given (the case's tokenisation, sent to its reference as they are), else
+    this server's own tokenisation of them."""
     model = live.model_name or ""
     out = Outputs()
     if pooling:
@@ -82,11 +98,12 @@ def collect(live: LiveDeployment, accuracy: Accuracy, compare: Compare, pooling:
         for i, p in enumerate(accuracy.prompts[: accuracy.streamed])
     ]
     if compare.token_id_prompts:
-        try:
-            id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
-        except Exception as err:  # noqa: BLE001 — a server without /tokenize (a P/D proxy) gives none
-            out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
-            id_prompts = []
+        if id_prompts is None:
+            try:
+                id_prompts = [live.client.tokenize(model, p) for p in accuracy.prompts]
+            except Exception as err:  # noqa: BLE001 — a server without /tokenize (a P/D proxy) gives none
+                out.notes.append(f"prompts not sent as token ids: /tokenize failed ({type(err).__name__}: {err})")
+                id_prompts = []
         out.id_prompts = id_prompts
         out.completions += [
             live.client.complete(model, ids, n, sampling, f"ids:{i}") for i, ids in enumerate(id_prompts)
@@ -248,3 +265,57 @@ def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list
         "summary": f"cosine: {len(got)} embeddings of dimension {len(got[0])}, min cosine {worst:.6f} "
         f"(≥ {compare.cosine_min:g} needed)",
     }
+
+
+def _tie(compare: Compare, ref: Completion, got: Completion, first: int) -> dict[str, Any] | None:
+    """The numbers of a near-tie at ``first``, where the case's token is among the reference's
+    top logprobs within ``tie_margin`` nats of the reference's own pick; else None."""
+    if compare.tie_margin <= 0 or first >= len(ref.token_ids) or first >= len(got.token_ids):
+        return None
+    top = ref.top[first] if first < len(ref.top) else {}
+    r_id, g_id = ref.token_ids[first], got.token_ids[first]
+    if g_id not in top or r_id not in top:
+        return None
+    gap = top[r_id] - top[g_id]
+    if abs(gap) > compare.tie_margin:
+        return None
+    return {"at_token": first, "reference_id": r_id, "case_id": g_id, "logprob_gap": round(gap, 6)}
+
+
+def compare_phase(compare: Compare, labels: list[str], ref: list[Completion], got: list[Completion]) -> dict[str, Any]:
+    """Request by request: exact, a tie (a near-tie divergence; what follows it is not compared),
+    or a mismatch; with the numbers of every tie and the tokens of every mismatch. Seeded
+    requests (``-seeded:`` in their label) must match exactly."""
+    refs = {c.label: c for c in ref}
+    gots = {c.label: c for c in got}
+    counts = {"requests": len(labels), "exact": 0, "tied": 0, "mismatched": 0}
+    ties: list[dict[str, Any]] = []
+    diffs: list[dict[str, Any]] = []
+    for label in labels:
+        r, g = refs.get(label), gots.get(label)
+        if r is None or g is None:
+            counts["mismatched"] += 1
+            diffs.append({"request": label, "why": f"no answer from {'the reference' if r is None else 'the case'}"})
+            continue
+        mode = Compare(**(compare.model_dump() | {"mode": "seeded"})) if "-seeded:" in label else compare
+        v = _pair(mode, r, g)
+        if v["ok"]:
+            counts["exact"] += 1
+            continue
+        tie = _tie(compare, r, g, v["first_divergence"]) if v["first_divergence"] is not None else None
+        if tie is not None and mode.mode != "seeded":
+            counts["tied"] += 1
+            ties.append({"request": label, **tie})
+            continue
+        counts["mismatched"] += 1
+        diffs.append(
+            {
+                "request": label,
+                "why": v["why"],
+                "first_token_mismatch": v["first_divergence"],
+                "baseline_ids": list(r.token_ids),
+                "observed_ids": list(g.token_ids),
+                "max_logprob_diff": v["max_logprob_diff"],
+            }
+        )
+    return counts | {"ties": ties, "diffs": diffs}

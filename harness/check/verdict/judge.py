@@ -51,6 +51,19 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
         out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.summary}".rstrip(": ")))
     if obs.score is not None and not obs.score.ok:
         out.append(("accuracy", f"task score: {obs.score.detail}"))
+    for phase in obs.workload:
+        if phase.error:
+            out.append(("request", f"phase {phase.name}: {phase.error}"))
+        elif phase.mismatched:
+            tied = f", {phase.tied} tied" if phase.tied else ""
+            out.append(
+                (
+                    "accuracy",
+                    f"phase {phase.name}: {phase.mismatched} of {phase.requests} requests differ from the "
+                    f"reference{tied}",
+                )
+            )
+        out += [("workload", f"phase {phase.name}: {p}") for p in phase.problems]
     for line in obs.silent_disable:
         out.append(("silent-disable", f"feature silently disabled: {line.text}"))
     for name, check in obs.feature_checks.items():
@@ -104,6 +117,10 @@ def judge(exp: Expectation, obs: Observation) -> Verdict:
     if not failed and obs.reference_error:
         # the case did all it could; what it is compared with did not: no verdict on its accuracy
         return Verdict(Outcome.ERROR, f"accuracy not judged: {obs.reference_error}")
+    idle = [f"phase {p.name}: {p.not_exercised}" for p in obs.workload if p.not_exercised]
+    if not failed and idle:
+        # the checks passed on traffic that did not do what the claim needs: no verdict either way
+        return Verdict(Outcome.ERROR, f"not exercised: {'; '.join(idle)}")
     if not failed:
         return Verdict(Outcome.PASS, "ready; every check passed")
     reason = "; ".join(why for _, why in failed)

@@ -1,0 +1,27 @@
+"""Everything a reference (or a golden being recorded) is asked: the sequential requests, then
+each workload phase, with the same requests the case was sent."""
+
+from __future__ import annotations
+
+from harness.check.serving.live import LiveDeployment
+from harness.check.traffic.compare import Outputs, collect
+from harness.check.traffic.phases import run_phase
+from harness.check.traffic.workload import PhasePlan
+from harness.matrix.schema import Accuracy, Compare
+
+
+def ask(
+    live: LiveDeployment,
+    accuracy: Accuracy,
+    compare: Compare,
+    pooling: bool,
+    plans: list[PhasePlan],
+    id_prompts: list[list[int]] | None = None,
+) -> Outputs:
+    """The sequential requests (``id_prompts``: the case's tokenisation, where it has one), then
+    the phases in order; a pooling runner answers embeddings only, so it gets no phases."""
+    out = collect(live, accuracy, compare, pooling, id_prompts)
+    if not pooling:
+        for plan in plans:
+            out.phases[plan.name] = run_phase(live, plan, compare)
+    return out

@@ -1,0 +1,119 @@
+"""What a phase shows: its answers against the reference's, whether the engine's own metrics say
+the phase did what it names, and the bounds a claim puts on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.check.traffic import metrics
+from harness.check.traffic.compare import compare_phase
+from harness.check.traffic.phases import PhaseOutputs
+from harness.check.traffic.workload import PhasePlan
+from harness.matrix.schema import Compare
+from harness.results.result import PhaseRecord
+
+
+def not_exercised(plan: PhasePlan, got: PhaseOutputs) -> str | None:
+    """Why the case's metrics show the phase did not do what it names (None when they show it did)."""
+    m = got.metrics
+    if plan.kind == "concurrent":
+        if "peak_running" not in m:
+            return "the server exports no num_requests_running: requests in flight cannot be shown"
+        if m["peak_running"] < 2:
+            return f"never had two requests running at once (peak {m['peak_running']:g} of {plan.in_flight} sent)"
+    if plan.kind == "pressure":
+        if "preemptions" not in m:
+            return "the server exports no num_preemptions: KV-cache pressure cannot be shown"
+        if m["preemptions"] <= 0:
+            return (
+                "no request was preempted: the KV cache held all of them (shrink it for this case, "
+                "e.g. --num-gpu-blocks-override, or send more or longer requests)"
+            )
+    if plan.kind == "shared-prefix":
+        if "prefix_cache_hits" not in m:
+            return "the server exports no prefix_cache_hits: cache hits cannot be shown"
+        if m["prefix_cache_hits"] <= 0:
+            return "no prefix-cache hit while the burst was in flight (is prefix caching on?)"
+    return None
+
+
+def _batch_problems(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
+    out = []
+    greedy = [c for c in got.completions if "-seeded:" not in c.label]
+    reasons = sorted({c.finish_reason or "none" for c in got.completions})
+    if reasons != ["length"]:
+        out.append(f"finish_reason {', '.join(reasons)} where every prompt ran to max_tokens (length)")
+    want_prompt = sum(len(r.prompt) for r in plan.requests)
+    want_out = sum(r.max_tokens for r in plan.requests)
+    usage = got.usage
+    if usage.get("prompt_tokens") != want_prompt or usage.get("completion_tokens") != want_out:
+        out.append(
+            f"usage {usage.get('prompt_tokens')} prompt / {usage.get('completion_tokens')} completion tokens, "
+            f"sent {want_prompt} / asked {want_out}"
+        )
+    if len(greedy) != len(plan.requests):
+        out.append(f"{len(greedy)} answers to {len(plan.requests)} prompts")
+    if got.models != ref.models:
+        out.append(f"/v1/models answers {got.models}, the reference {ref.models} (id and root)")
+    return out
+
+
+def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
+    phase = plan.phase
+    out = []
+    if phase.min_acceptance_ratio is not None:
+        mine, theirs = metrics.acceptance(got.metrics), metrics.acceptance(ref.metrics)
+        if mine is None or theirs is None:
+            side = "the case" if mine is None else "the reference"
+            out.append(f"speculative acceptance not measured: {side} drafted no tokens")
+        elif mine < phase.min_acceptance_ratio * theirs:
+            out.append(
+                f"speculative acceptance {mine:.3f} < {phase.min_acceptance_ratio:g} x the reference's {theirs:.3f}"
+            )
+    if phase.min_throughput_ratio is not None:
+        mine_t, theirs_t = got.perf.get("output_tokens_per_s"), ref.perf.get("output_tokens_per_s")
+        if not mine_t or not theirs_t:
+            out.append("throughput not measured (a concurrent phase measures it)")
+        elif mine_t < phase.min_throughput_ratio * theirs_t:
+            out.append(
+                f"throughput {mine_t:.1f} tok/s < {phase.min_throughput_ratio:g} x the reference's {theirs_t:.1f}"
+            )
+    if phase.max_ttft_s is not None:
+        worst = got.perf.get("ttft_max_s")
+        if worst is None:
+            out.append("time to first token not measured (a concurrent phase measures it)")
+        elif worst > phase.max_ttft_s:
+            out.append(f"time to first token {worst:.3f} s > {phase.max_ttft_s:g} s")
+    return out
+
+
+def phase_record(
+    plan: PhasePlan, compare: Compare, got: PhaseOutputs, ref: PhaseOutputs | None, stages: dict[str, Any]
+) -> PhaseRecord:
+    """The phase's record for one case; ``ref`` None where the reference has no answers for it
+    (the case's own checks still count). ``stages``: the stage probe's busy fractions, if read."""
+    rec: dict[str, Any] = {
+        "name": plan.name,
+        "kind": plan.kind,
+        "wall_s": got.wall_s,
+        "metrics": got.metrics,
+        "perf": got.perf,
+        "error": got.error,
+        **stages,
+    }
+    if not got.error:
+        rec["not_exercised"] = not_exercised(plan, got)
+    if not got.error and ref is not None:
+        problems: list[str] = []
+        labels = [r.label for r in plan.compared()]
+        if plan.kind == "batch":
+            labels += [r.label.replace(":", "-seeded:", 1) for r in plan.requests]
+            problems += _batch_problems(plan, got, ref)
+        verdict = compare_phase(compare, labels, ref.completions, got.completions)
+        rec |= verdict | {
+            "reference_wall_s": ref.wall_s,
+            "reference_metrics": ref.metrics,
+            "reference_perf": ref.perf,
+            "problems": problems + _bounds(plan, got, ref),
+        }
+    return PhaseRecord.of(rec)

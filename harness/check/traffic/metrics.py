@@ -1,0 +1,106 @@
+"""The engine's own account of a phase: its Prometheus counters before and after, and its
+gauges polled while the phase runs.
+
+A phase proves it did what it names with these numbers (requests running at once, preemptions,
+prefix-cache hits, speculative tokens accepted); they are read from the API server's `/metrics`,
+which on a multi-node or P/D deployment speaks for the engine behind it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+# Counters whose change over a phase is recorded (vLLM's names without the `vllm:` prefix; a
+# Prometheus counter is exported with a `_total` suffix, read either way).
+COUNTERS = {
+    "preemptions": "num_preemptions",
+    "prefix_cache_queries": "prefix_cache_queries",
+    "prefix_cache_hits": "prefix_cache_hits",
+    "spec_draft_tokens": "spec_decode_num_draft_tokens",
+    "spec_accepted_tokens": "spec_decode_num_accepted_tokens",
+    "spec_drafts": "spec_decode_num_drafts",
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+}
+# Gauges whose peak over a phase is recorded.
+GAUGES = {"running": "num_requests_running", "waiting": "num_requests_waiting"}
+
+
+def parse(text: str) -> dict[str, float]:
+    """Every sample of a Prometheus text page summed over its label sets, by metric name without
+    the `vllm:` prefix and without a counter's `_total` suffix."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, value = line.rpartition(" ")
+        name = name_part.split("{", 1)[0].strip()
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if not math.isfinite(number):
+            continue
+        name = name.removeprefix("vllm:").removesuffix("_total")
+        out[name] = out.get(name, 0.0) + number
+    return out
+
+
+def deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The change of each counter over a phase; a counter the platform does not export is absent."""
+    return {key: round(after[name] - before.get(name, 0.0), 6) for key, name in COUNTERS.items() if name in after}
+
+
+def acceptance(metrics: dict[str, float]) -> float | None:
+    """Accepted over drafted speculative tokens, or None where nothing was drafted."""
+    drafted = metrics.get("spec_draft_tokens") or 0.0
+    return metrics.get("spec_accepted_tokens", 0.0) / drafted if drafted > 0 else None
+
+
+class GaugePoller:
+    """Polls the gauges in a thread while a phase runs; ``peaks`` after ``stop``."""
+
+    def __init__(self, read: Callable[[], str], interval_s: float = 0.05):
+        self.read = read
+        self.interval_s = interval_s
+        self.peaks: dict[str, float] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ppconf-metrics", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                values = parse(self.read())
+            except Exception:  # noqa: BLE001 — a missed sample is not evidence of anything
+                values = {}
+            for key, name in GAUGES.items():
+                if name in values:
+                    self.peaks[key] = max(self.peaks.get(key, 0.0), values[name])
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> GaugePoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) by linear interpolation, or None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def now() -> float:
+    return time.monotonic()

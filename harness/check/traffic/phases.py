@@ -1,0 +1,156 @@
+"""Sending one phase's requests to a live deployment, the way the phase names, and keeping what
+the server answered, how fast, and what its own metrics say happened meanwhile."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.check.serving.client import Client, Completion, Sampling, Timing
+from harness.check.serving.live import LiveDeployment
+from harness.check.traffic import metrics
+from harness.check.traffic.workload import ABORT_AFTER_CHUNKS, PhasePlan, Request
+from harness.matrix.schema import Compare
+
+
+@dataclass
+class PhaseOutputs:
+    """What one side answered in one phase."""
+
+    completions: list[Completion] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # counter deltas and gauge peaks
+    perf: dict[str, float | None] = field(default_factory=dict)  # streamed phases: tokens/s, TTFT, ITL
+    wall_s: float = 0.0
+    error: str | None = None  # a request failed, or the phase outlived its deadline
+    usage: dict[str, int] = field(default_factory=dict)  # batch: the usage of the greedy request
+    models: list[dict[str, Any]] = field(default_factory=list)  # batch: /v1/models as answered
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "completions": [c.to_json() for c in self.completions],
+            "metrics": self.metrics,
+            "perf": self.perf,
+            "wall_s": self.wall_s,
+            "error": self.error,
+            "usage": self.usage,
+            "models": self.models,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> PhaseOutputs:
+        return PhaseOutputs(
+            [Completion.from_json(c) for c in d.get("completions") or []],
+            dict(d.get("metrics") or {}),
+            dict(d.get("perf") or {}),
+            float(d.get("wall_s") or 0.0),
+            d.get("error"),
+            dict(d.get("usage") or {}),
+            list(d.get("models") or []),
+        )
+
+
+def greedy(compare: Compare) -> Sampling:
+    return Sampling(top_logprobs=compare.top_logprobs)
+
+
+def _perf(timings: list[Timing], wall_s: float) -> dict[str, float | None]:
+    tokens = sum(n for t in timings for _, n in t.chunks)
+    ttft = [x for t in timings if (x := t.ttft) is not None]
+    itl = [x for t in timings for x in t.inter_token()]
+    return {
+        "output_tokens_per_s": round(tokens / wall_s, 3) if wall_s > 0 else None,
+        "ttft_p50_s": metrics.percentile(ttft, 0.5),
+        "ttft_p99_s": metrics.percentile(ttft, 0.99),
+        "ttft_max_s": max(ttft) if ttft else None,
+        "itl_p50_s": metrics.percentile(itl, 0.5),
+        "itl_p99_s": metrics.percentile(itl, 0.99),
+        "output_tokens": float(tokens),
+    }
+
+
+def _at_once(client: Client, model: str, reqs: tuple[Request, ...], call: Any, deadline: float) -> list[Any]:
+    """``call(client, model, request)`` for every request at once; results in request order.
+    Raises TimeoutError past ``deadline`` (monotonic), or the first request's error."""
+    if not reqs:
+        return []
+    with cf.ThreadPoolExecutor(max_workers=len(reqs), thread_name_prefix="ppconf-phase") as pool:
+        futures = [pool.submit(call, client, model, r) for r in reqs]
+        done, pending = cf.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        if pending:
+            for f in pending:
+                f.cancel()
+            raise TimeoutError(f"{len(pending)} of {len(reqs)} requests unanswered at the phase's deadline")
+        return [f.result() for f in futures]
+
+
+def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseOutputs:
+    """Send ``plan``'s requests to ``live``; a failure is recorded, never raised."""
+    model = live.model_name or ""
+    out = PhaseOutputs()
+    sampling = greedy(compare)
+    client = live.client.sibling(len(plan.requests) + 4)
+    watcher = live.client.sibling(1)
+    deadline = time.monotonic() + plan.phase.deadline_s
+    before: dict[str, float] = {}
+    t0 = time.monotonic()
+    try:
+        before = metrics.parse(live.client.metrics())
+        with metrics.GaugePoller(watcher.metrics) as poller:
+            try:
+                _send(client, model, plan, compare, sampling, deadline, out)
+            finally:
+                out.wall_s = round(time.monotonic() - t0, 3)
+        out.metrics = metrics.deltas(before, metrics.parse(live.client.metrics()))
+        out.metrics |= {f"peak_{k}": v for k, v in poller.peaks.items()}
+    except Exception as err:  # noqa: BLE001 — what failed is the phase's evidence
+        out.error = f"{type(err).__name__}: {err}"
+        out.wall_s = round(time.monotonic() - t0, 3)
+    finally:
+        client.close()
+        watcher.close()
+    return out
+
+
+def _send(
+    client: Client,
+    model: str,
+    plan: PhasePlan,
+    compare: Compare,
+    sampling: Sampling,
+    deadline: float,
+    out: PhaseOutputs,
+) -> None:
+    def complete(c: Client, m: str, r: Request) -> Completion:
+        return c.complete(m, list(r.prompt), r.max_tokens, sampling, r.label)
+
+    def stream(c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
+        return c.stream_timed(m, list(r.prompt), r.max_tokens, sampling, r.label)
+
+    def aborted(c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
+        return c.stream_timed(m, list(r.prompt), r.max_tokens, sampling, r.label, ABORT_AFTER_CHUNKS)
+
+    if plan.kind == "batch":
+        prompts = [list(r.prompt) for r in plan.requests]
+        n = plan.requests[0].max_tokens
+        greedy_batch = client.complete_batch(model, prompts, n, sampling, [r.label for r in plan.requests])
+        seeded = Sampling(temperature=compare.temperature, seed=compare.seed, top_logprobs=compare.top_logprobs)
+        seeded_batch = client.complete_batch(
+            model, prompts, n, seeded, [r.label.replace(":", "-seeded:", 1) for r in plan.requests]
+        )
+        out.completions = [*greedy_batch.completions, *seeded_batch.completions]
+        out.usage = greedy_batch.usage
+        out.models = client.models()
+        return
+    out.completions += _at_once(client, model, plan.warmup, complete, deadline)
+    if plan.kind == "concurrent":
+        t0 = time.monotonic()
+        answered = _at_once(client, model, plan.requests, stream, deadline)
+        out.completions += [c for c, _ in answered]
+        out.perf = _perf([t for _, t in answered], time.monotonic() - t0)
+    elif plan.kind == "abort":
+        _at_once(client, model, plan.requests, aborted, deadline)
+        out.completions += _at_once(client, model, plan.after, complete, deadline)
+    else:
+        out.completions += _at_once(client, model, plan.requests, complete, deadline)
