@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from harness.cases.case import Case
 from harness.cases.expand import expand
+from harness.cases.workload import workload_problems
 from harness.matrix.load import Matrix
+from harness.outcomes import NEEDS_REFERENCE
 
 # Exception classes that mean the code under test crashed, not that it refused a configuration
 # with a validation message, and the message shapes Python gives them. A claimed rejection whose
@@ -63,6 +65,10 @@ def lint(m: Matrix) -> LintReport:
                     decided[entry.index] += 1
         if first is None:
             report.warnings.append(f"case {case.id} (suite {case.suite}): no rule covers it; it is 'unspecified'")
+        elif case.expectation.kind in NEEDS_REFERENCE:  # served and asked its workload
+            at = first.where if first.rule.workload is not None else m.where.get(("suites", case.suite))
+            for problem in workload_problems(m, case):
+                report.errors.append(f"{at}: {problem} (case {case.id})")
     seen: dict[str, object] = {}
     for entry in m.rules:
         where = f"{entry.where}: rule '{entry.rule.when}'"

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
+from harness.cases.workload import PhasePlan, plan_workload
 from harness.check import logs
 from harness.check.features import prefix_cache_check
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
@@ -24,7 +25,6 @@ from harness.check.stages.probe import read_partition, stage_costs, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs, run_phase
-from harness.check.traffic.workload import PhasePlan, plan_workload
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind

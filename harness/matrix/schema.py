@@ -129,14 +129,14 @@ class Compare(Strict):
     tie_margin: float = Field(0.05, ge=0.0)
 
 
-# The kinds of traffic a workload phase sends (harness.check.traffic.workload).
+# The kinds of traffic a workload phase sends (harness.cases.workload).
 PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
 
 
 class Phase(Strict):
     """One phase of a case's workload: requests of one kind, sent to the case and to its
     reference alike and compared request by request. Sizes left unset take the kind's default
-    (``harness.check.traffic.workload``); the phase's deadline bounds its wall time."""
+    (``harness.cases.workload``); the phase's deadline bounds its wall time."""
 
     kind: Literal[PHASE_KINDS]  # type: ignore[valid-type]
     name: str | None = Field(None, pattern=rf"^{NAME}$")  # unique within the workload; the kind by default

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
+from harness.cases.workload import plan_workload
 from harness.check.traffic.compare import Outputs, request_shape
-from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.cases.case import Case
+from harness.cases.workload import plan_workload
 from harness.check.references.goldens import golden_record, shape_for
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.stack import probe_versions
 from harness.check.traffic.ask import ask
-from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster

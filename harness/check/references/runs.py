@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
+from harness.cases.workload import plan_workload
 from harness.check.references.goldens import cache_key, load_golden, shape_for, stack_difference
 from harness.check.serving.launcher import Launcher
 from harness.check.traffic.ask import ask
 from harness.check.traffic.compare import Outputs
-from harness.check.traffic.workload import plan_workload
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError

@@ -3,10 +3,10 @@ each workload phase, with the same requests the case was sent."""
 
 from __future__ import annotations
 
+from harness.cases.workload import PhasePlan
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic.compare import Outputs, collect
 from harness.check.traffic.phases import run_phase
-from harness.check.traffic.workload import PhasePlan
 from harness.matrix.schema import Accuracy, Compare
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.cases.workload import PhasePlan
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
 from harness.check.traffic.phases import PhaseOutputs
-from harness.check.traffic.workload import PhasePlan
 from harness.matrix.schema import Compare
 from harness.results.result import PhaseRecord
 

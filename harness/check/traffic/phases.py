@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.cases.workload import ABORT_AFTER_CHUNKS, PhasePlan, Request
 from harness.check.serving.client import Client, Completion, Sampling, Timing
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic import metrics
-from harness.check.traffic.workload import ABORT_AFTER_CHUNKS, PhasePlan, Request
 from harness.matrix.schema import Compare
 
 

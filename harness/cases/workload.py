@@ -29,8 +29,8 @@ ABORT_AFTER_CHUNKS = 2  # an aborted stream is closed after this many chunks
 DEFAULTS: dict[str, tuple[int | None, int, int]] = {
     "batch": (3, 12, 12),
     "concurrent": (None, 96, 32),
-    "long-prompt": (2, 384, 8),
-    "shared-prefix": (None, 256, 8),
+    "long-prompt": (2, 200, 8),
+    "shared-prefix": (None, 192, 8),
     "pressure": (8, 192, 48),
     "abort": (None, 32, 64),
 }
@@ -143,5 +143,56 @@ def plan_workload(m: Matrix, case: Case) -> list[PhasePlan]:
     return [plan_phase(p, pp) for p in workload_of(m, case) if p.kind != "sequential"]
 
 
-def has_sequential(m: Matrix, case: Case) -> bool:
-    return any(p.kind == "sequential" for p in workload_of(m, case))
+def max_model_len(m: Matrix, case: Case) -> int | None:
+    """The longest sequence the case's server takes, where the matrix shows it: its
+    `--max-model-len` flag, else a tiny zoo model's `max_position_embeddings`; None if unknown."""
+    from harness.cases.merge import matrix_layers, merge
+    from harness.target.zoo import ZooError, spec_of
+
+    merged = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group))
+    given = merged.value("--max-model-len")
+    rule = next((e.rule for e in m.rules if e.index == case.expectation.rule), None)
+    if rule is not None and "--max-model-len" in rule.args[:-1]:
+        given = rule.args[rule.args.index("--max-model-len") + 1]
+    if given is not None and given.isdigit():
+        return int(given)
+    model = m.variant(case.family, case.variant).model
+    if model.startswith("zoo:"):
+        try:
+            length = spec_of(model[4:]).config.get("max_position_embeddings")
+        except (ZooError, OSError, ValueError):
+            return None
+        return int(length) if isinstance(length, int) else None
+    return None
+
+
+SPECULATIVE_FLAG = "--speculative-config"
+
+
+def workload_problems(m: Matrix, case: Case) -> list[str]:
+    """Why the case's workload cannot be sent as written (lint's question, before any launch):
+    a request longer than the model holds, a bound on a figure the phase or the case does not
+    produce."""
+    out = []
+    limit = max_model_len(m, case)
+    speculative = any(
+        "speculative-config" in m.features[f].configs or SPECULATIVE_FLAG in m.features[f].args for f in case.features
+    )
+    for phase in workload_of(m, case):
+        name = f"phase {phase.label} ({phase.kind})"
+        if phase.kind != "sequential" and limit is not None:
+            longest = plan_phase(phase, m.topologies[case.topology].pp).longest()
+            if longest > limit:
+                out.append(
+                    f"{name}: a request of {longest} tokens (prompt and output) is longer than the "
+                    f"{limit} the model of {case.family}/{case.variant} holds"
+                )
+        if phase.min_acceptance_ratio is not None and not speculative:
+            out.append(
+                f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
+                f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
+            )
+        for bound in ("min_throughput_ratio", "max_ttft_s"):
+            if getattr(phase, bound) is not None and phase.kind != "concurrent":
+                out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
+    return out

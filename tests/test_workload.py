@@ -1,0 +1,253 @@
+"""Workloads as data: phases resolved per case, their requests generated reproducibly, bad input
+refused at lint with its position, and every answer of a phase judged against the reference's."""
+
+import pytest
+
+from harness.cases.expand import expand, select
+from harness.cases.lint import lint
+from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of
+from harness.check.serving.client import Completion
+from harness.check.traffic import metrics
+from harness.check.traffic.compare import compare_phase
+from harness.check.traffic.evidence import not_exercised, phase_record
+from harness.check.traffic.phases import PhaseOutputs
+from harness.check.verdict.judge import judge
+from harness.matrix.load import load_matrix
+from harness.matrix.schema import Compare, Phase
+from harness.matrix.source import MatrixError
+from harness.outcomes import Outcome
+from harness.results.result import Comparison, Expectation, Observation
+
+PP2 = "qwen3-tiny/pp2-tp1-mp/auto/none"
+
+
+def case(m, suite, cid):
+    return select(expand(m, suite).cases, ids=[cid])[0]
+
+
+# ---- what a case is sent -------------------------------------------------------------------------
+
+
+def test_the_shipped_smoke_cases_send_the_phases_the_suite_names(shipped):
+    c = case(shipped, "smoke-cpu", PP2)
+    assert [p.kind for p in workload_of(shipped, c)] == ["sequential", "concurrent", "long-prompt", "shared-prefix"]
+    plans = {p.kind: p for p in plan_workload(shipped, c)}
+    assert len(plans["concurrent"].requests) == 4  # 2 x PP, so every stage has a batch of its own
+    # mixed prompt and output lengths
+    assert len({len(r.prompt) for r in plans["concurrent"].requests}) == 4
+    assert len({r.max_tokens for r in plans["concurrent"].requests}) > 1
+    assert {len(r.prompt) for r in plans["long-prompt"].requests} == {200}  # longer than the 128-token chunk
+    shared = plans["shared-prefix"]
+    prefixes = {r.prompt[:192] for r in (*shared.warmup, *shared.requests)}
+    assert len(prefixes) == 1 and len({r.prompt for r in shared.requests}) == len(shared.requests)
+
+
+def test_a_suite_without_a_workload_keeps_its_sequential_requests(shipped):
+    c = case(shipped, "nightly-ascend", expand(shipped, "nightly-ascend").cases[0].id)
+    assert workload_of(shipped, c) == [SEQUENTIAL] and plan_workload(shipped, c) == []
+
+
+def test_generated_requests_are_reproducible_from_the_seed_and_differ_with_it():
+    phase = Phase(kind="concurrent", requests=6, prompt_tokens=40)
+    a, b = plan_phase(phase, 2), plan_phase(phase, 2)
+    assert a.requests == b.requests
+    other = plan_phase(Phase(kind="concurrent", requests=6, prompt_tokens=40, seed=1), 2)
+    assert other.requests != a.requests
+    assert all(3 <= t < 500 for r in a.requests for t in r.prompt)
+
+
+def test_concurrency_defaults_to_twice_the_pp_size():
+    assert len(plan_phase(Phase(kind="concurrent"), 4).requests) == 8
+    assert len(plan_phase(Phase(kind="concurrent"), 1).requests) == 4
+
+
+def test_the_abort_phase_compares_only_the_fresh_request():
+    plan = plan_phase(Phase(kind="abort", requests=3), 2)
+    assert [r.label for r in plan.compared()] == ["abort:fresh"]
+
+
+def test_a_rule_workload_wins_over_its_group_and_suite(matrix_dir):
+    # a file named before cpu/rules.yaml: its rule comes first and decides the case
+    matrix_dir(
+        "cpu/a-workload.yaml",
+        """\
+        rules:
+          - when: suite == "smoke-cpu" && partition == "1,4"
+            expect: supported
+            why: a claim carrying the phase that exercises it
+            workload: [{kind: sequential}, {kind: long-prompt, name: chunked, prompt_tokens: 150}]
+        """,
+    )
+    m = load_matrix(matrix_dir.root)
+    c = case(m, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/1,4/none")
+    assert "a-workload.yaml" in c.expectation.where
+    assert [p.label for p in workload_of(m, c)] == ["sequential", "chunked"]
+    other = case(m, "smoke-cpu", PP2)  # decided by the shipped rules: the suite's workload
+    assert [p.label for p in workload_of(m, other)][1] == "concurrent"
+
+
+# ---- refused before anything launches ------------------------------------------------------------
+
+
+def _suite_with(workload: str) -> str:
+    return f"""\
+        suites:
+          mine:
+            title: x
+            platform: cpu
+            workload: {workload}
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+        """
+
+
+@pytest.mark.parametrize(
+    "workload,words",
+    [
+        ("[{kind: concurent}]", "workload.0.kind"),
+        ("[{kind: concurrent, requests: 0}]", "greater than or equal to 1"),
+        ("[{kind: concurrent, deadline_s: 0}]", "greater than 0"),
+        ("[{kind: concurrent}, {kind: concurrent}]", "phase names must be unique"),
+    ],
+)
+def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words):
+    path = matrix_dir("cpu/mine.yaml", _suite_with(workload))
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    text = "\n".join(str(e) for e in err.value.errors)
+    assert f"{path.relative_to(matrix_dir.root.parent)}:" in text or "mine.yaml:" in text, text
+    assert words in text, text
+
+
+def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
+    matrix_dir("cpu/mine.yaml", _suite_with("[{kind: long-prompt, prompt_tokens: 300}]"))
+    report = lint(load_matrix(matrix_dir.root))
+    hits = [e for e in report.errors if "mine.yaml:2:" in e and "longer than the 256" in e]
+    assert hits, report.errors
+
+
+def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
+    matrix_dir(
+        "cpu/mine.yaml",
+        _suite_with("[{kind: concurrent, min_acceptance_ratio: 0.9}, {kind: batch, max_ttft_s: 2}]"),
+    )
+    errors = lint(load_matrix(matrix_dir.root)).errors
+    assert any("min_acceptance_ratio" in e and "no --speculative-config" in e for e in errors), errors
+    assert any("max_ttft_s is measured on streamed requests" in e for e in errors), errors
+
+
+def test_the_shipped_workloads_lint_clean(shipped):
+    assert not [e for e in lint(shipped).errors if "phase" in e]
+
+
+# ---- judged request by request ---------------------------------------------------------------------
+
+
+def _c(label, ids, top=None):
+    return Completion("p", tuple(ids), tuple(-0.1 for _ in ids), "t", tuple(top or ()), label)
+
+
+def test_each_request_is_exact_tied_or_mismatched():
+    compare = Compare(tie_margin=0.05)
+    ref = [
+        _c("c:0", [1, 2, 3]),
+        _c("c:1", [1, 2, 3], top=[{1: -0.1}, {2: -0.70, 9: -0.72}, {3: -0.1}]),
+        _c("c:2", [1, 2, 3], top=[{1: -0.1}, {2: -0.1, 9: -3.0}, {3: -0.1}]),
+    ]
+    got = [_c("c:0", [1, 2, 3]), _c("c:1", [1, 9, 4]), _c("c:2", [1, 9, 4])]
+    v = compare_phase(compare, ["c:0", "c:1", "c:2", "c:3"], ref, got)
+    assert (v["exact"], v["tied"], v["mismatched"]) == (1, 1, 2)  # c:3 answered by neither
+    assert v["ties"] == [{"request": "c:1", "at_token": 1, "reference_id": 2, "case_id": 9, "logprob_gap": 0.02}]
+    assert [d["request"] for d in v["diffs"]] == ["c:2", "c:3"]
+    assert v["diffs"][0]["first_token_mismatch"] == 1
+    # no margin: every divergence is a mismatch
+    assert compare_phase(Compare(tie_margin=0), ["c:1"], ref, got)["mismatched"] == 1
+
+
+def test_seeded_requests_are_never_ties():
+    ref = [_c("batch-seeded:0", [1, 2], top=[{1: -0.1}, {2: -0.5, 7: -0.5}])]
+    got = [_c("batch-seeded:0", [1, 7])]
+    assert compare_phase(Compare(), ["batch-seeded:0"], ref, got)["mismatched"] == 1
+
+
+def test_prometheus_counters_and_gauges_are_read():
+    page = """# HELP vllm:num_preemptions_total x
+vllm:num_preemptions_total{engine="0",model_name="m"} 3.0
+vllm:prefix_cache_hits_total{engine="0"} 128.0
+vllm:num_requests_running{engine="0"} 2.0
+vllm:num_requests_running{engine="1"} 1.0
+"""
+    parsed = metrics.parse(page)
+    assert parsed["num_preemptions"] == 3 and parsed["num_requests_running"] == 3
+    assert metrics.deltas({"num_preemptions": 1.0}, parsed) == {"preemptions": 2.0, "prefix_cache_hits": 128.0}
+    assert metrics.acceptance({"spec_draft_tokens": 10, "spec_accepted_tokens": 7}) == 0.7
+    assert metrics.acceptance({}) is None
+
+
+@pytest.mark.parametrize(
+    "kind,measured,why",
+    [
+        ("concurrent", {"peak_running": 1.0}, "never had two requests running"),
+        ("concurrent", {}, "exports no num_requests_running"),
+        ("pressure", {"preemptions": 0.0}, "no request was preempted"),
+        ("shared-prefix", {"prefix_cache_hits": 0.0}, "no prefix-cache hit"),
+    ],
+)
+def test_a_phase_whose_metrics_do_not_show_it_is_not_exercised(kind, measured, why):
+    plan = plan_phase(Phase(kind=kind), 2)
+    assert why in not_exercised(plan, PhaseOutputs(metrics=measured))
+
+
+def test_a_phase_that_did_what_it_names_is_exercised():
+    assert not_exercised(plan_phase(Phase(kind="concurrent"), 2), PhaseOutputs(metrics={"peak_running": 4.0})) is None
+
+
+def _served(**kw):
+    return Observation(
+        ready=True,
+        partition=[[0, 3], [3, 5]],
+        partition_expected=[[0, 3], [3, 5]],
+        accuracy=Comparison(equal=True, summary="ok"),
+        **kw,
+    )
+
+
+def _record(kind, got_ids, ref_ids, measured):
+    plan = plan_phase(Phase(kind=kind, requests=2, prompt_tokens=8, max_tokens=3), 2)
+    labels = [r.label for r in plan.compared()]
+    got = PhaseOutputs([_c(lab, ids) for lab, ids in zip(labels, got_ids, strict=True)], metrics=measured)
+    ref = PhaseOutputs([_c(lab, ids) for lab, ids in zip(labels, ref_ids, strict=True)])
+    return phase_record(plan, Compare(), got, ref, {})
+
+
+def test_a_mismatch_under_concurrency_fails_the_case_with_the_request_named():
+    rec = _record("concurrent", [[1, 2, 3], [4, 5, 9]], [[1, 2, 3], [4, 5, 6]], {"peak_running": 2.0})
+    assert (rec.requests, rec.exact, rec.mismatched) == (2, 1, 1)
+    v = judge(Expectation(kind="supported"), _served(workload=[rec]))
+    assert v.outcome is Outcome.FAIL and "phase concurrent: 1 of 2 requests differ" in v.reason
+    assert rec.diffs[0].request == "concurrent:1" and rec.diffs[0].observed_ids == [4, 5, 9]
+
+
+def test_a_phase_not_exercised_is_no_pass():
+    rec = _record("concurrent", [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], {"peak_running": 1.0})
+    v = judge(Expectation(kind="supported"), _served(workload=[rec]))
+    assert v.outcome is Outcome.ERROR and v.reason.startswith("not exercised: phase concurrent")
+
+
+def test_an_exercised_equal_phase_passes():
+    rec = _record("concurrent", [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], {"peak_running": 2.0})
+    assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.PASS
+
+
+def test_bounds_against_the_reference():
+    plan = plan_phase(Phase(kind="concurrent", requests=1, min_throughput_ratio=0.8, max_ttft_s=0.5), 2)
+    label = plan.requests[0].label
+    got = PhaseOutputs(
+        [_c(label, [1])], metrics={"peak_running": 2.0}, perf={"output_tokens_per_s": 50.0, "ttft_max_s": 0.9}
+    )
+    ref = PhaseOutputs([_c(label, [1])], perf={"output_tokens_per_s": 100.0, "ttft_max_s": 0.2})
+    rec = phase_record(plan, Compare(), got, ref, {})
+    assert any("throughput 50.0 tok/s < 0.8 x the reference's 100.0" in p for p in rec.problems), rec.problems
+    assert any("time to first token 0.900 s > 0.5 s" in p for p in rec.problems), rec.problems
+    assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.FAIL
