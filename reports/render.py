@@ -19,6 +19,7 @@ from harness.results import redact
 from harness.results import store as results
 from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
+from reports import traffic
 
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
@@ -147,6 +148,7 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
         "launches": launches,
         "excerpts": excerpts,
         "feature_checks": obs.feature_checks,
+        "workload": [traffic.phase_row(e.case, p) for p in obs.workload],
         "diagnosis": r.diagnosis if r else None,
         "repro": r.repro.rerun if r and r.repro else None,
     }
@@ -219,6 +221,8 @@ def render(
         "claims_only": claims_only,
         "feature_rows": features or [],
         "tuning": _tuning(entries),
+        "traffic": traffic.rows(records),
+        "plots": traffic.plots(records),
     }
     (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
     row_features = {

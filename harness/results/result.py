@@ -223,6 +223,7 @@ class PhaseRecord(Part):
 
     name: str
     kind: str
+    in_flight: int = 0  # requests the phase sent at once
     requests: int = 0  # answers compared with the reference's
     exact: int = 0
     tied: int = 0

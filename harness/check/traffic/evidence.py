@@ -95,6 +95,7 @@ def phase_record(
     rec: dict[str, Any] = {
         "name": plan.name,
         "kind": plan.kind,
+        "in_flight": plan.in_flight,
         "wall_s": got.wall_s,
         "metrics": got.metrics,
         "perf": got.perf,

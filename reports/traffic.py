@@ -1,0 +1,113 @@
+"""The traffic section of a report: each served case's workload phases (answers compared, what the
+engine's metrics show, speed against the reference) and, where a suite swept concurrency, a plot
+of throughput and time to first token against the requests in flight. Self-contained SVG."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from harness.results.result import PhaseRecord, Result
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "—" if v is None else f"{v:.{digits}g}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "—" if not a or not b else f"{a / b:.2f}"
+
+
+def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
+    m, perf, ref = p.metrics, p.perf, p.reference_perf
+    shown = [
+        f"{k.replace('_', ' ')} {v:g}"
+        for k, v in m.items()
+        if k in ("peak_running", "peak_waiting", "preemptions", "prefix_cache_hits", "spec_accepted_tokens") and v
+    ]
+    stages = ""
+    if p.stage_utilisation:
+        busy = ", ".join(f"{u:.0%}" for u in p.stage_utilisation)
+        stages = f"busy {busy}; bubble {_fmt(p.bubble, 2)} (model {_fmt(p.bubble_model, 2)})"
+    return {
+        "case": case,
+        "phase": p.name,
+        "kind": p.kind,
+        "compared": f"{p.exact} exact, {p.tied} tied, {p.mismatched} mismatched of {p.requests}",
+        "metrics": "; ".join(shown) or "—",
+        "tokens_s": f"{_fmt(perf.get('output_tokens_per_s'))} vs {_fmt(ref.get('output_tokens_per_s'))}"
+        if perf
+        else "—",
+        "ratio": _ratio(perf.get("output_tokens_per_s"), ref.get("output_tokens_per_s")),
+        "ttft": f"{_fmt(perf.get('ttft_p50_s'))} / {_fmt(perf.get('ttft_p99_s'))}" if perf else "—",
+        "itl": f"{_fmt(perf.get('itl_p50_s'))} / {_fmt(perf.get('itl_p99_s'))}" if perf else "—",
+        "stages": stages or "—",
+        "wall": f"{_fmt(p.wall_s)} vs {_fmt(p.reference_wall_s)}",
+        "verdict": p.error or p.not_exercised and f"not exercised: {p.not_exercised}" or "; ".join(p.problems) or "ok",
+    }
+
+
+def rows(records: list[Result]) -> list[dict[str, Any]]:
+    return [phase_row(r.case, p) for r in records for p in r.observation.workload]
+
+
+def _polyline(points: list[tuple[float, float]], sx: Any, sy: Any, colour: str) -> str:
+    path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
+    dots = "".join(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}"/>' for x, y in points)
+    return f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>{dots}'
+
+
+def _chart(title: str, series: dict[str, list[tuple[float, float]]], unit: str) -> str:
+    w, h, pad = 320, 180, 36
+    xs = [x for pts in series.values() for x, _ in pts]
+    ys = [y for pts in series.values() for _, y in pts]
+    x0, x1 = min(xs), max(xs) or 1
+    y1 = max(ys) or 1
+
+    def sx(x: float) -> float:
+        return pad + (w - 2 * pad) * ((x - x0) / (x1 - x0) if x1 > x0 else 0.5)
+
+    def sy(y: float) -> float:
+        return h - pad - (h - 2 * pad) * (y / y1)
+
+    colours = {"case": "#1f77b4", "reference": "#ff7f0e"}
+    lines = "".join(_polyline(sorted(pts), sx, sy, colours[name]) for name, pts in series.items() if pts)
+    ticks = "".join(
+        f'<text x="{sx(x):.1f}" y="{h - pad + 14}" font-size="10" text-anchor="middle">{x:g}</text>'
+        for x in sorted(set(xs))
+    )
+    legend = "".join(
+        f'<text x="{w - pad}" y="{14 + 12 * i}" font-size="10" text-anchor="end" fill="{colours[n]}">{escape(n)}</text>'
+        for i, n in enumerate(series)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" aria-label="{escape(title)}">'
+        f'<text x="{pad}" y="14" font-size="11">{escape(title)} ({escape(unit)}, max {y1:.3g})</text>'
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#888"/>'
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>'
+        f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">requests in flight</text>'
+        f"{ticks}{lines}{legend}</svg>"
+    )
+
+
+def plots(records: list[Result]) -> list[dict[str, str]]:
+    """For each case with two or more concurrent phases: throughput and TTFT (p50) against the
+    requests in flight, the case beside its reference."""
+    out = []
+    for r in records:
+        sweep = [p for p in r.observation.workload if p.kind == "concurrent" and p.perf and p.in_flight]
+        if len({p.in_flight for p in sweep}) < 2:
+            continue
+        charts = []
+        for key, title, unit in (
+            ("output_tokens_per_s", "output throughput", "tokens/s"),
+            ("ttft_p50_s", "time to first token, p50", "s"),
+        ):
+            series = {
+                "case": [(float(p.in_flight), v) for p in sweep if (v := p.perf.get(key)) is not None],
+                "reference": [(float(p.in_flight), v) for p in sweep if (v := p.reference_perf.get(key)) is not None],
+            }
+            if any(series.values()):
+                charts.append(_chart(title, series, unit))
+        out.append({"case": r.case, "svg": "".join(charts)})
+    return out
