@@ -43,7 +43,7 @@ def test_the_shipped_smoke_cases_send_the_phases_the_suite_names(shipped):
 
 
 def test_a_suite_without_a_workload_keeps_its_sequential_requests(shipped):
-    c = case(shipped, "nightly-ascend", expand(shipped, "nightly-ascend").cases[0].id)
+    c = case(shipped, "families-cpu", expand(shipped, "families-cpu").cases[0].id)
     assert workload_of(shipped, c) == [SEQUENTIAL] and plan_workload(shipped, c) == []
 
 
