@@ -89,7 +89,7 @@ def case_markers(case, m) -> list[str]:
         marks += ["pp", "partition"]
     if case.expectation.kind == "rejected":
         marks.append("rejection")
-    elif topo.pp > 1 and "pooling" not in case.features:
+    elif topo.pp > 1 and not m.pools(case.features):
         marks.append("accuracy")
     if topo.nnodes > 1:
         marks.append("multinode")

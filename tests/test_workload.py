@@ -251,3 +251,19 @@ def test_bounds_against_the_reference():
     assert any("throughput 50.0 tok/s < 0.8 x the reference's 100.0" in p for p in rec.problems), rec.problems
     assert any("time to first token 0.900 s > 0.5 s" in p for p in rec.problems), rec.problems
     assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.FAIL
+
+
+def test_every_feature_check_the_schema_admits_is_run_or_shapes_the_requests(shipped):
+    from harness.check.features import LIVE_CHECKS
+    from harness.matrix.schema import FEATURE_CHECKS
+
+    assert set(FEATURE_CHECKS) == set(LIVE_CHECKS) | {"embeddings"}
+    # pooling is what the feature declares, not its name
+    assert shipped.pools(["pooling"]) and not shipped.pools(["prefix-caching"])
+
+
+def test_an_unknown_feature_check_is_refused_at_load(matrix_dir):
+    matrix_dir("extra.yaml", "features:\n  mine:\n    title: x\n    checks: [prefix-cache-hits]\n")
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    assert any("extra.yaml:4" in str(e) and "prefix-cache-hit" in str(e) for e in err.value.errors)

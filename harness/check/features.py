@@ -1,7 +1,14 @@
-"""Checks of a stacked feature on a live deployment, named in the matrix (``Feature.checks``)."""
+"""Checks of a stacked feature on a live deployment, named in the matrix (``Feature.checks``).
+
+A feature names the checks it needs; ``LIVE_CHECKS`` is the registry of those run on a live
+deployment (adding one is a function here and a line there, and its name in the schema's
+``FEATURE_CHECKS``, which refuses an unknown name at load). ``embeddings`` is not run here: it
+makes the case's requests embeddings, compared by cosine (``Matrix.pools``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from harness.check.serving.live import LiveDeployment
@@ -25,3 +32,8 @@ def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]
         "detail": f"{hits:.0f} prompt tokens served from the cache on the repeat of a {len(prompt)}-token "
         f"prompt; outputs {'equal' if same else 'differ'}",
     }
+
+
+LIVE_CHECKS: dict[str, Callable[[LiveDeployment], dict[str, Any]]] = {
+    "prefix-cache-hit": prefix_cache_check,
+}

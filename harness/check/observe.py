@@ -15,7 +15,7 @@ from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.cases.workload import PhasePlan, plan_workload
 from harness.check import logs
-from harness.check.features import prefix_cache_check
+from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.live import LiveDeployment
@@ -109,7 +109,7 @@ class Observer:
         deployment with the stage probe, each stage's busy time over the phase too."""
         pp = self.m.topologies[cases[0].topology].pp
         for c in cases:
-            if "pooling" in c.features:
+            if self.m.pools(c.features):
                 continue
             compare = self._requests(c)[1]
             for ph in plan_workload(self.m, c):
@@ -125,7 +125,7 @@ class Observer:
     def _requests(self, case: Case) -> tuple[str, Compare]:
         """What to ask for a case: its comparison's requests (cases sharing one shape share them)."""
         compare = resolve(self.m, case).compare
-        return json.dumps([compare.model_dump(), "pooling" in case.features], sort_keys=True), compare
+        return json.dumps([compare.model_dump(), self.m.pools(case.features)], sort_keys=True), compare
 
     def _check_live(
         self,
@@ -143,7 +143,7 @@ class Observer:
         if tuning:
             tuning = start_timing(live, obs)
         t_req = time.monotonic()
-        pooling = "pooling" in case.features
+        pooling = self.m.pools(case.features)
         for c in cases:
             key, compare = self._requests(c)
             if key in outputs:
@@ -169,9 +169,8 @@ class Observer:
         if tuning and obs.partition:
             obs.tuning = stage_costs(live, obs)
         self._run_phases(live, cases, phases)
-        checks = {name for f in case.features for name in self.m.features[f].checks}
-        if "prefix-cache-hit" in checks:
-            obs.feature_checks["prefix-cache-hit"] = FeatureCheck.of(prefix_cache_check(live))
+        for name in sorted(self.m.checks_of(case.features) & LIVE_CHECKS.keys()):
+            obs.feature_checks[name] = FeatureCheck.of(LIVE_CHECKS[name](live))
         self._scores(live, cases, obs)
 
     def _scores(self, live: LiveDeployment, cases: list[Case], obs: Observation) -> None:
@@ -223,7 +222,7 @@ class Observer:
             )
         if ref is not None and shared.ready and not shared.request_error:
             self._accuracy(case, ref, obs, shared, outputs)
-        if shared.ready and not shared.request_error and "pooling" not in case.features:
+        if shared.ready and not shared.request_error and not self.m.pools(case.features):
             self._phase_records(case, ref, obs, phases)
         return obs
 
@@ -256,7 +255,7 @@ class Observer:
             return
         got = outputs.get(self._requests(case)[0])
         if ref.outputs is not None and got is not None:
-            accuracy = Comparison.of(compare_outputs(ref.ref.compare, ref.outputs, got, "pooling" in case.features))
+            accuracy = Comparison.of(compare_outputs(ref.ref.compare, ref.outputs, got, self.m.pools(case.features)))
             accuracy.reference = ref.ref.describe()
             if got.notes:
                 obs.notes += got.notes

@@ -81,6 +81,15 @@ class Matrix:
     def variant(self, family: str, variant: str) -> Variant:
         return self.families[family].variants[variant]
 
+    def checks_of(self, features: tuple[str, ...] | list[str]) -> set[str]:
+        """The checks a feature stack names (``Feature.checks``)."""
+        return {name for f in features for name in self.features[f].checks}
+
+    def pools(self, features: tuple[str, ...] | list[str]) -> bool:
+        """A stack one of whose features declares the `embeddings` check serves a pooling runner:
+        it answers embeddings, compared by cosine, and no completions."""
+        return "embeddings" in self.checks_of(features)
+
     def suite(self, name: str) -> Suite:
         if name not in self.suites:
             raise MatrixError(

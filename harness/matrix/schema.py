@@ -368,6 +368,10 @@ class Side(Strict):
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
 
 
+# Every check a feature may name: a frozen registry, so a typo is an error at load.
+FEATURE_CHECKS = ("prefix-cache-hit", "embeddings")
+
+
 class Feature(Strict):
     title: str
     args: list[str] = []
@@ -379,8 +383,9 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
-    # Feature-specific checks run on a live deployment (harness.run.Runner.check_live).
-    checks: list[Literal["prefix-cache-hit", "embeddings"]] = []
+    # The checks the feature needs: run on the live deployment (harness.check.features.LIVE_CHECKS),
+    # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
+    checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
     link: str | None = None
     aliases: list[str] = []  # names the published docs use for it
     # On a P/D pair, a side given here replaces args/env/configs above on that instance (the

@@ -131,6 +131,6 @@ def cache_key(
 
 
 def shape_for(m: Matrix, case: Case, ref: ResolvedReference) -> dict[str, Any]:
-    pooling = "pooling" in case.features
+    pooling = m.pools(case.features)
     phases = [] if pooling else [p.to_json() for p in plan_workload(m, case)]
     return request_shape(m.suite(case.suite).accuracy, ref.compare, pooling, phases)

@@ -57,7 +57,7 @@ def record_golden(
     work_dir.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(cluster, work_dir, suite.request_timeout_s)
     versions = probe_versions(cluster)
-    pooling = "pooling" in case.features
+    pooling = m.pools(case.features)
     with launcher.serve(replan, planned.placement, f"golden {case.id}", work_dir / "logs") as live:
         why = live.why_not_ready(suite.startup_timeout_s)
         if why:

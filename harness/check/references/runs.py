@@ -174,7 +174,7 @@ class ReferenceRuns:
             if why:
                 raise ReferenceUnavailable(f"reference {why}")
             try:
-                pooling = "pooling" in case.features
+                pooling = self.m.pools(case.features)
                 outputs = ask(live, suite.accuracy, ref.compare, pooling, plan_workload(self.m, case), id_prompts)
             except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
                 raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None

@@ -16,7 +16,7 @@ from harness.results.result import PhaseRecord
 def not_exercised(plan: PhasePlan, got: PhaseOutputs) -> str | None:
     """Why the case's metrics show the phase did not do what it names (None when they show it did)."""
     m = got.metrics
-    if plan.kind == "concurrent":
+    if plan.kind == "concurrent" and plan.in_flight >= 2:  # one request is a sweep's baseline
         if "peak_running" not in m:
             return "the server exports no num_requests_running: requests in flight cannot be shown"
         if m["peak_running"] < 2:
