@@ -2,7 +2,8 @@
 that it appears only when the last PP stage samples several sequences in one step is PASS under
 the sequential requests alone and FAIL under a concurrent phase, with the mismatching requests in
 its evidence and the engine's metrics showing the requests really were in flight together.
-Launches vLLM-CPU servers (one PP deployment shared by both cases, and their two counterparts)."""
+Launches vLLM-CPU servers: one PP deployment shared by both cases, and one counterpart launch that
+answers both cases' requests."""
 
 import json
 import shutil
@@ -71,4 +72,4 @@ def test_a_fault_that_needs_several_sequences_in_a_step_fails_only_under_a_concu
     assert phase["metrics"]["peak_running"] >= 2, phase["metrics"]
     diff = phase["diffs"][0]
     assert diff["request"].startswith("concurrent:") and 7 in diff["observed_ids"], diff
-    assert summary.reference_launches == 2  # each case's counterpart answers its own requests
+    assert summary.reference_launches == 1  # one counterpart launch answered both sets of requests

@@ -63,6 +63,7 @@ class ReferenceRuns:
         self.cache_dir = cache_dir
         self.progress = progress or (lambda text: None)
         self._memo: dict[str, Outputs | str] = {}
+        self._source: dict[str, str] = {}  # how a launched key's outputs came, for its first case
         self.launched = 0
         self.reused = 0
 
@@ -101,23 +102,16 @@ class ReferenceRuns:
         return Outputs.from_json(data["outputs"])
 
     # ---- launched references ---------------------------------------------------------------------
-    def _launched(
-        self, case: Case, ref: ResolvedReference, evidence: dict[str, Any], id_prompts: list[list[int]] | None
-    ) -> Outputs:
+    def _plan(self, case: Case, ref: ResolvedReference, id_prompts: list[list[int]] | None) -> tuple[Deployment, str]:
         try:
             planned = plan_reference(self.m, case, self.cluster, ref)
         except PlanError as err:
             raise ReferenceUnavailable(f"reference cannot be planned on cluster '{self.cluster.name}': {err}") from None
         score = ref.spec.score.model_dump() if ref.spec.score else None
-        key = cache_key(planned, self.versions(), shape_for(self.m, case, ref), score, id_prompts)
-        evidence["key"] = key
-        evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
-        known = self._memo.get(key)
-        if isinstance(known, str):
-            raise ReferenceUnavailable(known)
-        if known is not None:
-            evidence["source"] = "shared within this run"
-            return known
+        return planned, cache_key(planned, self.versions(), shape_for(self.m, case, ref), score, id_prompts)
+
+    def _stored(self, key: str, case: Case) -> tuple[Outputs, str] | None:
+        """Outputs kept under ``key`` by this run or the reference cache, and which of them."""
         path = self.run_dir / "references" / f"{key}.json"
         cached = self.cache_dir / f"{key}.json" if self.cache_dir else None
         for where, label in ((path, "this run"), (cached, "the reference cache")):
@@ -129,64 +123,129 @@ class ReferenceRuns:
                 if where != path:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(where, path)
-                self.reused += 1
                 log.info("reference %s of %s reused from %s", key, case.id, label)
-                evidence["source"] = f"reused from {label}"
-                self._memo[key] = outputs
-                return outputs
+                return outputs, label
+        return None
+
+    def prefetch(self, asks: list[tuple[Case, list[list[int]] | None]]) -> None:
+        """Launch each reference deployment that several of ``asks`` need once, and ask it every
+        distinct set of requests they make (cases of one deployment whose workloads or
+        comparisons differ share their counterpart's launch). What is kept or cached is not
+        launched; a single ask is left to ``for_case``."""
+        groups: dict[str, list[_Ask]] = {}
+        for case, ids in asks:
+            ref = resolve(self.m, case)
+            if not ref.launches:
+                continue
+            try:
+                planned, key = self._plan(case, ref, ids or None)
+            except ReferenceUnavailable:
+                continue  # for_case says why
+            if key in self._memo or self._stored(key, case) is not None:
+                continue
+            launch = json.dumps([(s.role, s.node, list(s.argv), sorted(s.env)) for s in planned.launches])
+            members = groups.setdefault(launch, [])
+            if key not in {a.key for a in members}:
+                members.append(_Ask(case, ref, key, planned, ids or None))
+        for members in groups.values():
+            if len(members) > 1:
+                self._launch(members)
+
+    def _launched(
+        self, case: Case, ref: ResolvedReference, evidence: dict[str, Any], id_prompts: list[list[int]] | None
+    ) -> Outputs:
+        planned, key = self._plan(case, ref, id_prompts)
+        evidence["key"] = key
+        evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
+        known = self._memo.get(key)
+        if isinstance(known, str):
+            raise ReferenceUnavailable(known)
+        if known is not None:
+            evidence["source"] = self._source.pop(key, "shared within this run")
+            return known
+        stored = self._stored(key, case)
+        if stored is not None:
+            self.reused += 1
+            evidence["source"] = f"reused from {stored[1]}"
+            self._memo[key] = stored[0]
+            return stored[0]
+        self._launch([_Ask(case, ref, key, planned, id_prompts)])
+        return self._launched(case, ref, evidence, id_prompts)
+
+    def _launch(self, asks: list[_Ask]) -> None:
+        """One launch of the asks' reference deployment, asked each ask's requests in turn; every
+        answer is kept under its own key (its error too, so no case launches it again)."""
+        first = asks[0]
+        suite = self.m.suite(first.case.suite)
+        log_dir = self.run_dir / "logs" / "references" / first.key
+        self.progress(f"reference of {first.case.id}: {first.ref.describe()}")
+        self.launched += 1
+        shared = f" (one launch answering {len(asks)} sets of requests)" if len(asks) > 1 else ""
         try:
-            outputs = self._launch(case, ref, key, planned, id_prompts)
+            with self.launcher.serve(
+                lambda pl, ports: plan_reference(self.m, first.case, self.cluster, first.ref, pl, ports),
+                first.planned.placement,
+                f"reference {first.key}",
+                log_dir,
+            ) as live:
+                why = live.why_not_ready(suite.startup_timeout_s)
+                if why:
+                    raise ReferenceUnavailable(f"reference {why}")
+                for a in asks:
+                    self._memo[a.key] = self._ask(live, a, log_dir)
+                    self._store(a)
+                    self._source[a.key] = f"launched in this run{shared}"
         except ReferenceUnavailable as err:
-            self._memo[key] = str(err)
-            raise
+            for a in asks:
+                self._memo.setdefault(a.key, str(err))
+
+    def _ask(self, live: Any, a: _Ask, log_dir: Path) -> Outputs | str:
+        suite = self.m.suite(a.case.suite)
+        try:
+            pooling = self.m.pools(a.case.features)
+            outputs = ask(live, suite.accuracy, a.ref.compare, pooling, plan_workload(self.m, a.case), a.ids)
+        except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
+            return f"reference requests failed: {type(err).__name__}: {err}"
+        if a.ref.spec.score is not None:
+            from harness.check.scores.evaluate import ScoreError, evaluate_live
+
+            t0 = time.monotonic()
+            try:
+                outputs.score = evaluate_live(
+                    live, a.ref.spec.score, a.ref.base_dir, log_dir / "score", suite.request_timeout_s
+                )
+            except ScoreError as err:
+                return f"reference score failed: {err}"
+            log.info("reference score of %s took %.1f s", a.case.id, time.monotonic() - t0)
+        return outputs
+
+    def _store(self, a: _Ask) -> None:
+        outputs = self._memo.get(a.key)
+        if not isinstance(outputs, Outputs):
+            return
         record = {
-            "key": key,
-            "reference": ref.describe(),
-            "case": case.id,
-            "deployment": planned.to_json(),
+            "key": a.key,
+            "reference": a.ref.describe(),
+            "case": a.case.id,
+            "deployment": a.planned.to_json(),
             "versions": self.versions(),
-            "request": shape_for(self.m, case, ref),
+            "request": shape_for(self.m, a.case, a.ref),
             "outputs": outputs.to_json(),
         }
+        path = self.run_dir / "references" / f"{a.key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, record)
         if self.cache_dir:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.cache_dir / f"{key}.json", record)
-        evidence["source"] = "launched in this run"
-        self._memo[key] = outputs
-        return outputs
+            write_json_atomic(self.cache_dir / f"{a.key}.json", record)
 
-    def _launch(
-        self, case: Case, ref: ResolvedReference, key: str, planned: Deployment, id_prompts: list[list[int]] | None
-    ) -> Outputs:
-        suite = self.m.suite(case.suite)
-        log_dir = self.run_dir / "logs" / "references" / key
-        self.progress(f"reference of {case.id}: {ref.describe()}")
-        self.launched += 1
-        with self.launcher.serve(
-            lambda pl, ports: plan_reference(self.m, case, self.cluster, ref, pl, ports),
-            planned.placement,
-            f"reference {key}",
-            log_dir,
-        ) as live:
-            why = live.why_not_ready(suite.startup_timeout_s)
-            if why:
-                raise ReferenceUnavailable(f"reference {why}")
-            try:
-                pooling = self.m.pools(case.features)
-                outputs = ask(live, suite.accuracy, ref.compare, pooling, plan_workload(self.m, case), id_prompts)
-            except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
-                raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None
-            if ref.spec.score is not None:
-                from harness.check.scores.evaluate import ScoreError, evaluate_live
 
-                t0 = time.monotonic()
-                try:
-                    outputs.score = evaluate_live(
-                        live, ref.spec.score, ref.base_dir, log_dir / "score", suite.request_timeout_s
-                    )
-                except ScoreError as err:
-                    raise ReferenceUnavailable(f"reference score failed: {err}") from None
-                log.info("reference score of %s took %.1f s", case.id, time.monotonic() - t0)
-        return outputs
+@dataclass(frozen=True)
+class _Ask:
+    """One set of requests asked of a reference launch, for the case that needs it."""
+
+    case: Case
+    ref: ResolvedReference
+    key: str
+    planned: Deployment
+    ids: list[list[int]] | None
