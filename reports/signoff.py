@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.outcomes import FAILS_RUN, NO_LAUNCH, Kind, Outcome
 from harness.results import store as results
-from harness.results.result import Result
+from harness.results.result import POSITION, Result
 from harness.target.versions import stack
 
 from .cells import Entry, entries_from_results
@@ -78,7 +78,8 @@ def _one_line(text: object) -> str:
 def signoff(
     run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str, today: datetime.date | None = None
 ) -> SignOff:
-    """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged.
+    """``claims``: case id -> the matrix's current claim (``Expectation.claim``); results must cover
+    each, unchanged.
     A string instead says why the claims could not be known: then coverage cannot be checked and
     the answer is NO."""
     today = today or datetime.date.today()
@@ -105,7 +106,7 @@ def signoff(
         for case, claim in claims.items():
             if case not in have:
                 reasons.append(f"claimed but not tested (no result): {case}")
-            elif have[case].expectation.to_json() != claim:
+            elif have[case].expectation.claim() != {k: v for k, v in claim.items() if k not in POSITION}:
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
     if baseline_dir is not None:
         if not baseline:
@@ -176,4 +177,4 @@ def current_claims(run_dir: Path, matrix) -> dict[str, dict] | str:
     if suite not in matrix.suites:
         return f"the suite {suite!r} of this run is not in the matrices {matrix.root}"
     # claims that depend on the links are read as on the run's cluster (run.json's `network`)
-    return {c.id: c.expectation.to_json() for c in expand(matrix, suite, network=meta.get("network")).cases}
+    return {c.id: c.expectation.claim() for c in expand(matrix, suite, network=meta.get("network")).cases}

@@ -254,6 +254,10 @@ class Observation(Part):
     _ready = field_validator("ready_s")(finite)
 
 
+# Where a claim's rule is written (its file:line and its index in matrix order), not what it claims.
+POSITION = ("rule", "where")
+
+
 class Expectation(Part):
     """The claim for one case: what the first matching rule claims, with its reasons
     (``harness.cases.case.claim_of``). A case carries it and its record stores it as it is;
@@ -275,6 +279,9 @@ class Expectation(Part):
     until: datetime.date | None = None
     waives: list[str] = []  # known-issue / flaky: the checks the waiver covers
     undocumented: bool = False  # the published guide is silent about this claim
+    # the rule's own accuracy reference and comparison, as the matrix states them (JSON)
+    reference: dict[str, Any] | None = None
+    compare: dict[str, Any] | None = None
 
     _kind = field_validator("kind", mode="before")(_kind)
 
@@ -287,6 +294,12 @@ class Expectation(Part):
     @classmethod
     def _waives(cls, v: Any) -> Any:
         return list(v) if isinstance(v, tuple) else v
+
+    def claim(self) -> dict[str, Any]:
+        """What the claim says, whatever its rule's position: two expectations with equal claims
+        are one claim (sign-off's "the claim changed" and resume's "unchanged" compare these), so
+        a comment line or a rule added above it changes nothing."""
+        return {k: v for k, v in self.to_json().items() if k not in POSITION}
 
 
 class Diagnosis(Part):
