@@ -20,31 +20,20 @@ from harness.results import store as results
 from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
 
+from . import markdown
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-# ANSI colour codes and other terminal sequences, as some log lines carry them
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # characters XML 1.0 cannot hold at all, not even escaped
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _md(value: Any) -> str:
-    """Text safe inside a GitHub-flavoured Markdown table cell: log lines carry no raw HTML
-    (GitHub renders it), no table breaks and no terminal sequences."""
-    text = _CONTROL.sub(" ", _ANSI.sub("", str(value).replace("\n", " ")))
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\\", "\\\\").replace("|", "\\|")
-    )
 
 
 def _xml(value: Any) -> str:
     """Text an XML 1.0 document can hold: colour codes dropped, other forbidden characters
     written as \\xNN."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", _ANSI.sub("", str(value)))
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", markdown.ANSI.sub("", str(value)))
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
@@ -54,7 +43,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["md"] = _md
+    env.filters["md"] = markdown.text  # Markdown cells: text a run recorded renders as itself
     return env
 
 
