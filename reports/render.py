@@ -199,7 +199,7 @@ def render(
     features: list | None = None,
     run_dir: Path | None = None,
 ) -> list[Table]:
-    out.mkdir(parents=True, exist_ok=True)
+    results.out_dir(out)
     tables = build_tables(entries, titles)
     ctx = {
         "tables": tables,
@@ -209,7 +209,7 @@ def render(
         "feature_rows": features or [],
         "tuning": _tuning(entries),
     }
-    (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
+    results.write_text(out / "support.md", _env(False).get_template("support.md.j2").render(**ctx))
     row_features = {
         (t.family, row): " ".join(
             sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
@@ -230,8 +230,10 @@ def render(
             timeline=_timeline(records),
         )
     )
-    (out / "support.html").write_text(html)
-    (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str))
+    results.write_text(out / "support.html", html)
+    results.write_text(
+        out / "summary.json", json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str)
+    )
     write_junit(entries, out / "junit.xml")
     return tables
 
@@ -304,7 +306,8 @@ def write_junit(entries: list[Entry], path: Path) -> None:
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    body = ET.tostring(suite, encoding="unicode")
+    results.write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + body)
 
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:

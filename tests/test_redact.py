@@ -317,3 +317,13 @@ def test_log_excerpts_in_the_evidence_page_mask_quoted_and_header_forms(tmp_path
     assert "ValueError: cannot reach" in html
     for secret in ("hf_quoted_secret_1", "header_secret_2", "colon_secret_3", "url_secret_4"):
         assert secret not in html, secret
+
+
+def test_scrubbing_a_log_writes_through_no_link_planted_beside_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    log = tmp_path / "node0-api.log"
+    log.write_text(f"INFO HF_TOKEN={TOKEN}\n")
+    (tmp_path / "node0-api.log.redacting").symlink_to(victim)
+    Redactor([TOKEN]).scrub_file(log)
+    assert victim.read_text() == "keep" and log.read_text() == f"INFO HF_TOKEN={MASK}\n"

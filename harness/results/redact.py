@@ -13,7 +13,9 @@ plan runs (a shell's environment, a Kubernetes Secret).
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,10 +255,11 @@ class Redactor:
         except OSError:
             return
         clean = self.text(raw)
-        if clean != raw:
-            tmp = path.with_name(path.name + ".redacting")
-            tmp.write_text(clean, encoding="utf-8", errors="surrogateescape")
-            tmp.replace(path)
+        if clean != raw:  # a new file beside it, never one a link planted there points to
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".redacting")
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(clean)
+            os.replace(tmp, path)
 
 
 def text(s: str, secrets: Iterable[str] = ()) -> str:

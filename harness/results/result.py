@@ -178,6 +178,15 @@ class Tuning(Part):
     by_memory: Advice
     steps: list[int] = []  # forward passes timed on the stages
 
+    @field_validator("stages")
+    @classmethod
+    def _one_per_stage(cls, v: list[Stage]) -> list[Stage]:
+        numbers = [s.stage for s in v]
+        twice = sorted({n for n in numbers if numbers.count(n) > 1})
+        if twice:
+            raise ValueError(f"stage {twice[0]} is measured twice")
+        return v
+
 
 class AccuracyDiff(Part):
     request: str | None = None  # which request of the comparison ("text:0", "ids:1", "embed:0")
