@@ -282,5 +282,6 @@ def render(docs: list[dict], model: str) -> str:
         head.append(
             f"First: kubectl create secret generic {SECRET} " + " ".join(f"--from-literal={k}=..." for k in keys)
         )
-    text = "".join(f"# {line}\n" for line in head)
+    # each line one comment, whatever a value in it holds: a line break would end the comment
+    text = "".join("# " + " ".join(line.splitlines()) + "\n" for line in head)
     return text + yaml.safe_dump_all(docs, sort_keys=False, width=2**31 - 1)
