@@ -10,8 +10,9 @@ node addresses are markers, and each marker is then replaced by what the pod can
 address by its IP, the leader's by its DNS name. Values reach vLLM through Kubernetes' own
 ``$(VAR)`` expansion of command and env, never through a shell parsing them.
 
-Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value or
-JSON config key (``harness.results.redact``'s rule) is read from the Secret ``ppconf-secrets``.
+Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value,
+JSON config key or URL password (``harness.results.redact``'s rule) is read from the Secret
+``ppconf-secrets``, each under a key of its own.
 """
 
 from __future__ import annotations
