@@ -327,3 +327,39 @@ def test_scrubbing_a_log_writes_through_no_link_planted_beside_it(tmp_path):
     (tmp_path / "node0-api.log.redacting").symlink_to(victim)
     Redactor([TOKEN]).scrub_file(log)
     assert victim.read_text() == "keep" and log.read_text() == f"INFO HF_TOKEN={MASK}\n"
+
+
+def test_a_repro_bundle_masks_secrets_it_was_never_told_of(tmp_path):
+    """Log excerpts in case.json, and the commands, mask the quoted, header and URL forms."""
+    run_dir = tmp_path / "run"
+    log = run_dir / "logs" / "node0-api.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        'INFO HF_TOKEN="hf_quoted_secret_1"\nINFO Authorization: Bearer header_secret_2\n'
+        "ValueError: cannot reach http://bob:url_secret_3@hub\n"
+    )
+    launch = LaunchSpec(
+        "node0-api", "api", "local", "localhost", ("vllm", "serve", "/m"), (("HTTPS_PROXY", "http://u:url_secret_4@p"),)
+    )
+    rec = {
+        "case": "c",
+        "suite": "s",
+        "family": "f",
+        "variant": "v",
+        "topology": "t",
+        "partition": "auto",
+        "features": [],
+        "platform": "cpu",
+        "expectation": {"kind": "supported"},
+        "outcome": "FAIL",
+        "reason": "r",
+        "observation": {
+            "root_cause": {"log": "node0-api", "line": 3, "text": "ValueError"},
+            "logs": {"node0-api": "logs/node0-api.log"},
+        },
+    }
+    info = write_bundle(run_dir, Result.from_json(rec), Deployment(("c",), (launch,), "node0-api"), tmp_path, {})
+    written = "".join(p.read_text() for p in (run_dir / "repro").rglob("*") if p.is_file())
+    assert "cannot reach http://bob:" in written and info["dir"]
+    for secret in ("hf_quoted_secret_1", "header_secret_2", "url_secret_3", "url_secret_4"):
+        assert secret not in written, secret
