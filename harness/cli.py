@@ -480,7 +480,7 @@ def cmd_signoff(args: argparse.Namespace) -> int:
     if args.baseline is not None:
         store.check_run_dir(args.baseline)
     verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, _run_matrix(args, args.run_dir)))
-    (args.run_dir / "signoff.md").write_text(verdict.page)
+    store.write_text(args.run_dir / "signoff.md", verdict.page)
     print(verdict.page, end="")
     return 0 if verdict.ok else 1
 

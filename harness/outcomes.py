@@ -37,6 +37,13 @@ class Kind(StrEnum):
     FLAKY = "flaky"
     UNSPECIFIED = "unspecified"  # no rule matched the case
 
+    @property
+    def outcomes(self) -> tuple[Outcome, ...]:
+        """The verdicts the judge gives this claim (besides ERROR, which any claim can end in when
+        the harness or the infrastructure fails): a record pairing the claim with another outcome
+        was not judged against it."""
+        return VERDICTS[self]
+
 
 # Groups are tuples, not sets: a plain string from a JSON record must test as a member, and an
 # enum member hashes by its name, not its value.
@@ -52,3 +59,11 @@ FAILS_RUN = (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcom
 NEEDS_REFERENCE = (Kind.SUPPORTED, Kind.KNOWN_ISSUE, Kind.FLAKY)
 NO_LAUNCH = (Kind.UNSUPPORTED_ON_PLATFORM, Kind.UNSPECIFIED)
 WAIVER_KINDS = (Kind.KNOWN_ISSUE, Kind.FLAKY)
+VERDICTS = {
+    Kind.SUPPORTED: (Outcome.PASS, Outcome.FAIL),
+    Kind.REJECTED: (Outcome.XFAIL, Outcome.BAD_REJECT, Outcome.UNEXPECTED_ACCEPT),
+    Kind.UNSUPPORTED_ON_PLATFORM: (Outcome.SKIP,),
+    Kind.KNOWN_ISSUE: (Outcome.PASS, Outcome.FAIL, Outcome.KNOWN_ISSUE),
+    Kind.FLAKY: (Outcome.PASS, Outcome.FAIL, Outcome.FLAKY),
+    Kind.UNSPECIFIED: (Outcome.SKIP,),
+}

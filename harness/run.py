@@ -121,13 +121,11 @@ class SuiteRun:
         done: set[str] = set()
         if self.cfg.resume:
             # a finished case is kept only if its claim and its launch plan are still the same
-            current = {c.id: c.expectation.to_json() for c in cases}
+            current = {c.id: c.expectation.claim() for c in cases}
             done = {
                 r.case
                 for r in store.read(self.run_dir)
-                if r.case in current
-                and r.expectation.to_json() == current[r.case]
-                and r.plan_key == planned.get(r.case)
+                if r.case in current and r.expectation.claim() == current[r.case] and r.plan_key == planned.get(r.case)
             }
         todo = [c for c in cases if c.id not in done]
         self.summary.cases = len(cases)

@@ -15,8 +15,10 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.outcomes import Outcome
+from harness.outcomes import WAIVED, Outcome
 from harness.results.result import Result
+
+from . import markdown
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one more.
 MAX_ANNOTATIONS = 10
@@ -80,12 +82,6 @@ def error_annotations(records: list[Result], env: Mapping[str, str] | None = Non
     return out
 
 
-def _cell(text: str) -> str:
-    """Text for one Markdown table cell: one line, no table breaks, no raw HTML."""
-    text = " ".join(str(text).split())
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-
-
 def run_url(env: Mapping[str, str]) -> str | None:
     """This workflow run's page, where its artifacts (the report) are listed."""
     if all(env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")):
@@ -95,13 +91,14 @@ def run_url(env: Mapping[str, str]) -> str | None:
 
 def job_summary(suite: str, records: list[Result], report: Path, env: Mapping[str, str] | None = None) -> str:
     """Markdown for the job summary: the counts per outcome, every failing case with its reason,
-    and where the report is."""
+    every waived case with its waiver's owner and expiry, and where the report is. Text a run
+    recorded renders as itself (``reports.markdown``)."""
     env = os.environ if env is None else env
     counts = Counter(r.outcome for r in records)
     bad = failing(records)
     verdict = f"**{len(bad)} failing**" if bad else "**no failures**"
     lines = [
-        f"## ppconf: {suite}",
+        f"## ppconf: {markdown.text(suite)}",
         "",
         f"{len(records)} cases, {verdict}",
         "",
@@ -111,9 +108,18 @@ def job_summary(suite: str, records: list[Result], report: Path, env: Mapping[st
     lines += [f"| {o.value} | {counts[o]} | {'yes' if o.fails_run else 'no'} |" for o in Outcome if counts[o]]
     if bad:
         lines += ["", "### Failing cases", "", "| outcome | case | reason |", "|---|---|---|"]
-        lines += [f"| {r.outcome.value} | {_cell(r.case)} | {_cell(r.reason)} |" for r in bad]
+        lines += [f"| {r.outcome.value} | {markdown.text(r.case)} | {markdown.text(r.reason)} |" for r in bad]
+    waived = [r for r in records if r.outcome in WAIVED]
+    if waived:
+        lines += ["", "### Waived cases", "", "| outcome | case | waiver | owner | until |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r.outcome.value} | {markdown.text(r.case)} | {markdown.text(r.expectation.link or '')} "
+            f"| {markdown.text(r.expectation.owner or '')} "
+            f"| {r.expectation.until.isoformat() if r.expectation.until else 'no expiry'} |"
+            for r in waived
+        ]
     url = run_url(env)
-    lines += ["", f"Report: `{report}`" + (f" — in the artifacts of [this run]({url})" if url else "")]
+    lines += ["", f"Report: {markdown.code(report)}" + (f" — in the artifacts of [this run]({url})" if url else "")]
     return "\n".join(lines) + "\n"
 
 

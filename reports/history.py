@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.outcomes import FAIL_LIKE, FAILS_RUN, PASS_LIKE, Kind, Outcome
-from harness.results import index
+from harness.results import index, store
 from harness.results.index import IndexedCase, IndexedRun
 from harness.target.versions import stack
 
@@ -365,8 +365,8 @@ def render(history: History, out: Path, source: str) -> tuple[Path, Path]:
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     md, html = out / "history.md", out / "history.html"
-    md.write_text(_env(False).get_template("history.md.j2").render(**ctx), encoding="utf-8")
-    html.write_text(_env(True).get_template("history.html.j2").render(**ctx), encoding="utf-8")
+    store.write_text(md, _env(False).get_template("history.md.j2").render(**ctx))
+    store.write_text(html, _env(True).get_template("history.html.j2").render(**ctx))
     return md, html
 
 

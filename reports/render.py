@@ -21,31 +21,20 @@ from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
 from reports import traffic
 
+from . import markdown
 from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-# ANSI colour codes and other terminal sequences, as some log lines carry them
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # characters XML 1.0 cannot hold at all, not even escaped
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _md(value: Any) -> str:
-    """Text safe inside a GitHub-flavoured Markdown table cell: log lines carry no raw HTML
-    (GitHub renders it), no table breaks and no terminal sequences."""
-    text = _CONTROL.sub(" ", _ANSI.sub("", str(value).replace("\n", " ")))
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\\", "\\\\").replace("|", "\\|")
-    )
 
 
 def _xml(value: Any) -> str:
     """Text an XML 1.0 document can hold: colour codes dropped, other forbidden characters
     written as \\xNN."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", _ANSI.sub("", str(value)))
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", markdown.ANSI.sub("", str(value)))
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
@@ -55,7 +44,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["md"] = _md
+    env.filters["md"] = markdown.text  # Markdown cells: text a run recorded renders as itself
     return env
 
 
@@ -212,7 +201,7 @@ def render(
     features: list | None = None,
     run_dir: Path | None = None,
 ) -> list[Table]:
-    out.mkdir(parents=True, exist_ok=True)
+    results.out_dir(out)
     tables = build_tables(entries, titles)
     ctx = {
         "tables": tables,
@@ -224,7 +213,7 @@ def render(
         "traffic": traffic.rows(records),
         "plots": traffic.plots(records),
     }
-    (out / "support.md").write_text(_env(False).get_template("support.md.j2").render(**ctx))
+    results.write_text(out / "support.md", _env(False).get_template("support.md.j2").render(**ctx))
     row_features = {
         (t.family, row): " ".join(
             sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
@@ -245,8 +234,10 @@ def render(
             timeline=_timeline(records),
         )
     )
-    (out / "support.html").write_text(html)
-    (out / "summary.json").write_text(json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str))
+    results.write_text(out / "support.html", html)
+    results.write_text(
+        out / "summary.json", json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str)
+    )
     write_junit(entries, out / "junit.xml")
     return tables
 
@@ -319,7 +310,8 @@ def write_junit(entries: list[Entry], path: Path) -> None:
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    body = ET.tostring(suite, encoding="unicode")
+    results.write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + body)
 
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime
-import re
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.outcomes import FAILS_RUN, NO_LAUNCH, Kind, Outcome
+from harness.outcomes import FAILS_RUN, NO_LAUNCH, WAIVED, WAIVER_KINDS, Outcome
 from harness.results import store as results
-from harness.results.result import Result
+from harness.results.result import POSITION, Result
 from harness.target.versions import stack
+from harness.target.versions import unknown as versions_unknown
 
+from . import markdown
 from .cells import Entry, entries_from_results
 from .render import header, load_meta
 
@@ -67,37 +69,89 @@ class SignOff:
     ok: bool
     reasons: list[str]
     page: str
+    waivers: list[str] = field(default_factory=list)  # the waived cases it accepted, with owner and expiry
 
 
 def _one_line(text: object) -> str:
-    """A value as one line, so that no text a run recorded (an HTTP error body, a log line) can
-    end a bullet early or start a line of its own in signoff.md."""
-    return re.sub(r"\s*[\r\n\v\f\x85\u2028\u2029]+\s*", " ", str(text)).strip()
+    """A value as one line of Markdown, so that no text a run recorded (an HTTP error body, a log
+    line) can end a bullet early, start a line of its own or carry raw HTML into signoff.md."""
+    return markdown.text(text)
+
+
+def waiver(e: Entry) -> str:
+    """A waived case as sign-off lists it: what waived it, who owns it, until when."""
+    exp = e.expectation
+    until = f"until {exp.until.isoformat()}" if exp.until else "no expiry"
+    return f"{e.outcome} {e.case}: {exp.kind.value} {exp.link or '(no link)'}, owner {exp.owner or 'none'}, {until}"
+
+
+def _verdicts(run_dir: Path, suite: str | None, records: list[Result]) -> list[str]:
+    """Reasons the records are not one run's verdicts on their claims: an outcome the judge
+    never gives that claim, a record of another suite, two verdicts on one claim of one case
+    (concatenated or edited results; a retry after ERROR aside)."""
+    reasons = []
+    for r in records:
+        kind = r.expectation.kind
+        if r.outcome not in kind.outcomes and r.outcome not in (Outcome.SKIP, Outcome.ERROR):
+            reasons.append(f"{r.outcome.value} is no verdict on a {kind.value} claim: {r.case}")
+        if suite and r.suite != suite:
+            reasons.append(f"a record of the suite {r.suite!r}, not this run's {suite!r}: {r.case}")
+    seen: dict[tuple[str, str], list[Outcome]] = {}
+    for r in results.read_all(run_dir):
+        key = (r.case, json.dumps([r.expectation.claim(), r.plan_key], sort_keys=True, default=str))
+        seen.setdefault(key, []).append(r.outcome)
+    for (case, _), outcomes in seen.items():
+        final = [o for o in outcomes[:-1] if o is not Outcome.ERROR] + outcomes[-1:]
+        if len(final) > 1:
+            reasons.append(
+                f"{len(final)} verdicts on one claim ({' then '.join(o.value for o in final)}): {case}; "
+                "a run gives one (results concatenated or edited?)"
+            )
+    return reasons
+
+
+def _baseline(run_dir: Path, baseline_dir: Path, baseline: list[Result], records: list[Result]) -> list[str]:
+    """Reasons a baseline cannot vouch for this run: empty, another suite, nothing in common."""
+    if not baseline:
+        return [f"the baseline {baseline_dir} holds no results to compare with"]
+    mine, theirs = load_meta(run_dir).get("suite"), load_meta(baseline_dir).get("suite")
+    if mine and theirs and mine != theirs:
+        return [f"the baseline {baseline_dir} ran the suite {theirs!r}, this run {mine!r}: nothing to compare"]
+    if not {r.case for r in records} & {r.case for r in baseline}:
+        return [f"the baseline {baseline_dir} shares no case with this run: nothing to compare"]
+    return [f"regressed since the baseline: {r}" for r in diff_runs(run_dir, baseline_dir).regressed]
 
 
 def signoff(
     run_dir: Path, baseline_dir: Path | None, claims: dict[str, dict] | str, today: datetime.date | None = None
 ) -> SignOff:
-    """``claims``: case id -> the matrix's current expectation; results must cover each, unchanged.
-    A string instead says why the claims could not be known: then coverage cannot be checked and
-    the answer is NO."""
+    """``claims``: case id -> the matrix's current claim (``Expectation.claim``); results must cover
+    each, unchanged. A string instead says why the claims could not be known: then coverage cannot
+    be checked and the answer is NO."""
     today = today or datetime.date.today()
     records = results.read(results.check_run_dir(run_dir))
     baseline = results.read(results.check_run_dir(baseline_dir)) if baseline_dir is not None else None
+    meta = load_meta(run_dir)
     entries = entries_from_results(records)
     reasons: list[str] = []
     if not records:
         reasons.append("the run holds no results")
+    elif all(r.outcome is Outcome.SKIP for r in records):
+        reasons.append(f"nothing in this run launched: all {len(records)} cases were skipped")
+    accepted = []
     for e in entries:
         exp = e.expectation
         if e.outcome in FAILS_RUN:
             reasons.append(f"{e.outcome}: {e.case} — {e.reason}")
-        if exp.kind is Kind.KNOWN_ISSUE and exp.until and exp.until < today:
+        if exp.kind in WAIVER_KINDS and exp.until and exp.until < today:
             reasons.append(
-                f"known-issue waiver expired on {exp.until.isoformat()}: {e.case} ({exp.link}, owner {exp.owner})"
+                f"{exp.kind.value} waiver expired on {exp.until.isoformat()}: {e.case} ({exp.link}, owner {exp.owner})"
             )
+        elif e.outcome in WAIVED:
+            accepted.append(waiver(e))
         if exp.kind not in NO_LAUNCH and e.outcome == Outcome.SKIP:
             reasons.append(f"claimed {exp.kind.value} but not tested: {e.case} — {e.reason}")
+    reasons += _verdicts(run_dir, meta.get("suite"), records)
     if isinstance(claims, str):
         reasons.append(f"coverage cannot be checked: {claims}")
     else:
@@ -105,16 +159,13 @@ def signoff(
         for case, claim in claims.items():
             if case not in have:
                 reasons.append(f"claimed but not tested (no result): {case}")
-            elif have[case].expectation.to_json() != claim:
+            elif have[case].expectation.claim() != {k: v for k, v in claim.items() if k not in POSITION}:
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
-    if baseline_dir is not None:
-        if not baseline:
-            reasons.append(f"the baseline {baseline_dir} holds no results to compare with")
-        reasons += [f"regressed since the baseline: {r}" for r in diff_runs(run_dir, baseline_dir).regressed]
+    if baseline_dir is not None and baseline is not None:
+        reasons += _baseline(run_dir, baseline_dir, baseline, records)
     signed, why_not = signed_stack(records)
     reasons += why_not
     ok = not reasons
-    meta = load_meta(run_dir)
     page = [
         f"# Sign-off: {'YES' if ok else 'NO'}",
         "",
@@ -128,6 +179,8 @@ def signoff(
         page += [f"- {_one_line(node)}: {_one_line(line)}" for node, line in sorted(signed.items())] + [""]
     if baseline_dir is not None:
         page += [f"Baseline: {_one_line(baseline_dir)}", ""]
+    if accepted:
+        page += [f"Waivers accepted ({len(accepted)}):", ""] + [f"- {_one_line(w)}" for w in accepted] + [""]
     if ok:
         page.append(
             f"All {len(entries)} cases match their claims; no waiver has expired"
@@ -135,19 +188,38 @@ def signoff(
         )
     else:
         page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
-    return SignOff(ok, reasons, "\n".join(page) + "\n")
+    return SignOff(ok, reasons, "\n".join(page) + "\n", accepted)
 
 
 def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
-    """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when a
-    node's stack is unknown (its probe failed) or changed within the run (a resume across an
-    upgrade), since then the sign-off could not name what it signed."""
+    """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when no
+    node's stack is known, a node's is unknown (its probe failed, or the record holds no version
+    of vLLM) or changed within the run (a resume across an upgrade), since then the sign-off
+    could not name what it signed."""
     seen: dict[str, dict[str, list[str]]] = {}
+    unknown: dict[str, str] = {}
+    unrecorded = []
     for r in records:
+        if r.outcome is Outcome.SKIP:
+            continue  # nothing ran, on no stack
+        if not r.versions:
+            unrecorded.append(r.case)
         for node, versions in r.versions.items():
-            line = stack({k: str(v) for k, v in versions.items()})  # a version the probe could not read: None
+            why = versions_unknown(versions)
+            if why:
+                unknown.setdefault(node, why)
+                continue
+            line = stack({k: str(v) for k, v in versions.items()})
             seen.setdefault(node, {}).setdefault(line, []).append(r.case)
     signed, reasons = {}, []
+    if unrecorded:
+        reasons.append(
+            f"{len(unrecorded)} case(s) record no node's stack, so the sign-off cannot name what they ran on: "
+            + ", ".join(unrecorded[:5])
+            + (", ..." if len(unrecorded) > 5 else "")
+        )
+    for node, why in sorted(unknown.items()):
+        reasons.append(f"the stack of node {node} is unknown, so the sign-off cannot name it: {why}")
     for node, stacks in sorted(seen.items()):
         if len(stacks) > 1:
             reasons.append(
@@ -155,11 +227,11 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
                 + "; ".join(f"{s} ({len(c)} cases)" for s, c in stacks.items())
             )
             continue
-        ((line, cases),) = stacks.items()
-        if line.startswith("version probe"):
-            reasons.append(f"the stack of node {node} is unknown, so the sign-off cannot name it: {line}")
-            continue
-        signed[node] = line
+        if node not in unknown:
+            ((line, _),) = stacks.items()
+            signed[node] = line
+    if not signed and not reasons and any(r.outcome is not Outcome.SKIP for r in records):
+        reasons.append("no node's stack is known, so the sign-off cannot name what it signs")
     return signed, reasons
 
 
@@ -176,4 +248,4 @@ def current_claims(run_dir: Path, matrix) -> dict[str, dict] | str:
     if suite not in matrix.suites:
         return f"the suite {suite!r} of this run is not in the matrices {matrix.root}"
     # claims that depend on the links are read as on the run's cluster (run.json's `network`)
-    return {c.id: c.expectation.to_json() for c in expand(matrix, suite, network=meta.get("network")).cases}
+    return {c.id: c.expectation.claim() for c in expand(matrix, suite, network=meta.get("network")).cases}

@@ -419,3 +419,85 @@ def test_the_cli_never_prints_a_traceback_for_a_crafted_run(tmp_path):
         [sys.executable, "-m", "harness.cli", "report", str(run)], capture_output=True, text=True, timeout=120
     )
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+# ---- writes never follow links; odd files are one clean error ------------------------------------
+
+STACKED = {"versions": {"n1": {"vllm": "0.32.0"}}}
+
+
+def test_writes_replace_a_planted_link_never_its_target(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    run = make_run(tmp_path / "run", [record("qwen3-tiny/pp2-tp1-mp/auto/none", **STACKED)], {"suite": "smoke-cpu"})
+    (run / "signoff.md").symlink_to(victim)
+    (run / "report").mkdir()
+    for name in ("support.md", "support.html", "summary.json", "junit.xml"):
+        (run / "report" / name).symlink_to(victim)
+    main(["signoff", str(run)])
+    assert main(["report", str(run)]) == 0
+    assert victim.read_text() == "keep"
+    assert not (run / "signoff.md").is_symlink() and (run / "signoff.md").read_text().startswith("# Sign-off")
+    assert not (run / "report" / "support.md").is_symlink()
+    capsys.readouterr()
+    (run / "run.lock").symlink_to(victim)
+    one_error(capsys, main(["run", "--resume", str(run)]), "run.lock", "symbolic link")
+    assert victim.read_text() == "keep"
+
+
+def test_a_report_folder_that_is_a_link_is_refused(tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = make_run(tmp_path / "run", [record("c", **STACKED)])
+    (run / "report").symlink_to(elsewhere)
+    one_error(capsys, main(["report", str(run)]), "report is a symbolic link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_report_that_is_a_file_or_a_signoff_that_is_a_folder_is_one_error(tmp_path, capsys):
+    run = make_run(tmp_path / "run", [record("c", **STACKED)], {"suite": "smoke-cpu"})
+    (run / "report").write_text("not a folder")
+    one_error(capsys, main(["report", str(run)]), "report exists and is not a directory")
+    (run / "signoff.md").mkdir()
+    one_error(capsys, main(["signoff", str(run)]), "signoff.md is a directory")
+
+
+def test_a_lone_surrogate_in_a_record_is_read_as_a_replacement_character(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = json.dumps(record("c\udcff", reason="bad \udcff byte", **STACKED))
+    assert "\\udcff" in rec
+    (run / results.RESULTS).write_text(rec + "\n")
+    (run / "run.json").write_text(json.dumps({"suite": "s\udcff"}))
+    assert main(["report", str(run)]) == 0
+    assert "bad \ufffd byte" in (run / "report" / "support.html").read_text()
+    assert main(["signoff", str(run)]) == 1  # NO (the suite is not in the matrices), not a crash
+    assert main(["ingest", str(run), "--index", str(tmp_path / "i.sqlite")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_stage_measured_twice_is_one_error(tmp_path, capsys):
+    tuning = {
+        "partition": "3,2",
+        "by_step_time": {"why": "w"},
+        "by_memory": {"why": "m"},
+        "stages": [{"stage": 0, "layers": 3}, {"stage": 0, "layers": 2}],
+    }
+    run = make_run(tmp_path / "run", [record("c", observation={"tuning": tuning}, **STACKED)])
+    for command in (["report", str(run)], ["signoff", str(run)], ["ingest", str(run), "--index", str(tmp_path / "i")]):
+        one_error(capsys, main(command), "results.jsonl:1", "stage 0 is measured twice")
+
+
+@pytest.mark.parametrize("column", ["runs.versions", "cases.features", "cases.expectation"])
+def test_bad_json_in_the_index_is_one_error(tmp_path, capsys, column):
+    import sqlite3
+
+    run = make_run(tmp_path / "run", [record("c", **STACKED)], {"suite": "s", "started": "2026-11-01T00:00:00+00:00"})
+    db = tmp_path / "i.sqlite"
+    assert main(["ingest", str(run), "--index", str(db)]) == 0
+    table, field = column.split(".")
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE {table} SET {field} = '{{torn'")
+    conn.close()
+    capsys.readouterr()
+    one_error(capsys, main(["history", "--index", str(db), "--out", str(tmp_path / "h")]), field, "not JSON")

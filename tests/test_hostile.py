@@ -251,3 +251,135 @@ def test_a_symlinked_folder_of_the_matrices_is_loaded(matrix_dir, tmp_path):
     (matrix_dir.root / "linked").symlink_to(private, target_is_directory=True)
     (private / "loop").symlink_to(matrix_dir.root, target_is_directory=True)  # a cycle is read once
     assert "pp8-private" in load_matrix(matrix_dir.root).topologies
+
+
+# ---- nothing injects into what ppconf prints ------------------------------------------------------
+
+_FAMILY = """\
+families:
+  evil-tiny:
+    title: x
+    variants:
+      default:
+        architecture: Qwen3ForCausalLM
+        hidden_layers: 4
+        supports_pp: true
+        model: {model}
+"""
+
+
+@pytest.mark.parametrize(
+    "model, says",
+    [
+        ('"/models/m\\n---\\nkind: Pod\\nspec: {hostPID: true}"', "control character '\\n'"),
+        ('"/models/m\\u001b[2J"', "control character '\\x1b'"),
+        ("--trust-remote-code", "starts with '-'"),
+        ('"-m"', "starts with '-'"),
+    ],
+)
+def test_a_model_path_that_is_not_one_plain_path_is_refused_at_load(matrix_dir, model, says):
+    matrix_dir("evil.yaml", _FAMILY.format(model=model))
+    errs = errors_of(matrix_dir.root)
+    assert any(e.startswith("matrices/evil.yaml:9:") and says in e for e in errs), errs
+
+
+@pytest.mark.parametrize("field", ["name", "host", "address", "set_env"])
+def test_a_node_field_with_a_line_break_is_refused_at_load(tmp_path, field):
+    from harness.plan.cluster import load_cluster
+
+    node = {"name": "n0", "host": "h0", "address": "10.0.0.1", "devices": [0], field: "n0\ntouch /tmp/x"}
+    inventory = tmp_path / "c.yaml"
+    import json
+
+    inventory.write_text(json.dumps({"name": "c", "platform": "cpu", "nodes": [node]}))
+    with pytest.raises(MatrixError) as err:
+        load_cluster(inventory)
+    assert any("control character" in str(e) and "c.yaml:1:" in str(e) for e in err.value.errors), err.value.errors
+
+
+def test_the_lws_header_stays_a_comment_whatever_the_model_path_holds():
+    import yaml
+
+    from harness.plan import lws
+
+    docs = [
+        {
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "n", "annotations": {"ppconf/case": "c"}},
+            "spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec": {"containers": [{"env": []}]}}}},
+        },
+        {"kind": "Service", "metadata": {"name": "n-api"}},
+    ]
+    text = lws.render(docs, "/m\n---\nkind: Pod\nspec: {hostPID: true}")
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == ["LeaderWorkerSet", "Service"]
+    head = text.split("apiVersion", 1)[0].split("kind:", 1)[0]
+    assert all(line.startswith("# ") for line in head.splitlines())
+
+
+HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m nul\x00 ![pixel](http://evil/p.png) [click](http://evil)"
+
+
+def _unescaped_link(text):
+    import re
+
+    return re.search(r"(?<!\\)\]\(", text)
+
+
+def test_signoff_md_is_safe_to_append_to_a_job_summary(tmp_path):
+    import json
+
+    from harness.results import store
+    from reports.signoff import signoff
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = {
+        "case": "c",
+        "suite": "s",
+        "family": "f",
+        "variant": "default",
+        "topology": "t",
+        "partition": "auto",
+        "features": [],
+        "platform": "cpu",
+        "expectation": {"kind": "supported"},
+        "outcome": "FAIL",
+        "reason": HOSTILE,
+    }
+    store.append(run, rec)
+    (run / "run.json").write_text(json.dumps({"suite": "s", "cluster": HOSTILE}))
+    page = signoff(run, None, {"c": {"kind": "supported"}}).page
+    assert "<img" not in page and "\x1b" not in page and "\x00" not in page
+    assert not _unescaped_link(page)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_support_md_passes_no_markdown_image_or_link_through(tmp_path):
+    import json
+
+    from harness.results import store
+    from reports.render import report_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    store.append(
+        run,
+        {
+            "case": "c",
+            "suite": "s",
+            "family": "f",
+            "variant": "default",
+            "topology": "t",
+            "partition": "auto",
+            "features": [],
+            "platform": "cpu",
+            "expectation": {"kind": "supported"},
+            "outcome": "FAIL",
+            "reason": HOSTILE,
+        },
+    )
+    (run / "run.json").write_text(json.dumps({"suite": HOSTILE}))
+    report_run(run, run / "report")
+    md = (run / "report" / "support.md").read_text()
+    assert "onerror=alert(1)" in md and "<img" not in md and "\x1b" not in md and "\x00" not in md
+    assert not _unescaped_link(md), md

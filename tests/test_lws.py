@@ -184,10 +184,12 @@ def test_secrets_come_from_a_secret_never_from_the_manifest():
     text = json.dumps(c)
     assert not any(v in text for v in secret_values)
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    assert refs == {k: {"name": "ppconf-secrets", "key": k} for k in ("HF_TOKEN", "API_KEY", "HF_TOKEN", "AUTH_TOKEN")}
+    # the HF_TOKEN variable and the different --hf-token value each have a key of their own
+    want = ("HF_TOKEN", "API_KEY", "HF_TOKEN_2", "AUTH_TOKEN")
+    assert refs == {k: {"name": "ppconf-secrets", "key": k} for k in want}
     env = pod_env(c, {})
     argv = [expand_k8s(w, env) for w in c["command"]]
-    assert argv[3:7] == ["--api-key", "secret:API_KEY", "--hf-token=secret:HF_TOKEN", "--max-num-batched-tokens"]
+    assert argv[3:7] == ["--api-key", "secret:API_KEY", "--hf-token=secret:HF_TOKEN_2", "--max-num-batched-tokens"]
     assert json.loads(argv[-1])["extra"]["auth_token"] == "secret:AUTH_TOKEN"
     assert env["HF_TOKEN"] == "secret:HF_TOKEN" and env["HCCL_IF_IP"] == "10.1.0.7"
     assert "--from-literal=HF_TOKEN=..." in lws.render(

@@ -179,3 +179,187 @@ def test_a_planted_token_is_in_no_file_of_the_run_directory_or_its_report(tmp_pa
     # the evidence is still there, masked
     assert f"could not authenticate with {MASK}" in log.read_text()
     assert f"could not authenticate with {MASK}" in (run_dir / "report" / "support.html").read_text()
+
+
+def test_secret_names_in_every_spelling():
+    for name in ("Authorization", "HTTP_AUTHORIZATION", "GH_PAT", "SSH_KEY_PASSPHRASE", "DB_PWD", "--hf-pat"):
+        assert redact.secret_name(name), name
+    for name in ("PWD", "OLDPWD", "PATH", "PATCH_LEVEL", "--compilation-config"):
+        assert not redact.secret_name(name), name
+
+
+def test_free_text_secrets_quoted_spaced_and_by_header():
+    r = Redactor()
+    for text, want in (
+        (f'HF_TOKEN="{TOKEN}" next', f'HF_TOKEN="{MASK}" next'),
+        (f"HF_TOKEN='{TOKEN}'", f"HF_TOKEN='{MASK}'"),
+        (f"HF_TOKEN: {TOKEN}", f"HF_TOKEN: {MASK}"),
+        (f'--api-key "{KEY}" --port 8000', f'--api-key "{MASK}" --port 8000'),
+        (f"Authorization: Bearer {KEY}", f"Authorization: Bearer {MASK}"),
+        (f"{{'api_key': ['{KEY}'], 'hf_token': '{TOKEN}'}}", f"{{'api_key': ['{MASK}'], 'hf_token': '{MASK}'}}"),
+        (f'{{"auth_token": "{AUTH}"}}', f'{{"auth_token": "{MASK}"}}'),
+        (f"GH_PAT={TOKEN} DB_PWD={AUTH}", f"GH_PAT={MASK} DB_PWD={MASK}"),
+        (f"env: HF_TOKEN: {TOKEN}", f"env: HF_TOKEN: {MASK}"),
+        ("proxy http://bob:s3cr3t-pw@proxy:3128/x", f"proxy http://bob:{MASK}@proxy:3128/x"),
+        # not secrets: token counts, times, ports in URLs
+        ("max_num_batched_tokens: 2048 at 12:30:00", "max_num_batched_tokens: 2048 at 12:30:00"),
+        ("GET https://example.com:8080/v1/models", "GET https://example.com:8080/v1/models"),
+    ):
+        assert r.text(text) == want, text
+
+
+def test_url_credentials_are_learned_and_masked_in_env_and_argv():
+    values = {"HTTPS_PROXY": "http://bob:proxy-pass-7@proxy:3128", "PATH": "/usr/bin"}
+    assert Redactor().learn_env(values).values == {"proxy-pass-7"}
+    assert redact.env(values)["HTTPS_PROXY"] == f"http://bob:{MASK}@proxy:3128"
+    assert redact.argv(["--model", "http://u:url-pass-8@hub/m"]) == ["--model", f"http://u:{MASK}@hub/m"]
+
+
+# ten secret values, in every place a plan carries one
+PLANTED = {
+    "HF_TOKEN": "hf_env_secret_01",
+    "Authorization": "Bearer env_secret_02",
+    "GH_PAT": "ghp_env_secret_03",
+    "KEY_PASSPHRASE": "env_secret_04",
+    "DB_PWD": "env_secret_05",
+    "HTTPS_PROXY": "http://bob:env_secret_06@proxy:3128",
+}
+PLANTED_ARGS = [
+    "--api-key",
+    "arg_secret_07",
+    "--hf-token=arg_secret_08",
+    "--kv-transfer-config",
+    json.dumps({"kv_connector": "X", "extra": {"auth_token": "arg_secret_09"}}),
+    "--served-model-name",
+    "http://u:arg_secret_10@hub/m",
+]
+VALUES = [f"{kind}_secret_{i:02d}" for i, kind in [(i, "env" if i <= 6 else "arg") for i in range(1, 11)]]
+
+
+def _secret_plan(matrix_dir):
+    matrix_dir(
+        "cpu/secrets.yaml",
+        f"""\
+        features:
+          with-secrets:
+            title: a feature that carries secrets
+            args: {json.dumps(PLANTED_ARGS)}
+            env: {json.dumps(PLANTED)}
+        suites:
+          secrets:
+            title: a plan with secrets in it
+            platform: cpu
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+                features: [with-secrets]
+        """,
+    )
+    return ["plan", "--matrices", str(matrix_dir.root), "--suite", "secrets", "--case"]
+
+
+def test_no_plan_format_prints_a_secret(matrix_dir, capsys):
+    from harness.cli import main
+
+    argv = _secret_plan(matrix_dir)
+    assert main(["expand", "--matrices", str(matrix_dir.root), "--suite", "secrets"]) == 0
+    case = next(w for w in capsys.readouterr().out.split() if w.startswith("qwen3-tiny/"))
+    outputs = {}
+    for fmt in ("shell", "json", "lws"):
+        assert main([*argv, case, "--format", fmt, "--image", "img"]) == 0, fmt
+        outputs[fmt] = capsys.readouterr().out
+    for fmt, out in outputs.items():
+        leaked = [v for v in VALUES if v in out]
+        assert leaked == [], f"{fmt} prints {leaked}"
+    shell = outputs["shell"]
+    # the shell plan reads each secret from the pasting shell's environment
+    assert 'export HF_TOKEN="${HF_TOKEN:?}"' in shell and '--api-key "${API_KEY:?}"' in shell
+    assert '--hf-token "${HF_TOKEN_2:?}"' in shell  # not the HF_TOKEN variable's value
+    # and the commands still run: bash expands them with the secrets set
+    script = "\n".join(line for line in shell.splitlines() if line.startswith("export "))
+    env = {"PATH": "/usr/bin:/bin", **dict.fromkeys(PLANTED, "x")}
+    assert subprocess.run(["bash", "-c", script], env=env, capture_output=True).returncode == 0
+    assert subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin"}, capture_output=True).returncode != 0
+    manifest = outputs["lws"]
+    assert "secretKeyRef" in manifest and "value: Bearer" not in manifest
+
+
+def test_log_excerpts_in_the_evidence_page_mask_quoted_and_header_forms(tmp_path):
+    from tests.records import record
+
+    run_dir = tmp_path / "run"
+    log = run_dir / "logs" / "k" / "node0-api.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "\n".join(
+            [
+                'INFO HF_TOKEN="hf_quoted_secret_1"',
+                "INFO sending Authorization: Bearer header_secret_2",
+                "INFO env HF_TOKEN: colon_secret_3",
+                "ValueError: cannot reach http://bob:url_secret_4@hub",
+            ]
+        )
+        + "\n"
+    )
+    results.append(
+        run_dir,
+        record(
+            "c",
+            "FAIL",
+            observation={
+                "root_cause": {"log": "node0-api", "line": 4, "text": "ValueError"},
+                "logs": {"node0-api": str(log)},
+            },
+        ),
+    )
+    report_run(run_dir, run_dir / "report")
+    html = (run_dir / "report" / "support.html").read_text()
+    assert "ValueError: cannot reach" in html
+    for secret in ("hf_quoted_secret_1", "header_secret_2", "colon_secret_3", "url_secret_4"):
+        assert secret not in html, secret
+
+
+def test_scrubbing_a_log_writes_through_no_link_planted_beside_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    log = tmp_path / "node0-api.log"
+    log.write_text(f"INFO HF_TOKEN={TOKEN}\n")
+    (tmp_path / "node0-api.log.redacting").symlink_to(victim)
+    Redactor([TOKEN]).scrub_file(log)
+    assert victim.read_text() == "keep" and log.read_text() == f"INFO HF_TOKEN={MASK}\n"
+
+
+def test_a_repro_bundle_masks_secrets_it_was_never_told_of(tmp_path):
+    """Log excerpts in case.json, and the commands, mask the quoted, header and URL forms."""
+    run_dir = tmp_path / "run"
+    log = run_dir / "logs" / "node0-api.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        'INFO HF_TOKEN="hf_quoted_secret_1"\nINFO Authorization: Bearer header_secret_2\n'
+        "ValueError: cannot reach http://bob:url_secret_3@hub\n"
+    )
+    launch = LaunchSpec(
+        "node0-api", "api", "local", "localhost", ("vllm", "serve", "/m"), (("HTTPS_PROXY", "http://u:url_secret_4@p"),)
+    )
+    rec = {
+        "case": "c",
+        "suite": "s",
+        "family": "f",
+        "variant": "v",
+        "topology": "t",
+        "partition": "auto",
+        "features": [],
+        "platform": "cpu",
+        "expectation": {"kind": "supported"},
+        "outcome": "FAIL",
+        "reason": "r",
+        "observation": {
+            "root_cause": {"log": "node0-api", "line": 3, "text": "ValueError"},
+            "logs": {"node0-api": "logs/node0-api.log"},
+        },
+    }
+    info = write_bundle(run_dir, Result.from_json(rec), Deployment(("c",), (launch,), "node0-api"), tmp_path, {})
+    written = "".join(p.read_text() for p in (run_dir / "repro").rglob("*") if p.is_file())
+    assert "cannot reach http://bob:" in written and info["dir"]
+    for secret in ("hf_quoted_secret_1", "header_secret_2", "url_secret_3", "url_secret_4"):
+        assert secret not in written, secret

@@ -38,6 +38,7 @@ def rec(
         "deployment": None,
         "started": "2026-11-30T20:00:00+00:00",
         "duration_s": 10.0,
+        "versions": {"n1": {"vllm": "0.32.0", "torch": "2.9.0"}},
     }
 
 

@@ -23,6 +23,8 @@ def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectati
             "error": error,
             "waives": list(rule.waives),
             "undocumented": not rule.documented,
+            "reference": rule.reference.model_dump(mode="json") if rule.reference else None,
+            "compare": rule.compare.model_dump(mode="json") if rule.compare else None,
         }
     )
 

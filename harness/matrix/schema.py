@@ -15,7 +15,7 @@ import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _parser  # type: ignore[import-not-found]
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
 # in its args); fragments are merged key by key into one value per flag (harness.cases.merge).
@@ -32,6 +32,27 @@ NAME = r"[a-z0-9][a-z0-9._-]*"  # always with re.fullmatch: "$" would let "name\
 # An environment variable name: it reaches `export NAME=...` lines, so only a shell identifier
 # (pydantic's patterns are Rust regexes, whose "$" is the very end of the text).
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+def _one_line(v: str) -> str:
+    bad = next((c for c in v if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(
+            f"{v!r} holds the control character {bad!r}: a name or path is one line of printable text "
+            "(a line break would end the comment or document it is written into)"
+        )
+    return v
+
+
+def _model_path(v: str) -> str:
+    if _one_line(v).startswith("-"):
+        raise ValueError(f"{v!r} starts with '-': vLLM would read it as a flag, not as the model")
+    return v
+
+
+# A name or a path that goes into commands, manifests and reports as it is.
+OneLine = Annotated[str, AfterValidator(_one_line)]
+ModelPath = Annotated[str, AfterValidator(_model_path)]
 Env = dict[EnvName, str]
 # A partition is "auto" or what vLLM's int() per comma-separated entry reads (signs, spaces and
 # "_" included, so that wrong strings can still be claimed rejected); nothing that can break a
@@ -330,9 +351,9 @@ class Variant(Strict):
     hidden_layers: int | None = Field(None, ge=1)
     supports_pp: bool
     # "zoo:NAME" for a tiny model ppconf builds offline, else a path or id the nodes can load.
-    model: str
+    model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
-    drafters: dict[str, str] = {}
+    drafters: dict[str, ModelPath] = {}
     serve_args: list[str] = []
     env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]

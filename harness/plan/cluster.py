@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from harness.matrix.load import validation_errors
-from harness.matrix.schema import Env, Strict
+from harness.matrix.schema import Env, OneLine, Strict
 from harness.matrix.source import MatrixError, SourceError, load_document
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
@@ -28,26 +28,26 @@ class Ssh(Strict):
 
 
 class Node(Strict):
-    name: str
-    host: str  # how ppconf reaches the node (an SSH target, or "localhost")
-    address: str  # the address other nodes use to reach it (master address, HCCL_IF_IP)
-    nic: str = ""  # interface name for HCCL/GLOO/TP socket variables
+    name: OneLine
+    host: OneLine  # how ppconf reaches the node (an SSH target, or "localhost")
+    address: OneLine  # the address other nodes use to reach it (master address, HCCL_IF_IP)
+    nic: OneLine = ""  # interface name for HCCL/GLOO/TP socket variables
     devices: list[int] = Field(min_length=1)
     reach: Literal["local", "ssh", "ray"] = "local"
     ssh: Ssh | None = None
     # The command that runs vLLM's CLI on this node; "auto" resolves it from the local environment.
-    vllm: list[str] = ["auto"]
-    python: str = "python3"
-    set_env: str | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
+    vllm: list[OneLine] = ["auto"]
+    python: OneLine = "python3"
+    set_env: OneLine | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
     env: Env = {}
-    bind: str | None = None  # --host for API servers on this node
+    bind: OneLine | None = None  # --host for API servers on this node
     # ppconf is importable by the node's vLLM, so workers can load its stage probe and report
     # the layer ranges they built (always true for the local host).
     ppconf: bool = False
 
 
 class Cluster(Strict):
-    name: str
+    name: OneLine
     platform: str
     nodes: list[Node] = Field(min_length=1)
     # How the nodes are linked to each other: the `network` attribute of rule conditions (the

@@ -56,12 +56,19 @@ class LaunchSpec:
         return dict(self.env)
 
     def shell(self) -> str:
-        """A command a person can paste on the node."""
+        """A command a person can paste on the node. Its secrets are not in it: each is read from
+        a variable of the pasting shell (``"${HF_TOKEN:?}"`` stops if it is unset)."""
+        secrets = redact.Secrets()
         lines = []
         if self.set_env:
             lines.append(f"source {shlex.quote(self.set_env)}")
-        lines += [export(k, v) for k, v in self.env]
-        lines.append(" \\\n    ".join(_shell_words(self.argv)))
+        for k, v in self.env:
+            hidden = secrets.env(k, v)
+            lines.append(export(k, v) if hidden is None else export(k, "", _shell_word([hidden])))
+        argv = redact.split_argv(self.argv, secrets)
+        lines.append(" \\\n    ".join(_shell_words(self.argv, [_shell_word(w) for w in argv])))
+        if secrets.values:
+            lines.insert(0, f"# set in this shell first: {' '.join(secrets.values)} (the plan's secrets)")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -83,22 +90,30 @@ class LaunchSpec:
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def export(name: str, value: str) -> str:
-    """``export NAME=VALUE`` for a shell; a name that is not a shell identifier is refused, since
-    it cannot be quoted (``A=1; touch X; B`` would run ``touch X``)."""
+def export(name: str, value: str, quoted: str | None = None) -> str:
+    """``export NAME=VALUE`` for a shell (``quoted``: the value already as shell words); a name
+    that is not a shell identifier is refused, since it cannot be quoted (``A=1; touch X; B``
+    would run ``touch X``)."""
     if not ENV_NAME.fullmatch(name):
         raise PlanError(f"environment variable name {name!r} is not a valid identifier")
-    return f"export {name}={shlex.quote(value)}"
+    return f"export {name}={shlex.quote(value) if quoted is None else quoted}"
 
 
-def _shell_words(argv: tuple[str, ...]) -> list[str]:
-    """Quoted argv, a flag and its value on one line as the guide writes them."""
+def _shell_word(pieces: list[redact.Piece]) -> str:
+    """One word for a shell: literal text quoted, a secret as a reference to its variable."""
+    return "".join(
+        f'"${{{p.name}:?}}"' if isinstance(p, redact.Hidden) else shlex.quote(p) for p in pieces if p != ""
+    ) or shlex.quote("")
+
+
+def _shell_words(argv: tuple[str, ...], quoted: list[str]) -> list[str]:
+    """The quoted words of argv, a flag and its value on one line as the guide writes them."""
     words: list[str] = []
     i = 0
     while i < len(argv):
-        word = shlex.quote(argv[i])
+        word = quoted[i]
         if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            word += " " + shlex.quote(argv[i + 1])
+            word += " " + quoted[i + 1]
             i += 1
         words.append(word)
         i += 1

@@ -10,14 +10,14 @@ node addresses are markers, and each marker is then replaced by what the pod can
 address by its IP, the leader's by its DNS name. Values reach vLLM through Kubernetes' own
 ``$(VAR)`` expansion of command and env, never through a shell parsing them.
 
-Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value or
-JSON config key (``harness.results.redact``'s rule) is read from the Secret ``ppconf-secrets``.
+Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value,
+JSON config key or URL password (``harness.results.redact``'s rule) is read from the Secret
+``ppconf-secrets``, each under a key of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shlex
 from collections.abc import Callable
@@ -89,11 +89,6 @@ def _ref(name: str) -> str:
     return f"$({name})"
 
 
-def secret_key(name: str) -> str:
-    """The Secret's key (and the pod's variable) for a secret flag or JSON key: `--api-key` -> API_KEY."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", name.lstrip("-")).strip("_").upper()
-
-
 def _addresses(text: str, rank: int, where: str) -> str:
     def replace(m: re.Match[str]) -> str:
         other = int(m[1])
@@ -110,65 +105,41 @@ def _addresses(text: str, rank: int, where: str) -> str:
 
 
 def _value(text: str, rank: int, where: str) -> str:
-    """A plan's string as the manifest writes it: literal, with node addresses and secrets as references."""
-    return _SECRET_TOKEN.sub(lambda m: _ref(m[1]), _addresses(_literal(text), rank, where))
+    """A plan's string as the manifest writes it: literal, with node addresses as references."""
+    return _addresses(_literal(text), rank, where)
 
 
-def _hide(value: Any, found: list[str]) -> Any:
-    """A JSON config with the value of every secret-looking key replaced by a token for its reference."""
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if isinstance(v, str) and v and redact.secret_name(str(k)):
-                found.append(secret_key(str(k)))
-                out[k] = f"@@ppconf-secret:{found[-1]}@@"
-            else:
-                out[k] = _hide(v, found)
-        return out
-    if isinstance(value, list):
-        return [_hide(v, found) for v in value]
-    return value
-
-
-def _argv(words: tuple[str, ...], rank: int, where: str, secrets: dict[str, None]) -> list[str]:
-    """argv with secret values (flags as ``harness.results.redact.argv`` finds them, and JSON keys)
-    taken from the Secret."""
-    out: list[str] = []
-    secret_next: str | None = None
-    for word in words:
-        if secret_next and not word.startswith("--"):
-            secrets[secret_next] = None
-            out.append(_ref(secret_next))
-            secret_next = None
-            continue
-        secret_next = None
-        if word.startswith("-") and "=" in word and redact.secret_name(word.split("=", 1)[0]):
-            flag = word.split("=", 1)[0]
-            secrets[secret_key(flag)] = None
-            out.append(_value(flag, rank, where) + "=" + _ref(secret_key(flag)))
-            continue
-        if word.startswith("-") and "=" not in word and redact.secret_name(word):
-            secret_next = secret_key(word)
-        found: list[str] = []
-        hidden = _hide(redact.json_value(word), found)
-        if found:
-            secrets.update(dict.fromkeys(found))
-            word = json.dumps(hidden, separators=(",", ":"))
-        out.append(_value(word, rank, where))
+def _argv(words: tuple[str, ...], rank: int, where: str, secrets: redact.Secrets, used: dict[str, str]) -> list[str]:
+    """argv with its secrets (as ``redact.split_argv`` finds them) read from the Secret, each
+    through the pod's variable of its key (added to ``used``)."""
+    out = []
+    for word in redact.split_argv(words, secrets):
+        used.update((p.name, p.name) for p in word if isinstance(p, redact.Hidden))
+        out.append("".join(_ref(p.name) if isinstance(p, redact.Hidden) else _value(p, rank, where) for p in word))
     return out
 
 
-def _container(launches: list[LaunchSpec], rank: int, devices: int, platform: Platform, image: str) -> dict:
-    """The one container of a node rank's pod: its launches, all but the last in the background."""
+def _container(
+    launches: list[LaunchSpec],
+    rank: int,
+    devices: int,
+    platform: Platform,
+    image: str,
+    secrets: redact.Secrets | None = None,
+) -> dict:
+    """The one container of a node rank's pod: its launches, all but the last in the background.
+    ``secrets``: the keys of the manifest's Secret so far (one Secret serves every pod)."""
+    secrets = secrets or redact.Secrets()
     envs = []
-    secrets: dict[str, None] = {}
+    from_secret: dict[str, str] = {}  # the pod's variable -> the Secret's key
     for launch in launches:
         env = {}
         for k, v in launch.env:
             if platform.k8s_resource and k == platform.device_env:
                 continue  # the device plugin hands the pod its devices; inside it they are all its own
-            if redact.secret_name(k) and v:
-                secrets[k] = None
+            hidden = secrets.env(k, v)
+            if hidden:
+                from_secret[k] = hidden.name
             else:
                 env[k] = _value(v, rank, f"{launch.name}: {k}")
         envs.append(env)
@@ -176,7 +147,7 @@ def _container(launches: list[LaunchSpec], rank: int, devices: int, platform: Pl
     argvs = []
     for launch, env in zip(launches, envs, strict=True):
         own = [f"{k}={v}" for k, v in env.items() if k not in common]
-        argv = _argv(launch.argv, rank, launch.name, secrets)
+        argv = _argv(launch.argv, rank, launch.name, secrets, from_secret)
         argvs.append(["env", *own, *argv] if own else argv)
     set_env = launches[0].set_env
     if len(argvs) == 1 and not set_env:
@@ -188,7 +159,9 @@ def _container(launches: list[LaunchSpec], rank: int, devices: int, platform: Pl
         steps.append('exec "$@"')
         command = ["/bin/bash", "-c", _literal("; ".join(steps)), "ppconf", *(w for a in argvs for w in a)]
     env_list: list[dict[str, Any]] = [{"name": POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": SECRET, "key": k}}} for k in secrets]
+    env_list += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}} for k, key in from_secret.items()
+    ]
     env_list += [{"name": k, "value": v} for k, v in common.items()]
     container: dict[str, Any] = {"name": "vllm", "image": image, "command": command, "env": env_list}
     ports = [launch.port for launch in launches if launch.port]
@@ -253,8 +226,9 @@ def manifests(planner: Planner, cluster: Cluster, platform: Platform, image: str
             f"{d.api} serves the API from node rank {api.node.removeprefix('node')}; a LeaderWorkerSet's "
             f"leader is node rank 0"
         )
+    secrets = redact.Secrets()
     containers = [
-        _container(launches, rank, len(d.placement.nodes[rank][1]), platform, image)
+        _container(launches, rank, len(d.placement.nodes[rank][1]), platform, image, secrets)
         for rank, launches in enumerate(by_rank)
     ]
     name = resource_name(d.case_ids[0])
@@ -309,5 +283,6 @@ def render(docs: list[dict], model: str) -> str:
         head.append(
             f"First: kubectl create secret generic {SECRET} " + " ".join(f"--from-literal={k}=..." for k in keys)
         )
-    text = "".join(f"# {line}\n" for line in head)
+    # each line one comment, whatever a value in it holds: a line break would end the comment
+    text = "".join("# " + " ".join(line.splitlines()) + "\n" for line in head)
     return text + yaml.safe_dump_all(docs, sort_keys=False, width=2**31 - 1)

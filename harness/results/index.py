@@ -39,6 +39,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.outcomes import WAIVER_KINDS
 from harness.results import store
@@ -225,6 +226,14 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
     return run, len(records), existed
 
 
+def _json(text: Any, what: str) -> Any:
+    """A JSON column of the index; IndexFileError names the row when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as err:
+        raise IndexFileError(f"{what} in the index is not JSON ({str(err).split(':')[0]}): {text!r:.60}") from None
+
+
 def runs(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedRun]:
     """Every run (of ``suite``), oldest first."""
     where, params = ("WHERE suite = ?", (suite,)) if suite else ("", ())
@@ -233,7 +242,7 @@ def runs(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedRun]
         params,
     ).fetchall()
     return [
-        IndexedRun(run_id, path, suite_, started, cluster, network, json.loads(versions))
+        IndexedRun(run_id, path, suite_, started, cluster, network, _json(versions, f"run {run_id}: versions"))
         for run_id, path, suite_, started, cluster, network, versions in rows
     ]
 
@@ -275,7 +284,7 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
             plan_key,
         ) = row
         try:
-            claim = Expectation.from_json(json.loads(expectation))
+            claim = Expectation.from_json(_json(expectation, f"case {case} of run {run}: expectation"))
         except RecordError as err:
             raise IndexFileError(f"case {case} of run {run} in the index: expectation.{err}") from None
         out.append(
@@ -288,7 +297,7 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
                 topology,
                 platform,
                 partition,
-                tuple(json.loads(features)),
+                tuple(_json(features, f"case {case} of run {run}: features")),
                 claim,
                 waiver,
                 outcome,

@@ -11,6 +11,7 @@ too.
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -60,7 +61,11 @@ def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None
     ``meta``: the run's run.json, when it has one, for the liveness check of its pid."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a link planted in the run directory
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        why = "a symbolic link; ppconf locks no file through it" if err.errno == errno.ELOOP else err.strerror
+        raise RunBusy(f"{path} is not a lock ppconf can hold: {why}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

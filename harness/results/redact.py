@@ -1,22 +1,30 @@
 """Keeping secrets out of everything a run writes: results, repro bundles, logs and reports.
 
-Secrets are recognised by name (an env variable, a flag, a JSON config key that looks secret) and
-then by value: a ``Redactor`` learns every secret value from the launches of a run (their env and
-argv) and scrubs it from any text, wherever it shows up again (vLLM logs its non-default args).
+Secrets are recognised by name (an env variable, a flag, a JSON config key that looks secret), by
+form (the password of a URL, ``user:pass@host``) and then by value: a ``Redactor`` learns every
+secret value from the launches of a run (their env and argv) and scrubs it from any text,
+wherever it shows up again (vLLM logs its non-default args).
+
+Plans that a person runs never carry a secret either: ``split_argv`` cuts each word of a launch
+into literal text and ``Hidden`` secrets, each named by the variable that carries it where the
+plan runs (a shell's environment, a Kubernetes Secret).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # Names compared in upper case with "-" as "_", so `--hf-token` and `HF_TOKEN` are one name.
 SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE_KEY"
-    r"|_AUTH$|_PASS$|_KEY$|^AUTH$|^PASS$|^KEY$"
+    r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE_KEY|AUTHORIZATION"
+    r"|_AUTH$|_PASS$|_KEY$|_PAT$|_PWD$|^AUTH$|^PASS$|^KEY$|^PAT$"
 )
 # Token counts and tokenizers are not secrets (--max-num-batched-tokens, --tokenizer,
 # --long-prefill-token-threshold, num_experts_per_token).
@@ -25,31 +33,82 @@ MASK = "***"
 # Shorter values would mask ordinary words and numbers everywhere; such values are still masked
 # by name (in env, argv and JSON configs).
 MIN_SECRET = 6
-# NAME=value and --name value / --name=value in free text (a log line, an error message).
-_ASSIGN = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"]+)")
-_FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>[^\s'\"-][^\s'\"]*)")
+# A value in free text: quoted (up to its closing quote), or one word; an HTTP authorization
+# scheme keeps its word (`Bearer ***`). A word followed by `:` is the next name, not a value
+# (`error: token: V`). An opening `[` is Python's list repr (`'api_key': ['…']`).
+_VALUE = (
+    r"""(?P<lead>\[?)(?P<value>"[^"\n]*"|'[^'\n]*'"""
+    r"""|(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?[^\s'",;:)\]}]++(?!:))"""
+)
+# NAME=value, NAME: value, "name": "value", 'name': 'value' in free text (a log line, an error).
+_ASSIGN = re.compile(r"""(?P<name>(?<![\w-])[A-Za-z_][A-Za-z0-9_.-]*+)(?P<sep>['"]?[ \t]*[=:][ \t]*)""" + _VALUE)
+# --name value, --name "value" (--name=value is an assignment above).
+_FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*+)(?P<sep>[ \t]+)(?!-)" + _VALUE)
+# scheme://user:password@host, the password alone is the secret.
+_URL_PASSWORD = re.compile(r"(?P<user>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\"]*:)(?P<value>[^\s/@'\"]+)(?=@)")
+URL_PASSWORD = "URL_PASSWORD"
 
 
 def secret_name(name: str) -> bool:
-    name = name.lstrip("-").upper().replace("-", "_")
+    name = name.lstrip("-").upper().replace("-", "_").replace(".", "_")
     return bool(SECRET_NAME.search(name)) and not NOT_SECRET.search(name)
 
 
+def secret_key(name: str) -> str:
+    """The variable that carries a secret flag's or JSON key's value: `--api-key` -> API_KEY."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", name.lstrip("-")).strip("_").upper() or "SECRET"
+
+
+def url_passwords(text: str) -> list[str]:
+    return [m["value"] for m in _URL_PASSWORD.finditer(text)]
+
+
+def secret_env(name: str, value: str) -> bool:
+    """A variable a plan must not spell out: its name looks secret, or its value holds a URL's password."""
+    return bool(value) and (secret_name(name) or bool(url_passwords(value)))
+
+
 def env(values: Mapping[str, str]) -> dict[str, str]:
-    """An environment with the values of secret-looking variables masked."""
-    return {k: (MASK if secret_name(k) and v else v) for k, v in values.items()}
+    """An environment with the values of secret-looking variables, and URLs' passwords, masked."""
+    return {
+        k: (MASK if secret_name(k) and v else _URL_PASSWORD.sub(lambda m: m["user"] + MASK, v))
+        for k, v in values.items()
+    }
 
 
-def _json_secrets(value: Any) -> Iterable[str]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, str) and secret_name(str(k)):
-                yield v
-            else:
-                yield from _json_secrets(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _json_secrets(v)
+@dataclass(frozen=True)
+class Hidden:
+    """A secret inside a plan's word, and the variable that carries it where the plan runs."""
+
+    name: str
+    value: str
+
+
+Piece = str | Hidden
+
+
+class Secrets:
+    """The variables a plan's secrets travel in. A secret flag, JSON key or URL password is
+    named after its flag or key (`--api-key` -> API_KEY); a name that already carries another
+    value (an `HF_TOKEN` variable beside a different `--hf-token`) gets a suffix, so no two
+    secrets share one variable."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def hide(self, name: str, value: str, variable: bool = False) -> Hidden:
+        """The secret ``value`` of flag or key ``name`` (``variable``: of that environment variable,
+        whose name is kept as it is)."""
+        base = key = name if variable else secret_key(name)
+        n = 2
+        while self.values.get(key, value) != value:
+            key, n = f"{base}_{n}", n + 1
+        self.values[key] = value
+        return Hidden(key, value)
+
+    def env(self, name: str, value: str) -> Hidden | None:
+        """The secret of an environment variable (its whole value), else None."""
+        return self.hide(name, value, variable=True) if secret_env(name, value) else None
 
 
 def json_value(word: str) -> Any:
@@ -62,34 +121,85 @@ def json_value(word: str) -> Any:
         return None
 
 
+_SLOT = "@@ppconf-secret@@"  # where a secret was cut out of a JSON word
+
+
+def _json_pieces(word: str, secrets: Secrets) -> list[Piece] | None:
+    """A JSON word with the value of each secret-looking key hidden (the JSON written compactly)."""
+    found: list[Hidden] = []
+
+    def hide(value: Any) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if isinstance(v, str) and v and secret_name(str(k)):
+                    found.append(secrets.hide(str(k), v))
+                    out[k] = f"{_SLOT}{len(found) - 1}{_SLOT}"
+                else:
+                    out[k] = hide(v)
+            return out
+        if isinstance(value, list):
+            return [hide(v) for v in value]
+        return value
+
+    hidden = hide(json_value(word))
+    if not found:
+        return None
+    parts = json.dumps(hidden, separators=(",", ":")).split(_SLOT)
+    return [found[int(p)] if i % 2 else p for i, p in enumerate(parts) if p or i % 2]
+
+
+def _url_pieces(word: str, secrets: Secrets) -> list[Piece]:
+    pieces: list[Piece] = []
+    at = 0
+    for m in _URL_PASSWORD.finditer(word):
+        pieces += [word[at : m.start("value")], secrets.hide(URL_PASSWORD, m["value"])]
+        at = m.end("value")
+    return [p for p in [*pieces, word[at:]] if p != ""] or [word]
+
+
+def split_argv(words: Iterable[str], secrets: Secrets | None = None) -> list[list[Piece]]:
+    """Each word of argv as its literal text and the secrets in it: a secret-looking flag's value
+    (``--api-key V``, ``--hf-token=V``), a secret key's value in a JSON flag value
+    (``--kv-transfer-config '{"auth_token": V}'``), a URL's password."""
+    secrets = secrets or Secrets()
+    out: list[list[Piece]] = []
+    hide_next: str | None = None
+    for word in words:
+        if hide_next and not word.startswith("--"):
+            out.append([secrets.hide(hide_next, word)] if word else [word])
+            hide_next = None
+            continue
+        hide_next = None
+        flag, eq, value = word.partition("=")
+        if word.startswith("-") and eq and secret_name(flag):
+            out.append([flag + "=", secrets.hide(flag, value)] if value else [word])
+            continue
+        if word.startswith("-") and not eq and secret_name(word):
+            hide_next = word
+        out.append(_json_pieces(word, secrets) or _url_pieces(word, secrets))
+    return out
+
+
 def argv_secrets(argv: Iterable[str]) -> list[str]:
-    """Values of secret-looking flags (``--api-key V``, ``--hf-token=V``) and secret keys of JSON
-    flag values (``--kv-transfer-config '{"auth_token": V}'``)."""
-    words, found = list(argv), []
-    for i, word in enumerate(words):
-        if word.startswith("-") and "=" in word:
-            name, value = word.split("=", 1)
-            if secret_name(name):
-                found.append(value)
-        elif word.startswith("-") and secret_name(word) and i + 1 < len(words) and not words[i + 1].startswith("--"):
-            found.append(words[i + 1])
-        found += _json_secrets(json_value(word))
-    return [v for v in found if v]
+    """The secret values in argv (as ``split_argv`` finds them)."""
+    return [p.value for word in split_argv(argv) for p in word if isinstance(p, Hidden) and p.value]
 
 
 def argv(words: Iterable[str]) -> list[str]:
-    """argv with the values of secret-looking flags masked."""
-    words, out = list(words), []
-    mask_next = False
-    for word in words:
-        if mask_next and not word.startswith("--"):
-            out.append(MASK)
-        elif word.startswith("-") and "=" in word and secret_name(word.split("=", 1)[0]):
-            out.append(word.split("=", 1)[0] + "=" + MASK)
-        else:
-            out.append(word)
-        mask_next = word.startswith("-") and "=" not in word and secret_name(word)
-    return out
+    """argv with its secrets masked."""
+    return ["".join(MASK if isinstance(p, Hidden) else p for p in word) for word in split_argv(words)]
+
+
+def _mask_value(m: re.Match[str]) -> str:
+    value = m["value"]
+    if value[:1] in "\"'":
+        masked = value[0] + MASK + value[0]
+    elif " " in value or "\t" in value:
+        masked = value.split(None, 1)[0] + " " + MASK  # an authorization scheme keeps its word
+    else:
+        masked = MASK
+    return m["name"] + m["sep"] + m["lead"] + masked
 
 
 class Redactor:
@@ -104,7 +214,9 @@ class Redactor:
         return self
 
     def learn_env(self, values: Mapping[str, str]) -> Redactor:
-        return self.add(v for k, v in values.items() if secret_name(k))
+        return self.add(
+            [v for k, v in values.items() if secret_name(k)] + [p for v in values.values() for p in url_passwords(v)]
+        )
 
     def learn_argv(self, words: Iterable[str]) -> Redactor:
         return self.add(argv_secrets(words))
@@ -117,12 +229,14 @@ class Redactor:
         return self
 
     def text(self, s: str) -> str:
-        """``s`` with every learned value masked, and any NAME=value / --name value whose name
-        looks secret (a value nobody told us about, e.g. from a set_env script)."""
+        """``s`` with every learned value masked, and any value nobody told us about (e.g. from
+        a set_env script) whose name looks secret: ``NAME=value``, ``NAME: value``, quoted or
+        not, ``--name value``, ``Authorization: Bearer value``; and every URL's password."""
         for value in sorted(self.values, key=len, reverse=True):
             s = s.replace(value, MASK)
-        s = _ASSIGN.sub(lambda m: f"{m['name']}={MASK}" if secret_name(m["name"]) else m[0], s)
-        return _FLAG.sub(lambda m: f"{m['name']}{m['sep']}{MASK}" if secret_name(m["name"]) else m[0], s)
+        s = _URL_PASSWORD.sub(lambda m: m["user"] + MASK, s)
+        s = _ASSIGN.sub(lambda m: _mask_value(m) if secret_name(m["name"]) and m["value"] != MASK else m[0], s)
+        return _FLAG.sub(lambda m: _mask_value(m) if secret_name(m["name"]) else m[0], s)
 
     def scrub(self, value: Any) -> Any:
         """A JSON-like value with every string scrubbed (keys included)."""
@@ -141,10 +255,11 @@ class Redactor:
         except OSError:
             return
         clean = self.text(raw)
-        if clean != raw:
-            tmp = path.with_name(path.name + ".redacting")
-            tmp.write_text(clean, encoding="utf-8", errors="surrogateescape")
-            tmp.replace(path)
+        if clean != raw:  # a new file beside it, never one a link planted there points to
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".redacting")
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(clean)
+            os.replace(tmp, path)
 
 
 def text(s: str, secrets: Iterable[str] = ()) -> str:

