@@ -25,6 +25,9 @@ def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectati
             "undocumented": not rule.documented,
             "reference": rule.reference.model_dump(mode="json") if rule.reference else None,
             "compare": rule.compare.model_dump(mode="json") if rule.compare else None,
+            "workload": [p.model_dump(mode="json", exclude_defaults=True) for p in rule.workload]
+            if rule.workload
+            else None,
         }
     )
 

@@ -330,6 +330,7 @@ class Expectation(Part):
     # the rule's own accuracy reference and comparison, as the matrix states them (JSON)
     reference: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
+    workload: list[dict[str, Any]] | None = None  # the rule's own workload phases
 
     _kind = field_validator("kind", mode="before")(_kind)
 
