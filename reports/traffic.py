@@ -31,7 +31,7 @@ def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
         stages = f"busy {busy}; bubble {_fmt(p.bubble, 2)} (model {_fmt(p.bubble_model, 2)})"
     return {
         "case": case,
-        "phase": p.name,
+        "phase": p.name if p.name == p.kind else f"{p.name} ({p.kind})",
         "kind": p.kind,
         "compared": f"{p.exact} exact, {p.tied} tied, {p.mismatched} mismatched of {p.requests}",
         "metrics": "; ".join(shown) or "—",

@@ -267,3 +267,40 @@ def test_an_unknown_feature_check_is_refused_at_load(matrix_dir):
     with pytest.raises(MatrixError) as err:
         load_matrix(matrix_dir.root)
     assert any("extra.yaml:4" in str(e) and "prefix-cache-hit" in str(e) for e in err.value.errors)
+
+
+def test_a_concurrency_sweep_is_plotted_case_beside_reference_and_escaped():
+    from harness.results.result import PhaseRecord, Result
+    from reports import traffic
+
+    def phase(n, tok, ref_tok):
+        return PhaseRecord(
+            name=f"c{n}",
+            kind="concurrent",
+            in_flight=n,
+            perf={"output_tokens_per_s": tok, "ttft_p50_s": 0.1 * n},
+            reference_perf={"output_tokens_per_s": ref_tok, "ttft_p50_s": 0.05 * n},
+        )
+
+    record = Result(
+        case="fam/<script>",
+        suite="s",
+        family="fam",
+        variant="default",
+        topology="t",
+        partition="auto",
+        features=[],
+        platform="cpu",
+        expectation=Expectation(kind="supported"),
+        outcome=Outcome.PASS,
+        reason="ok",
+        observation=Observation(workload=[phase(1, 10.0, 12.0), phase(4, 30.0, 20.0), phase(16, 60.0, 25.0)]),
+    )
+    (plot,) = traffic.plots([record])
+    assert plot["svg"].count("<svg") == 2 and plot["svg"].count("<polyline") == 4  # two charts, two lines each
+    assert "<script>" not in plot["svg"] and "requests in flight" in plot["svg"]
+    rows = traffic.rows([record])
+    assert [r["ratio"] for r in rows] == ["0.83", "1.50", "2.40"]
+    # one phase is no sweep
+    record.observation.workload = record.observation.workload[:1]
+    assert traffic.plots([record]) == []
