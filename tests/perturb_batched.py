@@ -1,7 +1,7 @@
 """A fault that shows only when several sequences share an engine step of a pipeline: the last
 PP stage's logits are skewed whenever it samples more than one sequence at once. One request at
 a time never gives it more than one row, so sequential requests pass; requests in flight together
-do not. Used by tests/test_concurrency_fault_e2e.py only.
+do not. Used by tests/test_accuracy_e2e.py only.
 
 Loaded into vLLM's workers by ``--worker-extension-cls tests.perturb_batched.BatchedFaultProbe``:
 the import patches Qwen3's ``compute_logits`` in the worker process. With PP=1 (the reference)

