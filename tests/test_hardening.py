@@ -501,3 +501,16 @@ def test_bad_json_in_the_index_is_one_error(tmp_path, capsys, column):
     conn.close()
     capsys.readouterr()
     one_error(capsys, main(["history", "--index", str(db), "--out", str(tmp_path / "h")]), field, "not JSON")
+
+
+def test_files_written_whole_get_an_ordinary_files_mode(tmp_path):
+    import os
+    import stat
+
+    from harness.results.store import write_text
+
+    path = tmp_path / "report.md"
+    write_text(path, "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

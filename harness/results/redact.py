@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -257,6 +258,7 @@ class Redactor:
         clean = self.text(raw)
         if clean != raw:  # a new file beside it, never one a link planted there points to
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".redacting")
+            os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))  # the log keeps its mode
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(clean)
             os.replace(tmp, path)

@@ -146,6 +146,12 @@ def out_dir(path: Path) -> Path:
     return path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: Path, text: str) -> None:
     """Replace the file ``path`` with ``text``, whole or not at all (a reader, or a resume after a
     kill, sees the old file or the new one), and never through a link: a symbolic link at
@@ -159,6 +165,7 @@ def write_text(path: Path, text: str) -> None:
     except OSError as err:
         raise RunDirError(f"{path.parent}: {err.strerror}") from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary write would create it (mkstemp gives 0600)
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
             f.flush()
