@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.plan.launch import LaunchSpec
+from runners import payload
 
 
 @dataclass
@@ -84,6 +85,11 @@ class LocalNodeRunner:
         env.update(spec.env_dict())
         env.update(extra_env or {})
         argv = list(spec.argv)
+        if spec.payload:
+            # the launch's own directory, beside its log (under the run's log dir)
+            directory = log_path.with_name(f"{log_path.stem}.payload").absolute()
+            payload.write(spec, directory)
+            argv = payload.on_pythonpath(directory, argv)
         if spec.set_env:
             # The script path, the launch's variable names and argv travel as positional
             # arguments, never inside the -c text. The values stay in the environment (argv is

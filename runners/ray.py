@@ -13,7 +13,8 @@ ids through ``node_ids``, or else through a custom resource named after the node
 --resources '{"node1": 1}'``); the actor itself asks for no resources (``num_cpus=0``), so any
 number of launches fit on a node. Inside the actor, ``runners.local.LocalNodeRunner`` starts the
 launch exactly as on the local host: its own process group, led by ``runners.guard``, argv and
-environment passed as lists and never through a shell. The launch's environment is the node's
+environment passed as lists and never through a shell; its payload (the stage probe) is written
+by the actor into the launch's directory on the node, first on its PYTHONPATH. The launch's environment is the node's
 own, i.e. that of the node's raylet (what ``ray start`` was run with), plus the spec's and the
 caller's variables: what Ray adds to its worker processes (``OMP_NUM_THREADS=1``,
 ``RAY_JOB_ID`` …) does not leak into vLLM.

@@ -39,7 +39,6 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
     python: {sys.executable}
     bind: 127.0.0.1
-    ppconf: true
 """
         for i in (0, 1)
     )

@@ -138,6 +138,13 @@ class LogLine(Part):
         return f"{self.log}:{self.line}: {self.text}"
 
 
+class PayloadFile(Part):
+    """A file a launch carried to its node (``harness.plan.launch.Payload``), by its digest."""
+
+    name: str
+    sha256: str
+
+
 class Launch(Part):
     name: str
     role: str
@@ -147,6 +154,7 @@ class Launch(Part):
     env: dict[str, str]
     port: int | None = None
     set_env: str | None = None
+    payload: list[PayloadFile] = []
 
 
 class DeploymentRecord(Part):

@@ -1,7 +1,9 @@
 """Ask each vLLM worker which pipeline stage it is and which layers it built.
 
-Serve with `--worker-extension-cls harness.target.worker_probe.StageProbe` and
-`VLLM_SERVER_DEV_MODE=1`, then
+It imports the standard library, torch and vLLM only: ppconf ships this file with every serving
+launch as `ppconf_stage_probe.py` in the launch's own directory on its node (first on the
+launch's PYTHONPATH), so a node needs nothing of ppconf. Serve with
+`--worker-extension-cls ppconf_stage_probe.StageProbe` and `VLLM_SERVER_DEV_MODE=1`, then
 
     POST /collective_rpc  {"method": "ppconf_stage_info"}
 
