@@ -49,13 +49,15 @@ import secrets
 import shlex
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
+from runners.output import NodeOutput
+from runners.protocol import NodeRunner
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
 DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"
@@ -472,6 +474,10 @@ class SshNodeRunner:
         self.start_timeout_s = start_timeout_s
         self._targets: set[SshTarget] = set()
 
+    @classmethod
+    def for_cluster(cls, cluster: Cluster | None) -> SshNodeRunner:
+        return cls(cluster)
+
     def target(self, spec: LaunchSpec) -> SshTarget:
         node = self.nodes.get(spec.node)
         return SshTarget.from_node(node) if node is not None else SshTarget(spec.host)
@@ -523,6 +529,22 @@ class SshNodeRunner:
             raise SshError(f"cannot start {spec.name} on {target} over ssh: {why}")
         return handle
 
+    def run(self, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float) -> list[NodeOutput]:
+        return [self._run(node, argv, timeout_s) for node, argv in calls]
+
+    def _run(self, node: Node, argv: Sequence[str], timeout_s: float) -> NodeOutput:
+        why = reachable(node, min(timeout_s, self.opts.connect_timeout_s + 5), self.opts)
+        if why:
+            return NodeOutput(node.name, None, error=why)
+        # not added to the masters close() ends: a launch may share the master while it runs
+        done = run_ssh(ssh_argv(SshTarget.from_node(node), self.opts) + [shlex.join(argv)], timeout_s)
+        if done is None:
+            return NodeOutput(node.name, None, error=f"no answer within {timeout_s:g} s")
+        if done.returncode == 255:  # ssh's own failure, not the program's
+            lines = done.stderr.strip().splitlines()
+            return NodeOutput(node.name, None, done.stdout, done.stderr, error=lines[-1] if lines else "ssh failed")
+        return NodeOutput(node.name, done.returncode, done.stdout, done.stderr)
+
     def close(self) -> None:
         """Ends the control masters this runner's connections went through."""
         for target in self._targets:
@@ -535,6 +557,9 @@ class SshNodeRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+RUNNER: type[NodeRunner] = SshNodeRunner  # what runners.registry starts (mypy checks it keeps the protocol)
 
 
 def _last_line(path: Path, offset: int) -> str:
