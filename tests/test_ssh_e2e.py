@@ -113,6 +113,11 @@ def test_the_probe_travels_to_nodes_without_ppconf_and_reads_even_and_custom_spl
     ):
         obs = records[case].observation
         assert obs.partition == expected and obs.partition_source == "workers (collective_rpc)", case
+        # every worker answered, on its own node, with the layers of its range only (judged as a check)
+        assert obs.stages is not None and [(w.node_rank, w.built_layers) for w in obs.stages.workers] == [
+            (0, list(range(*expected[0]))),
+            (1, list(range(*expected[1]))),
+        ], case
         assert obs.accuracy is not None and obs.accuracy.equal is True, case
         deployment = records[case].deployment
         assert deployment is not None and [l.node for l in deployment.launches] == ["node0", "node1"]

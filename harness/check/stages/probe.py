@@ -8,7 +8,8 @@ from typing import Any
 from harness.cases.partition import tuning_advice
 from harness.check import logs
 from harness.check.serving.live import LiveDeployment
-from harness.results.result import Observation, Tuning
+from harness.check.stages.built import asked_drafter
+from harness.results.result import Observation, Stages, Tuning, WorkerStage
 
 PROBE_METHOD = "ppconf_stage_info"
 TIMING_METHOD = "ppconf_stage_timing"
@@ -25,13 +26,18 @@ def start_timing(live: LiveDeployment, obs: Observation) -> bool:
 
 
 def read_partition(live: LiveDeployment, obs: Observation) -> None:
-    """Each PP rank's [start, end) from the workers, or from vLLM's log line when no probe answers."""
+    """Each PP rank's [start, end) from the workers, with everything they said they built for
+    ``harness.check.stages.built`` to judge; or from vLLM's log line when no probe answers."""
     try:
         stages = live.client.collective_rpc(PROBE_METHOD)
         obs.partition = [
             [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
         ]
         obs.partition_source = "workers (collective_rpc)"
+        method, draft_tp = asked_drafter(live.deployment.launch(live.deployment.api).argv)
+        obs.stages = Stages(
+            workers=[WorkerStage.model_validate(s) for s in stages], draft_method=method, draft_tp=draft_tp
+        )
         return
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs")
