@@ -42,7 +42,8 @@ def _span(layers: list[int]) -> str:
 
 
 def _layers(w: WorkerStage, expected: list[list[int]]) -> list[str]:
-    if w.built_layers is None or w.pp_rank >= len(expected):
+    # only a stack that records its pipeline range is surely the target's decoder stack
+    if w.built_layers is None or w.start_layer is None or w.pp_rank >= len(expected):
         return []
     start, end = expected[w.pp_rank]
     want = set(range(start, end))
