@@ -34,13 +34,17 @@ def read_partition(live: LiveDeployment, obs: Observation) -> None:
             [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
         ]
         obs.partition_source = "workers (collective_rpc)"
-        method, draft_tp = asked_drafter(live.deployment.launch(live.deployment.api).argv)
-        obs.stages = Stages(
-            workers=[WorkerStage.model_validate(s) for s in stages], draft_method=method, draft_tp=draft_tp
-        )
-        return
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs")
+    else:
+        method, draft_tp = asked_drafter(live.deployment.launch(live.deployment.api).argv)
+        try:
+            workers = [WorkerStage.model_validate(s) for s in stages]
+        except ValueError as err:  # pydantic's ValidationError: an answer of another probe version
+            obs.notes.append(f"stage probe answers not judged ({err.__class__.__name__}: {err})")
+            return
+        obs.stages = Stages(workers=workers, draft_method=method, draft_tp=draft_tp)
+        return
     line = logs.search(live.log_paths, r"Hidden layers were unevenly partitioned: \[")
     if line:
         counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]
