@@ -76,6 +76,20 @@ def test_each_wrong_answer_fails_with_its_reason(name, reason):
     assert verdict(stages, ("accuracy",)).outcome is Outcome.FAIL
 
 
+def test_answers_recorded_from_a_real_run_pass_and_a_planted_extra_layer_fails():
+    """Recorded from the two-node ssh case with a custom partition (tests/test_ssh_e2e.py)."""
+    doc = json.loads((DATA / "recorded-llama4-pp2-1,3.json").read_text())
+    stages = recorded("recorded-llama4-pp2-1,3.json")
+    assert doc["expected"] == [[0, 1], [1, 4]] and [w.built_layers for w in stages.workers] == [[0], [1, 2, 3]]
+    assert problems(stages, doc["expected"]) == []
+    planted = stages.model_copy(
+        update={"workers": [stages.workers[0].model_copy(update={"built_layers": [0, 1]}), stages.workers[1]]}
+    )
+    assert problems(planted, doc["expected"]) == [
+        "rank 0 (PP stage 0 of 2, TP rank 0) holds layers 1, outside its range [0, 1)"
+    ]
+
+
 def test_a_missing_drafter_and_a_partitioned_one_fail():
     stages = recorded("pp2-dspark-good.json")
     last = stages.workers[1]
