@@ -98,6 +98,9 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
             shell = spec.shell()
         except PlanError as err:  # a record written by hand, or before names were checked
             shell = f"# not shown: {err}"
+        for p in l.payload:  # its content is not in the record; the repro bundle writes it inline
+            note = f"# {p.name} (sha256 {p.sha256[:12]}) was written into this launch's directory, first on PYTHONPATH"
+            shell = f"{note}\n{shell}"
         launches.append({"name": l.name, "role": l.role, "node": l.node, "shell": shell})
     exp = e.expectation
     claim = exp.kind.value

@@ -7,10 +7,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import LaunchSpec
+from runners import payload
+from runners.output import NodeOutput
+from runners.protocol import NodeRunner
 
 
 @dataclass
@@ -23,6 +28,10 @@ class LocalHandle:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid  # start_new_session: the guard leads the launch's group
 
     def returncode(self) -> int | None:
         return self.proc.poll()
@@ -79,11 +88,20 @@ _SOURCE_THEN_EXEC = (
 
 
 class LocalNodeRunner:
+    @classmethod
+    def for_cluster(cls, cluster: Cluster | None) -> LocalNodeRunner:
+        return cls()
+
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> LocalHandle:
         env = dict(os.environ)
         env.update(spec.env_dict())
         env.update(extra_env or {})
         argv = list(spec.argv)
+        if spec.payload:
+            # the launch's own directory, beside its log (under the run's log dir)
+            directory = log_path.with_name(f"{log_path.stem}.payload").absolute()
+            payload.write(spec, directory)
+            argv = payload.on_pythonpath(directory, argv)
         if spec.set_env:
             # The script path, the launch's variable names and argv travel as positional
             # arguments, never inside the -c text. The values stay in the environment (argv is
@@ -104,3 +122,24 @@ class LocalNodeRunner:
                 start_new_session=True,  # own process group: stop() kills exactly this launch
             )
         return LocalHandle(spec=spec, log_path=log_path, proc=proc)
+
+    def run(self, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float) -> list[NodeOutput]:
+        return [_run(node, list(argv), timeout_s) for node, argv in calls]
+
+    def close(self) -> None:
+        pass
+
+
+def _run(node: Node, argv: list[str], timeout_s: float) -> NodeOutput:
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, start_new_session=True
+        )
+    except subprocess.TimeoutExpired:
+        return NodeOutput(node.name, None, error=f"no answer within {timeout_s:g} s")
+    except OSError as err:
+        return NodeOutput(node.name, None, error=f"cannot run {argv[0]}: {err}")
+    return NodeOutput(node.name, done.returncode, done.stdout, done.stderr)
+
+
+RUNNER: type[NodeRunner] = LocalNodeRunner  # what runners.registry starts (mypy checks it keeps the protocol)

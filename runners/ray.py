@@ -13,7 +13,8 @@ ids through ``node_ids``, or else through a custom resource named after the node
 --resources '{"node1": 1}'``); the actor itself asks for no resources (``num_cpus=0``), so any
 number of launches fit on a node. Inside the actor, ``runners.local.LocalNodeRunner`` starts the
 launch exactly as on the local host: its own process group, led by ``runners.guard``, argv and
-environment passed as lists and never through a shell. The launch's environment is the node's
+environment passed as lists and never through a shell; its payload (the stage probe) is written
+by the actor into the launch's directory on the node, first on its PYTHONPATH. The launch's environment is the node's
 own, i.e. that of the node's raylet (what ``ray start`` was run with), plus the spec's and the
 caller's variables: what Ray adds to its worker processes (``OMP_NUM_THREADS=1``,
 ``RAY_JOB_ID`` …) does not leak into vLLM.
@@ -51,16 +52,19 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
 from runners.local import LocalHandle, LocalNodeRunner
 from runners.output import NodeOutput
+from runners.protocol import NodeRunner
 
 ACTOR_LOST = -1  # returncode() when the actor holding the launch died: exit status unknown
 POLL_S = 0.25  # how often the driver pulls new log bytes
@@ -224,6 +228,10 @@ class RayHandle:
             except Exception:  # noqa: BLE001 - the pump must outlive a bad pull; stop() drains again
                 pass
 
+    @property
+    def pgid(self) -> int:
+        return self.pid
+
     def returncode(self) -> int | None:
         """The launch leader's exit status (the guard's: 128+N when signal N ended the launch),
         ``ACTOR_LOST`` if the actor died, else None. The local log is current when it is set."""
@@ -272,6 +280,12 @@ class RayNodeRunner:
     connects unless this process is already connected. ``node_ids`` maps inventory node names to
     Ray node ids; a node not in it is the Ray node holding a custom resource of its name.
     """
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster | None) -> RayNodeRunner:
+        if cluster is None or not cluster.ray_address:
+            raise RayRunnerError("nodes are reached by ray, but the inventory gives no ray_address")
+        return cls(cluster.ray_address)
 
     def __init__(self, address: str, node_ids: dict[str, str] | None = None):
         self.address = address
@@ -330,6 +344,34 @@ class RayNodeRunner:
         self._handles.append(handle)
         return handle
 
+    def run(self, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float) -> list[NodeOutput]:
+        return self.run_named([(node.name, argv) for node, argv in calls], timeout_s)
+
+    def run_named(self, calls: Sequence[tuple[str, Sequence[str]]], timeout_s: float) -> list[NodeOutput]:
+        """Each ``(inventory node name, argv)`` in a task pinned to that node, all at once."""
+        pending: list[tuple[str, Exception | ray.ObjectRef]] = []
+        for node, argv in calls:
+            try:
+                strategy = NodeAffinitySchedulingStrategy(self.node_id(node), soft=False)
+            except RayRunnerError as err:
+                pending.append((node, err))
+                continue
+            pending.append(
+                (node, _run_command_task.options(scheduling_strategy=strategy).remote(list(argv), timeout_s))
+            )
+        out = []
+        for node, ref in pending:
+            if isinstance(ref, Exception):
+                out.append(NodeOutput(node, None, error=str(ref)))
+                continue
+            try:
+                rc, stdout, stderr, error = ray.get(ref, timeout=timeout_s + CALL_TIMEOUT_S)
+            except (GetTimeoutError, ray.exceptions.RayError) as err:
+                out.append(NodeOutput(node, None, error=f"Ray task on {node} failed: {err}"))
+                continue
+            out.append(NodeOutput(node, rc, stdout, stderr, error))
+        return out
+
     def close(self) -> None:
         """Stop what is still running (it should all be stopped by now) and disconnect if this
         runner connected."""
@@ -364,35 +406,17 @@ def _run_command(argv: list[str], timeout_s: float) -> tuple[int | None, str, st
 _run_command_task = ray.remote(num_cpus=0, max_retries=0)(_run_command)
 
 
-def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: float = 60.0) -> list:
+def run_commands(address: str, calls: list[tuple[str, list[str]]], timeout_s: float = 60.0) -> list[NodeOutput]:
     """Runs each ``(node name, argv)`` in a task pinned to that node, with the node's own
-    environment (as a launch gets it); a ``runners.nodes.NodeOutput`` per call."""
+    environment (as a launch gets it); a ``runners.output.NodeOutput`` per call."""
     try:
         runner = RayNodeRunner(address)
     except RayRunnerError as err:
         return [NodeOutput(node, None, error=str(err)) for node, _ in calls]
     try:
-        pending = []
-        for node, argv in calls:
-            try:
-                strategy = NodeAffinitySchedulingStrategy(runner.node_id(node), soft=False)
-            except RayRunnerError as err:
-                pending.append((node, err))
-                continue
-            pending.append(
-                (node, _run_command_task.options(scheduling_strategy=strategy).remote(list(argv), timeout_s))
-            )
-        out = []
-        for node, ref in pending:
-            if isinstance(ref, Exception):
-                out.append(NodeOutput(node, None, error=str(ref)))
-                continue
-            try:
-                rc, stdout, stderr, error = ray.get(ref, timeout=timeout_s + CALL_TIMEOUT_S)
-            except (GetTimeoutError, ray.exceptions.RayError) as err:
-                out.append(NodeOutput(node, None, error=f"Ray task on {node} failed: {err}"))
-                continue
-            out.append(NodeOutput(node, rc, stdout, stderr, error))
-        return out
+        return runner.run_named(calls, timeout_s)
     finally:
         runner.close()
+
+
+RUNNER: type[NodeRunner] = RayNodeRunner  # what runners.registry starts (mypy checks it keeps the protocol)

@@ -12,8 +12,11 @@ How a launch runs (see ``remote_command``): the remote login shell runs
 
 where INNER, a constant script, prints ``TOKEN pgid=$$`` first (setsid made it the leader of a
 new session and process group, so ``$$`` is the group id ``stop`` signals), reads the launch's
-environment from the session's stdin (see ``env_block``), starts the watchdog, sources the node's
-set_env script when there is one, exports the environment and ``exec``s ARGV. Every word taken
+environment and the launch's payload files from the session's stdin (see ``env_block`` and
+``payload_block``; the files go into a fresh directory under the node's temp dir, which the
+watchdog removes once the group is gone), starts the watchdog, sources the node's set_env script
+when there is one, exports the environment, puts the payload directory first on PYTHONPATH and
+``exec``s ARGV. Every word taken
 from the launch (argv elements, the set_env path) travels as a single shlex-quoted positional
 argument: nothing from the matrix is ever parsed by a shell. Environment values never appear on
 a command line, so the node's process list (``ps``, /proc/*/cmdline) does not show them: tokens
@@ -46,13 +49,15 @@ import secrets
 import shlex
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
+from runners.output import NodeOutput
+from runners.protocol import NodeRunner
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
 DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"
@@ -203,33 +208,51 @@ def reachable(node: Node | SshTarget, timeout_s: float = 10.0, opts: SshOptions 
 # The remote command
 
 # Stays outside the launch's group (its own session): on EOF of the session's stdin — ppconf
-# or its ssh client went away, or stop() closed it — SIGTERM the group, SIGKILL after $3 s.
-# $1 token (to recognise it in ps), $2 pgid, $3 grace in whole seconds.
+# or its ssh client went away, or stop() closed it — SIGTERM the group, SIGKILL after $3 s, then
+# remove the launch's payload directory ($4, made by mktemp for this launch alone; empty: none)
+# once nothing of the group is left to read it. $1 token (to recognise it in ps), $2 pgid.
 _WATCHDOG = (
     "cat >/dev/null; "
-    'kill -s TERM -- "-$2" 2>/dev/null || exit 0; '
+    'if kill -s TERM -- "-$2" 2>/dev/null; then '
     'i=0; while [ "$i" -lt "$(( $3 * 10 ))" ] && kill -s 0 -- "-$2" 2>/dev/null; '
     "do sleep 0.1; i=$((i + 1)); done; "
-    'kill -s KILL -- "-$2" 2>/dev/null; exit 0'
+    'kill -s KILL -- "-$2" 2>/dev/null; fi; '
+    '[ -z "$4" ] || rm -rf -- "$4"; exit 0'
 )
 
 # Leads the launch's new group. $1 token, $2 watchdog grace; then [set_env], then ARGV.
 # fd 3 is the session's stdin: first the environment block (a byte count on a line of its own,
 # then that many bytes, read one byte at a time so not a byte more is taken from the stream),
-# then EOF when ppconf goes away, which is the watchdog's cue. The launch itself reads /dev/null.
+# then the payload block (a file count on a line; per file "SIZE NAME" on a line, then SIZE
+# bytes, written into a fresh directory under the node's temp dir), then EOF when ppconf goes
+# away, which is the watchdog's cue. The launch itself reads /dev/null.
 _INNER_HEAD = (
     'echo "$1 pgid=$$"; '
     'IFS= read -r n <&3 || { echo "ppconf: no environment block on stdin" >&2; exit 125; }; '
     'case "$n" in ""|*[!0-9]*) echo "ppconf: bad environment block size" >&2; exit 125;; esac; '
     'vars=$(dd bs=1 count="$n" <&3 2>/dev/null) || exit 125; '
-    "setsid sh -c " + shlex.quote(_WATCHDOG) + ' ppconf-watchdog "$1" "$$" "$2" <&3 >/dev/null 2>&1 3<&- & '
+    'IFS= read -r k <&3 || { echo "ppconf: no payload block on stdin" >&2; exit 125; }; '
+    'case "$k" in ""|*[!0-9]*) echo "ppconf: bad payload file count" >&2; exit 125;; esac; '
+    "_ppconf_dir=; "
+    'if [ "$k" -gt 0 ]; then _ppconf_dir=$(mktemp -d "${TMPDIR:-/tmp}/ppconf-launch.XXXXXX") || exit 125; fi; '
+    'while [ "$k" -gt 0 ]; do '
+    'IFS=" " read -r size name <&3 || exit 125; '
+    'case "$size" in ""|*[!0-9]*) echo "ppconf: bad payload file size" >&2; exit 125;; esac; '
+    'case "$name" in ""|.*|*/*) echo "ppconf: bad payload file name" >&2; exit 125;; esac; '
+    'dd bs=1 count="$size" of="$_ppconf_dir/$name" <&3 2>/dev/null || exit 125; k=$((k - 1)); done; '
+    "setsid sh -c "
+    + shlex.quote(_WATCHDOG)
+    + ' ppconf-watchdog "$1" "$$" "$2" "$_ppconf_dir" <&3 >/dev/null 2>&1 3<&- & '
     "exec 3<&-; shift 2; "
 )
-_INNER = _INNER_HEAD + 'eval "$vars" && exec "$@"'
+# The payload directory goes first on PYTHONPATH last of all: after set_env and the launch's env
+# (its variable name is one a launch's env is unlikely to give, since that env is eval'ed first).
+_PREPEND = '{ [ -z "$_ppconf_dir" ] || export PYTHONPATH="$_ppconf_dir${PYTHONPATH:+:$PYTHONPATH}"; } && '
+_INNER = _INNER_HEAD + 'eval "$vars" && ' + _PREPEND + 'exec "$@"'
 # bash, as the local runner: vendors' set_env scripts (CANN's) are written for it. The script's
 # path is $1 while it is sourced, as it is under the local runner; the launch's own environment is
 # applied after it, so the script cannot override it.
-_INNER_SET_ENV = _INNER_HEAD + 'source "$1" && shift && eval "$vars" && exec "$@"'
+_INNER_SET_ENV = _INNER_HEAD + 'source "$1" && shift && eval "$vars" && ' + _PREPEND + 'exec "$@"'
 
 
 def env_block(spec: LaunchSpec, extra_env: Mapping[str, str] | None = None) -> bytes:
@@ -242,6 +265,17 @@ def env_block(spec: LaunchSpec, extra_env: Mapping[str, str] | None = None) -> b
             raise ValueError(f"launch {spec.name!r}: not an environment variable name: {name!r}")
     body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()).encode()
     return f"{len(body)}\n".encode() + body
+
+
+def payload_block(spec: LaunchSpec) -> bytes:
+    """The launch's payload as the remote side reads it from stdin after the environment block:
+    the file count on one line, then per file ``SIZE NAME`` on a line and SIZE bytes of content
+    (names are plain file names, checked where the payload is made)."""
+    out = [f"{len(spec.payload)}\n".encode()]
+    for p in spec.payload:
+        data = p.content.encode()
+        out += [f"{len(data)} {p.name}\n".encode(), data]
+    return b"".join(out)
 
 
 def remote_command(spec: LaunchSpec, token: str, watchdog_grace_s: float = 10.0) -> str:
@@ -440,6 +474,10 @@ class SshNodeRunner:
         self.start_timeout_s = start_timeout_s
         self._targets: set[SshTarget] = set()
 
+    @classmethod
+    def for_cluster(cls, cluster: Cluster | None) -> SshNodeRunner:
+        return cls(cluster)
+
     def target(self, spec: LaunchSpec) -> SshTarget:
         node = self.nodes.get(spec.node)
         return SshTarget.from_node(node) if node is not None else SshTarget(spec.host)
@@ -449,7 +487,7 @@ class SshNodeRunner:
         Raises SshError when the node could not run it (unreachable, refused, no ``setsid``)."""
         target = self.target(spec)
         token = "ppconf-" + secrets.token_hex(8)
-        block = env_block(spec, extra_env)
+        block = env_block(spec, extra_env) + payload_block(spec)
         argv = ssh_argv(target, self.opts) + [remote_command(spec, token, self.watchdog_grace_s)]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
@@ -491,6 +529,22 @@ class SshNodeRunner:
             raise SshError(f"cannot start {spec.name} on {target} over ssh: {why}")
         return handle
 
+    def run(self, calls: Sequence[tuple[Node, Sequence[str]]], timeout_s: float) -> list[NodeOutput]:
+        return [self._run(node, argv, timeout_s) for node, argv in calls]
+
+    def _run(self, node: Node, argv: Sequence[str], timeout_s: float) -> NodeOutput:
+        why = reachable(node, min(timeout_s, self.opts.connect_timeout_s + 5), self.opts)
+        if why:
+            return NodeOutput(node.name, None, error=why)
+        # not added to the masters close() ends: a launch may share the master while it runs
+        done = run_ssh(ssh_argv(SshTarget.from_node(node), self.opts) + [shlex.join(argv)], timeout_s)
+        if done is None:
+            return NodeOutput(node.name, None, error=f"no answer within {timeout_s:g} s")
+        if done.returncode == 255:  # ssh's own failure, not the program's
+            lines = done.stderr.strip().splitlines()
+            return NodeOutput(node.name, None, done.stdout, done.stderr, error=lines[-1] if lines else "ssh failed")
+        return NodeOutput(node.name, done.returncode, done.stdout, done.stderr)
+
     def close(self) -> None:
         """Ends the control masters this runner's connections went through."""
         for target in self._targets:
@@ -503,6 +557,9 @@ class SshNodeRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+RUNNER: type[NodeRunner] = SshNodeRunner  # what runners.registry starts (mypy checks it keeps the protocol)
 
 
 def _last_line(path: Path, offset: int) -> str:

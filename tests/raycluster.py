@@ -201,12 +201,13 @@ def spec_to_json(spec) -> dict:
         "env": [list(kv) for kv in spec.env],
         "port": spec.port,
         "set_env": spec.set_env,
+        "payload": [[p.name, p.content] for p in spec.payload],
     }
 
 
 def serve(address: str) -> None:
     """The driver side: one JSON command per stdin line, one JSON answer per stdout line."""
-    from harness.plan.launch import LaunchSpec
+    from harness.plan.launch import LaunchSpec, Payload
     from runners.ray import RayNodeRunner
 
     runner = RayNodeRunner(address)
@@ -238,6 +239,7 @@ def serve(address: str) -> None:
                     tuple(tuple(kv) for kv in s["env"]),
                     s["port"],
                     s["set_env"],
+                    payload=tuple(Payload(name, content) for name, content in s.get("payload", [])),
                 )
                 if req.get("node_ids"):
                     runner.node_ids = req["node_ids"]

@@ -39,7 +39,6 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
     python: {sys.executable}
     bind: 127.0.0.1
-    ppconf: true
 """
         for i in (0, 1)
     )
@@ -68,6 +67,8 @@ def test_two_node_case_through_the_ray_runner(ray_cluster, tmp_path):
     assert rec.outcome is Outcome.PASS, rec.reason
     obs = rec.observation
     assert obs.partition == [[0, 3], [3, 5]] and obs.accuracy is not None and obs.accuracy.equal is True
+    # read from the stage probe that the node's actor wrote into each launch's directory
+    assert obs.partition_source == "workers (collective_rpc)" and obs.stages is not None
     assert rec.deployment is not None and [l.node for l in rec.deployment.launches] == ["node0", "node1"]
     assert json.loads((run_dir / "run.json").read_text())["cluster"] == "two-ray-nodes"
     assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"

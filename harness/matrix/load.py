@@ -17,7 +17,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,8 +134,13 @@ def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 
 def validation_errors(
-    doc: Document, model: type[BaseModel], base: tuple[Any, ...], err: ValidationError
+    doc: Document,
+    model: type[BaseModel],
+    base: tuple[Any, ...],
+    err: ValidationError,
+    removed: Mapping[str, str] = REMOVED_KEYS,
 ) -> list[SourceError]:
+    """Positioned messages; a key of ``removed`` (once a setting) says where its choice went."""
     out = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -143,10 +148,8 @@ def validation_errors(
         dotted = ".".join(str(p) for p in full)
         if e["type"] == "extra_forbidden":
             key = loc[-1]
-            if key in REMOVED_KEYS:
-                out.append(
-                    SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: {REMOVED_KEYS[key]}")
-                )
+            if isinstance(key, str) and key in removed:
+                out.append(SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: {removed[key]}"))
                 continue
             out.append(
                 SourceError(

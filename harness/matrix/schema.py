@@ -525,7 +525,7 @@ class Suite(Strict):
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
 # The checks of a served case a known-issue or flaky waiver can cover (harness.check.verdict.judge).
-CHECKS = ("startup", "request", "partition", "accuracy", "silent-disable", "feature-checks", "workload")
+CHECKS = ("startup", "request", "partition", "stages", "accuracy", "silent-disable", "feature-checks", "workload")
 
 
 class Rule(Strict):

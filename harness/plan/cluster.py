@@ -19,6 +19,12 @@ from harness.matrix.source import MatrixError, SourceError, load_document
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
+# Keys that were settings of an inventory once, with why they went.
+REMOVED_KEYS = {
+    "ppconf": "the stage probe now travels with every serving launch (written into the launch's "
+    "own directory on its node and put on its PYTHONPATH), so a node needs vLLM, not ppconf",
+}
+
 
 class Ssh(Strict):
     user: str | None = None
@@ -41,9 +47,6 @@ class Node(Strict):
     set_env: OneLine | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
     env: Env = {}
     bind: OneLine | None = None  # --host for API servers on this node
-    # ppconf is importable by the node's vLLM, so workers can load its stage probe and report
-    # the layer ranges they built (always true for the local host).
-    ppconf: bool = False
 
 
 class Cluster(Strict):
@@ -103,7 +106,7 @@ def load_cluster(ref: str | Path | None) -> Cluster:
     try:
         cluster = Cluster.model_validate(doc.root)
     except ValidationError as err:
-        raise MatrixError(validation_errors(doc, Cluster, (), err)) from err
+        raise MatrixError(validation_errors(doc, Cluster, (), err, REMOVED_KEYS)) from err
     names = [n.name for n in cluster.nodes]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

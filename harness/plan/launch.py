@@ -38,6 +38,27 @@ class Placement:
     nodes: tuple[tuple[str, tuple[int, ...]], ...]
 
 
+PAYLOAD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A file a launch needs on its node (the stage probe): the runner writes it into the launch's
+    own directory there before starting it, and puts that directory first on the launch's
+    PYTHONPATH, so the node needs nothing of ppconf installed."""
+
+    name: str  # a plain file name, e.g. "ppconf_stage_probe.py"
+    content: str
+
+    def __post_init__(self) -> None:
+        if not PAYLOAD_NAME.fullmatch(self.name):
+            raise PlanError(f"payload file name {self.name!r} is not a plain file name")
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     name: str  # unique within the deployment, e.g. "node0-api"
@@ -51,6 +72,7 @@ class LaunchSpec:
     # flag -> the matrix entries (file:line:col) that gave it, for messages about the plan
     origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
     env_origins: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
+    payload: tuple[Payload, ...] = ()  # files written into the launch's directory on its node
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
@@ -65,6 +87,7 @@ class LaunchSpec:
         for k, v in self.env:
             hidden = secrets.env(k, v)
             lines.append(export(k, v) if hidden is None else export(k, "", _shell_word([hidden])))
+        lines += payload_lines(self.payload)
         argv = redact.split_argv(self.argv, secrets)
         lines.append(" \\\n    ".join(_shell_words(self.argv, [_shell_word(w) for w in argv])))
         if secrets.values:
@@ -84,6 +107,7 @@ class LaunchSpec:
             "env": scrub(redact.env(dict(self.env))),
             "port": self.port,
             "set_env": self.set_env,
+            **({"payload": [{"name": p.name, "sha256": p.sha256} for p in self.payload]} if self.payload else {}),
         }
 
 
@@ -97,6 +121,22 @@ def export(name: str, value: str, quoted: str | None = None) -> str:
     if not ENV_NAME.fullmatch(name):
         raise PlanError(f"environment variable name {name!r} is not a valid identifier")
     return f"export {name}={shlex.quote(value) if quoted is None else quoted}"
+
+
+PAYLOAD_END = "PPCONF_PAYLOAD_END"
+
+
+def payload_lines(payload: tuple[Payload, ...]) -> list[str]:
+    """Shell lines that do what a runner does with a launch's payload: write each file, inline,
+    into a fresh directory and put that directory first on PYTHONPATH."""
+    if not payload:
+        return []
+    lines = [f"payload=$(mktemp -d)  # this launch's own directory: {', '.join(p.name for p in payload)}"]
+    for p in payload:
+        if PAYLOAD_END in p.content:
+            raise PlanError(f"payload file {p.name} holds {PAYLOAD_END}, which ends it inline")
+        lines += [f"cat > \"$payload\"/{shlex.quote(p.name)} <<'{PAYLOAD_END}'", p.content.rstrip("\n"), PAYLOAD_END]
+    return [*lines, 'export PYTHONPATH="$payload${PYTHONPATH:+:$PYTHONPATH}"']
 
 
 def _shell_word(pieces: list[redact.Piece]) -> str:
@@ -134,7 +174,12 @@ class Deployment:
     @property
     def key(self) -> str:
         """Identical launches (ports aside) make one deployment, whatever cases need it."""
-        body = json.dumps([(l.role, l.node, l.argv, l.env) for l in self.launches], sort_keys=True)
+        # a payload counts only where there is one, so plans without any keep their keys
+        launches = [
+            (l.role, l.node, l.argv, l.env, *([[p.sha256 for p in l.payload]] if l.payload else []))
+            for l in self.launches
+        ]
+        body = json.dumps(launches, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def launch(self, name: str) -> LaunchSpec:

@@ -138,6 +138,13 @@ class LogLine(Part):
         return f"{self.log}:{self.line}: {self.text}"
 
 
+class PayloadFile(Part):
+    """A file a launch carried to its node (``harness.plan.launch.Payload``), by its digest."""
+
+    name: str
+    sha256: str
+
+
 class Launch(Part):
     name: str
     role: str
@@ -147,6 +154,7 @@ class Launch(Part):
     env: dict[str, str]
     port: int | None = None
     set_env: str | None = None
+    payload: list[PayloadFile] = []
 
 
 class DeploymentRecord(Part):
@@ -267,6 +275,48 @@ class FeatureCheck(Part):
     detail: str
 
 
+class Drafter(Part):
+    """The speculative-decoding drafter one worker holds (``ppconf_stage_info``'s ``drafter``)."""
+
+    method: str | None = None
+    proposer: str | None = None
+    tp_size: int | None = None  # the drafter's TP size as the engine set it
+    model: str | None = None
+    stack: str = ""
+    built_layers: list[int] | None = None
+    blocks: int = 0  # the draft stack's length: built_layers short of it means it was partitioned
+    parameters: int = 0
+
+
+class WorkerStage(Part):
+    """What one worker built, as the stage probe read it from the loaded model
+    (``harness.target.worker_probe.StageProbe.ppconf_stage_info``)."""
+
+    rank: int
+    pp_rank: int
+    pp_size: int
+    tp_rank: int = 0
+    tp_size: int = 1
+    node_rank: int | None = None
+    num_hidden_layers: int | None = None
+    start_layer: int | None = None
+    end_layer: int | None = None
+    built_layers: list[int] | None = None  # blocks that are real modules (with weights), not placeholders
+    drafter: Drafter | None = None
+    taps: list[int] | None = None  # dspark_target_layer_ids, as the drafter's config names them
+    aux_layers: list[int] | None = None  # the same taps in the target's capture numbering
+    collected_taps: list[int] | None = None  # the taps this worker's stack collects and relays
+    host: str | None = None
+
+
+class Stages(Part):
+    """Every worker's answer, and what the case asked of the drafter (from its launch)."""
+
+    workers: list[WorkerStage] = []
+    draft_method: str | None = None  # --speculative-config's method, when the case asks for a drafter
+    draft_tp: int | None = None  # its draft_tensor_parallel_size, when given
+
+
 class Observation(Part):
     """What the real processes of one case did: filled by the checks (``harness.check.observe``),
     read by the judge, stored by the recorder as it is."""
@@ -284,6 +334,7 @@ class Observation(Part):
     partition: list[list[int]] | None = None
     partition_expected: list[list[int]] | None = None
     partition_source: str | None = None
+    stages: Stages | None = None  # what each worker built, from the stage probe
     accuracy: Comparison | None = None
     reference: dict[str, Any] | None = None  # which reference decided the accuracy, where its outputs came from
     reference_error: str | None = None

@@ -1,7 +1,9 @@
 """Ask each vLLM worker which pipeline stage it is and which layers it built.
 
-Serve with `--worker-extension-cls harness.target.worker_probe.StageProbe` and
-`VLLM_SERVER_DEV_MODE=1`, then
+It imports the standard library, torch and vLLM only: ppconf ships this file with every serving
+launch as `ppconf_stage_probe.py` in the launch's own directory on its node (first on the
+launch's PYTHONPATH), so a node needs nothing of ppconf. Serve with
+`--worker-extension-cls ppconf_stage_probe.StageProbe` and `VLLM_SERVER_DEV_MODE=1`, then
 
     POST /collective_rpc  {"method": "ppconf_stage_info"}
 
@@ -90,6 +92,11 @@ class StageProbe:
         blocks that are real modules rather than pipeline placeholders.
         `drafter` says where the speculative-decoding draft model lives: None
         on a worker that holds none, else what this worker built of it.
+        `taps` are the target layers a tapping drafter (DSpark) reads, as its
+        config names them (`dspark_target_layer_ids`); `aux_layers` the same
+        taps in the target model's capture numbering, as the engine derives
+        them; `collected_taps` the ones this worker's stack collects (and so
+        relays on towards the last stage).
         """
         from vllm.distributed.parallel_state import get_pp_group, get_tp_group
 
@@ -111,6 +118,9 @@ class StageProbe:
             "end_layer": _layer_attr(stack, "end_layer"),
             "built_layers": _built_layers(blocks),
             "drafter": _drafter_info(self.model_runner, config),
+            "taps": _taps(config),
+            "aux_layers": _aux_layers(config),
+            "collected_taps": _int_list(getattr(stack, "aux_hidden_state_layers", None)),
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }
@@ -151,9 +161,9 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
     """The draft model this worker holds, or None.
 
     `method` is the speculative method, `proposer` the runner's proposer
-    class; for drafters that are models (MTP, EAGLE, DSpark ...),
+    class, `tp_size` the drafter's TP size as the engine set it; for drafters that are models (MTP, EAGLE, DSpark ...),
     `model` is the draft model's class, `stack` and `built_layers` its own
-    blocks (all of them on the stage that holds it, when it is not
+    blocks (all `blocks` of them on the stage that holds it, when it is not
     partitioned) and `parameters` the parameter count this worker loaded.
     A proposer without a model (n-gram) has `model` None.
     """
@@ -164,9 +174,11 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
     info: dict[str, Any] = {
         "method": getattr(spec, "method", None),
         "proposer": type(drafter).__name__,
+        "tp_size": getattr(getattr(spec, "draft_parallel_config", None), "tensor_parallel_size", None),
         "model": None,
         "stack": "",
         "built_layers": None,
+        "blocks": 0,
         "parameters": 0,
     }
     model = getattr(drafter, "model", None)
@@ -176,9 +188,37 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
             model=type(model).__name__,
             stack=path,
             built_layers=_built_layers(blocks),
+            blocks=len(blocks) if blocks is not None else 0,
             parameters=sum(p.numel() for p in model.parameters()),
         )
     return info
+
+
+def _draft_hf_config(config):
+    spec = getattr(config, "speculative_config", None)
+    return getattr(getattr(spec, "draft_model_config", None), "hf_config", None)
+
+
+def _taps(config) -> list[int] | None:
+    return _int_list(getattr(_draft_hf_config(config), "dspark_target_layer_ids", None))
+
+
+def _aux_layers(config) -> list[int] | None:
+    """The target layers whose hidden states the drafter needs, numbered as the target model
+    captures them (vLLM converts each drafter's own numbering)."""
+    spec = getattr(config, "speculative_config", None)
+    if spec is None:
+        return None
+    try:
+        from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+
+        return _int_list(get_eagle3_aux_layers_from_config(spec))
+    except Exception:  # noqa: BLE001 - an engine without this helper: the taps are judged as named
+        return None
+
+
+def _int_list(value) -> list[int] | None:
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else None
 
 
 def _layer_attr(stack, attr: str):

@@ -70,7 +70,7 @@ class Launcher:
     ) -> Iterator[LiveDeployment]:
         """Lease, plan on what the lease gave, launch; stop every process group on the way out."""
         with self.leased(placement, note) as leased:
-            d = instrument(replan(leased, self.ports()), self.cluster)
+            d = instrument(replan(leased, self.ports()))
             live = LiveDeployment(d, log_dir, self.extra_env(), self.request_timeout_s, self.cluster)
             self.launches += 1
             log.info("launching %s: %s", note, "; ".join(f"{s.name} on {s.node}" for s in d.launches))

@@ -8,14 +8,13 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.check import logs
 from harness.check.serving.client import Client
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, Ports
-from runners.local import LocalNodeRunner
-from runners.ssh import SshNodeRunner
+from runners import registry
+from runners.protocol import Handle, NodeRunner
 
 
 def free_port() -> int:
@@ -42,8 +41,8 @@ class LiveDeployment:
         self.deployment = deployment
         self.log_dir = log_dir
         self.cluster = cluster
-        self.runners: dict[str, Any] = {}
-        self.handles: list[Any] = []
+        self.runners: dict[str, NodeRunner] = {}
+        self.handles: list[Handle] = []
         self.extra_env = extra_env
         self.t0 = time.monotonic()
         api = deployment.launch(deployment.api)
@@ -58,32 +57,21 @@ class LiveDeployment:
     def _reach(self, node_name: str) -> str:
         return self.cluster.node(node_name).reach if self.cluster else "local"
 
-    def runner_for(self, node_name: str) -> Any:
-        """The node runner that reaches a node: this host's, OpenSSH, or an actor on its Ray node."""
+    def runner_for(self, node_name: str) -> NodeRunner:
+        """The node runner that reaches a node, one per way of reaching (``runners.registry``)."""
         reach = self._reach(node_name)
         if reach not in self.runners:
-            if reach == "local":
-                self.runners[reach] = LocalNodeRunner()
-            elif reach == "ssh" and self.cluster:
-                self.runners[reach] = SshNodeRunner(self.cluster)
-            elif reach == "ray" and self.cluster and self.cluster.ray_address:
-                from runners.ray import RayNodeRunner  # Ray is imported only by runs that use it
-
-                self.runners[reach] = RayNodeRunner(self.cluster.ray_address)
-            else:
-                raise RuntimeError(f"node {node_name} is reached by {reach}, but the inventory gives no ray_address")
+            self.runners[reach] = registry.runner(reach, self.cluster)
         return self.runners[reach]
 
-    def groups(self) -> list[dict[str, Any]]:
+    def groups(self) -> list[dict[str, str | int]]:
         """Where each launched process group runs: {"node", "reach", "pgid"}; the pgid is the
         group's id on that node (for SSH, the remote group, once the node reported it)."""
-        out = []
-        for h in self.handles:
-            reach = self._reach(h.spec.node)
-            pgid = getattr(h, "pgid", None) if reach == "ssh" else h.pid
-            if pgid is not None:
-                out.append({"node": h.spec.node, "reach": reach, "pgid": pgid})
-        return out
+        return [
+            {"node": h.spec.node, "reach": self._reach(h.spec.node), "pgid": h.pgid}
+            for h in self.handles
+            if h.pgid is not None
+        ]
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -129,6 +117,5 @@ class LiveDeployment:
         for h in reversed(self.handles):
             h.stop()
         for runner in self.runners.values():
-            if hasattr(runner, "close"):
-                runner.close()
+            runner.close()
         self.client.close()

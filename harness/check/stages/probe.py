@@ -8,7 +8,8 @@ from typing import Any
 from harness.cases.partition import tuning_advice
 from harness.check import logs
 from harness.check.serving.live import LiveDeployment
-from harness.results.result import Observation, Tuning
+from harness.check.stages.built import asked_drafter
+from harness.results.result import Observation, Stages, Tuning, WorkerStage
 
 PROBE_METHOD = "ppconf_stage_info"
 TIMING_METHOD = "ppconf_stage_timing"
@@ -25,16 +26,25 @@ def start_timing(live: LiveDeployment, obs: Observation) -> bool:
 
 
 def read_partition(live: LiveDeployment, obs: Observation) -> None:
-    """Each PP rank's [start, end) from the workers, or from vLLM's log line when no probe answers."""
+    """Each PP rank's [start, end) from the workers, with everything they said they built for
+    ``harness.check.stages.built`` to judge; or from vLLM's log line when no probe answers."""
     try:
         stages = live.client.collective_rpc(PROBE_METHOD)
         obs.partition = [
             [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
         ]
         obs.partition_source = "workers (collective_rpc)"
-        return
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs")
+    else:
+        method, draft_tp = asked_drafter(live.deployment.launch(live.deployment.api).argv)
+        try:
+            workers = [WorkerStage.model_validate(s) for s in stages]
+        except ValueError as err:  # pydantic's ValidationError: an answer of another probe version
+            obs.notes.append(f"stage probe answers not judged ({err.__class__.__name__}: {err})")
+            return
+        obs.stages = Stages(workers=workers, draft_method=method, draft_tp=draft_tp)
+        return
     line = logs.search(live.log_paths, r"Hidden layers were unevenly partitioned: \[")
     if line:
         counts = [int(x) for x in line.text.split("[", 1)[1].split("]", 1)[0].split(",")]

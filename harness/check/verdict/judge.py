@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.check.stages import built
 from harness.outcomes import Kind, Outcome
 from harness.results.result import Expectation, Observation
 
@@ -46,6 +47,8 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
             out.append(("partition", "the partition the workers built could not be read (no stage probe, no log line)"))
         elif obs.partition != obs.partition_expected:
             out.append(("partition", f"partition {obs.partition} differs from the oracle's {obs.partition_expected}"))
+    if obs.stages is not None:
+        out += [("stages", why) for why in built.problems(obs.stages, obs.partition_expected)]
     if obs.accuracy is not None and not obs.accuracy.equal:
         ref = obs.accuracy.reference or "the reference"
         out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.summary}".rstrip(": ")))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.check import logs
-from harness.plan.launch import Deployment, export
+from harness.plan.launch import Deployment, export, payload_lines
 from harness.results import store
 from harness.results.redact import Redactor
 from harness.results.result import Result
@@ -53,13 +53,18 @@ def write_bundle(
         _comment(f"Re-run just this case through ppconf: {rerun}"),
         "",
     ]
-    for launch in d.to_json()["launches"] if d else []:
+    chunks = []  # masked text, then each launch's payload as it is: ppconf's own files hold no secret
+    for spec, launch in zip(d.launches, d.to_json()["launches"], strict=True) if d else []:
         lines.append(_comment(f"--- {launch['name']}: {launch['role']} on {launch['node']} ({launch['host']})"))
         if launch.get("set_env"):
             lines.append(f"source {shlex.quote(launch['set_env'])}")
         lines += [export(k, v) for k, v in sorted(launch["env"].items())]
+        if spec.payload:  # the stage probe, written inline as the runner writes it
+            chunks += [redactor.text("\n".join(lines)), "\n".join(payload_lines(spec.payload))]
+            lines = []
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
-    store.write_text(out / "commands.sh", redactor.text("\n".join(lines)))
+    chunks.append(redactor.text("\n".join(lines)))
+    store.write_text(out / "commands.sh", "\n".join(chunks))
     versions = record.versions or store.read_meta(run_dir).get("versions")
     obs = record.observation
     excerpts = {}

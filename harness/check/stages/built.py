@@ -1,0 +1,121 @@
+"""Judging what each stage built, from the stage probe's answers (``Stages``), against the guide:
+each rank holds exactly its ``[start, end)`` layers and no weights of the others; the drafter
+lives on the last PP stage only, whole (not partitioned), with the draft TP size the case asked
+for; every layer a drafter taps (DSpark's ``dspark_target_layer_ids``) is collected by the stage
+it lives on, so the taps of earlier stages are relayed to the drafter on the last one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from harness.results.result import Stages, WorkerStage
+
+SPEC_FLAG = "--speculative-config"
+
+
+def asked_drafter(argv: Sequence[str]) -> tuple[str | None, int | None]:
+    """(method, draft_tensor_parallel_size) of the launch's ``--speculative-config``; (None, None)
+    without one (or with a value that is not a JSON object: the engine refuses that itself)."""
+    raw = None
+    for i, word in enumerate(argv):
+        if word == SPEC_FLAG and i + 1 < len(argv):
+            raw = argv[i + 1]
+        elif word.startswith(SPEC_FLAG + "="):
+            raw = word.split("=", 1)[1]
+    try:
+        spec = json.loads(raw) if raw else None
+    except ValueError:
+        return None, None
+    if not isinstance(spec, dict):
+        return None, None
+    method, tp = spec.get("method"), spec.get("draft_tensor_parallel_size")
+    return (str(method) if method else "speculative decoding"), (tp if isinstance(tp, int) else None)
+
+
+def _where(w: WorkerStage) -> str:
+    return f"rank {w.rank} (PP stage {w.pp_rank} of {w.pp_size}, TP rank {w.tp_rank})"
+
+
+def _span(layers: list[int]) -> str:
+    return ", ".join(map(str, layers))
+
+
+def _layers(w: WorkerStage, expected: list[list[int]]) -> list[str]:
+    # only a stack that records its pipeline range is surely the target's decoder stack
+    if w.built_layers is None or w.start_layer is None or w.pp_rank >= len(expected):
+        return []
+    start, end = expected[w.pp_rank]
+    want = set(range(start, end))
+    extra, missing = sorted(set(w.built_layers) - want), sorted(want - set(w.built_layers))
+    out = []
+    if extra:
+        out.append(f"{_where(w)} holds layers {_span(extra)}, outside its range [{start}, {end})")
+    if missing:
+        out.append(f"{_where(w)} did not build layers {_span(missing)} of its range [{start}, {end})")
+    return out
+
+
+def _drafters(stages: Stages) -> list[str]:
+    out = []
+    workers = stages.workers
+    for w in workers:
+        d = w.drafter
+        if d is None:
+            continue
+        name = d.model or d.proposer or "a drafter"
+        if w.pp_rank != w.pp_size - 1:
+            out.append(f"{_where(w)} holds the drafter ({name}); it belongs on the last PP stage only")
+        if d.built_layers is not None and d.blocks and len(d.built_layers) < d.blocks:
+            out.append(
+                f"the drafter on {_where(w)} is partitioned: it built blocks {_span(d.built_layers)} of {d.blocks}"
+            )
+        if stages.draft_tp is not None and d.tp_size is not None and d.tp_size != stages.draft_tp:
+            out.append(
+                f"the drafter on {_where(w)} runs with TP {d.tp_size}; "
+                f"the case asks draft_tensor_parallel_size {stages.draft_tp}"
+            )
+    last = [w for w in workers if w.pp_rank == w.pp_size - 1]
+    if stages.draft_method and last and not any(w.drafter for w in last):
+        out.append(f"no worker of the last PP stage holds a drafter, though the case asks for {stages.draft_method}")
+    return out
+
+
+def _holds(w: WorkerStage, tap: int) -> bool:
+    return w.start_layer is not None and w.end_layer is not None and w.start_layer <= tap <= w.end_layer
+
+
+def _taps(stages: Stages) -> list[str]:
+    """A tap is judged in the target model's capture numbering (``aux_layers``) where the engine
+    gave it, else as the drafter's config names it; the stage whose range holds it (its end
+    included: a stage captures what leaves its last layer) must collect it."""
+    heads = [w for w in stages.workers if w.tp_rank == 0]
+    named = next((w.aux_layers or w.taps for w in heads if w.aux_layers or w.taps), None)
+    if not named:
+        return []
+    out = []
+    for tap in named:
+        owners = [
+            w
+            for w in heads
+            if w.start_layer is not None and w.end_layer is not None and w.start_layer <= tap <= w.end_layer
+        ]
+        if not owners:
+            out.append(f"the drafter taps layer {tap}, which no PP stage holds")
+            continue
+        known = [w for w in owners if w.collected_taps is not None]
+        if known and not any(tap in (w.collected_taps or []) for w in known):
+            w = known[0]
+            relay = "" if w.pp_rank == w.pp_size - 1 else ", so it is not relayed to the drafter on the last stage"
+            collected = _span(w.collected_taps or []) or "none"
+            out.append(
+                f"tap at layer {tap} lives on PP stage {w.pp_rank}, which does not collect it{relay} "
+                f"(it collects: {collected})"
+            )
+    return out
+
+
+def problems(stages: Stages, expected: list[list[int]] | None) -> list[str]:
+    """Why what the stages built breaks the guide's claims; [] when it holds."""
+    out = [p for w in stages.workers for p in _layers(w, expected or [])]
+    return out + _drafters(stages) + _taps(stages)

