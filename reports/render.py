@@ -141,6 +141,7 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
         "excerpts": excerpts,
         "feature_checks": obs.feature_checks,
         "workload": [traffic.phase_row(e.case, p) for p in obs.workload],
+        "stages": traffic.stage_rows(obs.stages) if obs.stages else [],
         "diagnosis": r.diagnosis if r else None,
         "repro": r.repro.rerun if r and r.repro else None,
     }

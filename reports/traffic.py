@@ -7,7 +7,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from harness.results.result import PhaseRecord, Result
+from harness.check.stages.balance import per_stage
+from harness.results.result import PhaseRecord, Result, Stages
 
 
 def _fmt(v: float | None, digits: int = 3) -> str:
@@ -111,3 +112,21 @@ def plots(records: list[Result]) -> list[dict[str, str]]:
                 charts.append(_chart(title, series, unit))
         out.append({"case": r.case, "svg": "".join(charts)})
     return out
+
+
+def _mib(v: float | int | None) -> str:
+    return "—" if v is None else f"{v / 2**20:.1f}"
+
+
+def stage_rows(stages: Stages) -> list[dict[str, str]]:
+    """Each PP stage's weights, KV-cache blocks, peak memory (MiB) and mean forward time (ms)."""
+    return [
+        {
+            "stage": str(r["stage"]),
+            "weights_mib": _mib(r["weights_bytes"]),
+            "kv_blocks": "—" if r["kv_blocks"] is None else str(r["kv_blocks"]),
+            "peak_mib": _mib(r["peak_memory_bytes"]),
+            "step_ms": _fmt(r["step_ms"]),
+        }
+        for r in per_stage(stages)
+    ]

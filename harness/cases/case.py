@@ -28,6 +28,7 @@ def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectati
             "workload": [p.model_dump(mode="json", exclude_defaults=True) for p in rule.workload]
             if rule.workload
             else None,
+            "stage_bounds": rule.stage_bounds.model_dump(mode="json", exclude_none=True) if rule.stage_bounds else None,
         }
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Phase
+from harness.matrix.schema import Phase, StageBounds
 
 ID_LOW, ID_HIGH = 3, 500
 SHARED_SUFFIX = 12  # tokens after the shared prefix, distinct per request
@@ -97,6 +97,13 @@ def workload_of(m: Matrix, case: Case) -> list[Phase]:
         if layer is not None and layer.workload is not None:
             return list(layer.workload)
     return [SEQUENTIAL]
+
+
+def stage_bounds_of(m: Matrix, case: Case) -> StageBounds | None:
+    """The case's bounds on how uneven its stages may be: its rule's, else its suite's."""
+    suite = m.suite(case.suite)
+    rule = next((e.rule for e in m.rules if e.index == case.expectation.rule), None)
+    return rule.stage_bounds if rule is not None and rule.stage_bounds is not None else suite.stage_bounds
 
 
 def _ids(rng: random.Random, n: int) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload
+from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of
 from harness.check import logs
 from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
@@ -137,9 +137,10 @@ class Observer:
         suite = self.m.suite(cases[0].suite)
         case = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
-        tuning = suite.partition_tuning and self.m.topologies[case.topology].pp > 1 and not first_request
-        if tuning:
-            tuning = start_timing(live, obs)
+        # every PP stage's forward time over the sequential requests (and, where the suite asks,
+        # the partition-tuning advice from it)
+        timed = self.m.topologies[case.topology].pp > 1 and not first_request and start_timing(live, obs)
+        tuning = suite.partition_tuning and timed
         t_req = time.monotonic()
         pooling = self.m.pools(case.features)
         for c in cases:
@@ -164,6 +165,8 @@ class Observer:
         if first_request:
             return
         read_partition(live, obs)
+        if timed:
+            probe.record_step_times(live, obs)
         if tuning and obs.partition:
             obs.tuning = stage_costs(live, obs)
         self._run_phases(live, cases, phases)
@@ -201,6 +204,10 @@ class Observer:
         obs = shared.model_copy(update={"silent_disable": [], "scores": {}}, deep=True)
         exp = case.expectation
         topo = self.m.topologies[case.topology]
+        bounds = stage_bounds_of(self.m, case)
+        if obs.stages is not None and bounds is not None:
+            obs.stages.max_last_stage_memory_ratio = bounds.max_last_stage_memory_ratio
+            obs.stages.max_step_time_ratio = bounds.max_step_time_ratio
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
             rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
             obs.partition_expected = [list(r) for r in rng]

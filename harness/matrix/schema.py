@@ -150,6 +150,15 @@ class Compare(Strict):
     tie_margin: float = Field(0.05, ge=0.0)
 
 
+class StageBounds(Strict):
+    """How uneven a PP deployment's stages may be, from what each stage's workers report: the last
+    stage's peak memory at most this many times the stages' mean (the guide's advice: the output
+    modules and the drafter sit there), the slowest stage's mean forward time likewise."""
+
+    max_last_stage_memory_ratio: float | None = Field(None, gt=0)
+    max_step_time_ratio: float | None = Field(None, gt=0)
+
+
 # The kinds of traffic a workload phase sends (harness.cases.workload).
 PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
 
@@ -518,6 +527,8 @@ class Suite(Strict):
     # The traffic every served case is judged on, phase by phase (a group's or a rule's replaces
     # it); unset: the one sequential phase of `accuracy`'s requests.
     workload: list[Phase] | None = None
+    # Bounds on how uneven the stages of its PP cases may be (a rule's replace them).
+    stage_bounds: StageBounds | None = None
     groups: list[Group] = Field(min_length=1)
 
     _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))
@@ -555,6 +566,7 @@ class Rule(Strict):
     # The traffic of the cases this rule decides (over its group's and suite's): a claim about a
     # request pattern (chunked prefill, preemption, ...) carries the phase that exercises it.
     workload: list[Phase] | None = None
+    stage_bounds: StageBounds | None = None
 
     _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))
 

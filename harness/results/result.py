@@ -306,6 +306,10 @@ class WorkerStage(Part):
     taps: list[int] | None = None  # dspark_target_layer_ids, as the drafter's config names them
     aux_layers: list[int] | None = None  # the same taps in the target's capture numbering
     collected_taps: list[int] | None = None  # the taps this worker's stack collects and relays
+    weights_bytes: int | None = None  # the loaded model's parameters on this worker
+    kv_blocks: int | None = None  # KV-cache blocks the engine gave it
+    peak_memory_bytes: int | None = None  # its peak device memory (the CPU: peak resident set)
+    step_ms: float | None = None  # its mean forward time over the sequential requests
     host: str | None = None
 
 
@@ -315,6 +319,9 @@ class Stages(Part):
     workers: list[WorkerStage] = []
     draft_method: str | None = None  # --speculative-config's method, when the case asks for a drafter
     draft_tp: int | None = None  # its draft_tensor_parallel_size, when given
+    # the claim's bounds on how uneven the stages may be (``StageBounds``), where it states them
+    max_last_stage_memory_ratio: float | None = None
+    max_step_time_ratio: float | None = None
 
 
 class Observation(Part):
@@ -382,6 +389,7 @@ class Expectation(Part):
     reference: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     workload: list[dict[str, Any]] | None = None  # the rule's own workload phases
+    stage_bounds: dict[str, Any] | None = None  # the rule's own bounds on uneven stages
 
     _kind = field_validator("kind", mode="before")(_kind)
 

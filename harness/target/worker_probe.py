@@ -96,7 +96,9 @@ class StageProbe:
         config names them (`dspark_target_layer_ids`); `aux_layers` the same
         taps in the target model's capture numbering, as the engine derives
         them; `collected_taps` the ones this worker's stack collects (and so
-        relays on towards the last stage).
+        relays on towards the last stage). `weights_bytes` is what the loaded
+        model's parameters hold on this worker, `kv_blocks` the KV-cache blocks
+        the engine gave it, `peak_memory_bytes` its peak so far.
         """
         from vllm.distributed.parallel_state import get_pp_group, get_tp_group
 
@@ -121,6 +123,9 @@ class StageProbe:
             "taps": _taps(config),
             "aux_layers": _aux_layers(config),
             "collected_taps": _int_list(getattr(stack, "aux_hidden_state_layers", None)),
+            "weights_bytes": sum(p.numel() * p.element_size() for p in _loaded_model(self.model_runner).parameters()),
+            "kv_blocks": getattr(config.cache_config, "num_gpu_blocks", None),
+            "peak_memory_bytes": _peak_memory()[0],
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }

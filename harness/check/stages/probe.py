@@ -20,7 +20,7 @@ def start_timing(live: LiveDeployment, obs: Observation) -> bool:
     try:
         live.client.collective_rpc(TIMING_METHOD)
     except Exception as err:  # noqa: BLE001
-        obs.notes.append(f"partition tuning: stage timing unavailable ({type(err).__name__}: {err})")
+        obs.notes.append(f"stage timing unavailable ({type(err).__name__}: {err})")
         return False
     return True
 
@@ -77,6 +77,23 @@ def stage_costs(live: LiveDeployment, obs: Observation) -> Tuning | None:
     advice["steps"] = sorted({c.get("steps", 0) for c in costs})
     advice["memory_source"] = sorted({c.get("memory_source", "") for c in costs})
     return Tuning.of(advice)
+
+
+def record_step_times(live: LiveDeployment, obs: Observation) -> None:
+    """Each worker's mean forward time and peak memory since timing started, on its record."""
+    if obs.stages is None:
+        return
+    try:
+        costs = {c["rank"]: c for c in live.client.collective_rpc(COST_METHOD)}
+    except Exception as err:  # noqa: BLE001
+        obs.notes.append(f"stage costs unavailable ({type(err).__name__}: {err})")
+        return
+    for w in obs.stages.workers:
+        c = costs.get(w.rank) or {}
+        if c.get("step_s") is not None:
+            w.step_ms = round(c["step_s"] * 1000, 3)
+        if c.get("peak_memory_bytes") is not None:
+            w.peak_memory_bytes = c["peak_memory_bytes"]
 
 
 def start_stage_timing(live: LiveDeployment) -> bool:

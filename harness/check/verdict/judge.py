@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.check.stages import built
+from harness.check.stages import balance, built
 from harness.outcomes import Kind, Outcome
 from harness.results.result import Expectation, Observation
 
@@ -49,6 +49,7 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
             out.append(("partition", f"partition {obs.partition} differs from the oracle's {obs.partition_expected}"))
     if obs.stages is not None:
         out += [("stages", why) for why in built.problems(obs.stages, obs.partition_expected)]
+        out += [("stages", why) for why in balance.problems(obs.stages)]
     if obs.accuracy is not None and not obs.accuracy.equal:
         ref = obs.accuracy.reference or "the reference"
         out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.summary}".rstrip(": ")))
