@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.matrix.load import Matrix
+from harness.matrix.pattern import Pattern
+from harness.target.assertions import engine_assertions
 
 # Exception classes that mean the code under test crashed, not that it refused a configuration
 # with a validation message, and the message shapes Python gives them. A claimed rejection whose
@@ -24,11 +26,17 @@ CRASHES = {
 
 
 def crash_in(pattern: str) -> str | None:
-    """The crash class a rejection pattern matches, if any: the class as a log line would print
-    it, or the message shape Python gives that class written in the pattern."""
+    """The crash a rejection pattern matches, if any: a crash class as a log line would print it,
+    the message shape Python gives that class written in the pattern, or the text of an
+    ``assert`` of the installed engine's source (named with its file and line)."""
+    known = engine_assertions()  # read first: the budget is the pattern's, not the reading's
+    rx = Pattern(pattern)
     for name, shape in CRASHES.items():
-        if re.search(pattern, f"{name}: x") or name in pattern or re.search(shape, pattern):
+        if rx.search(f"{name}: x") or name in pattern or re.search(shape, pattern):
             return name
+    for assertion in known:
+        if rx.search(assertion.text):
+            return f"AssertionError, the assertion at {assertion.where}: {assertion.text[len('AssertionError: ') :]!r}"
     return None
 
 
