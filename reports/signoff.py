@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.outcomes import FAILS_RUN, NO_LAUNCH, Kind, Outcome
 from harness.results import store as results
 from harness.results.result import Result
-from harness.target.versions import stack
+from harness.target.versions import differences, stack
 
 from .cells import Entry, entries_from_results
 from .render import header, load_meta
@@ -141,12 +141,15 @@ def signoff(
 def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
     """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when a
     node's stack is unknown (its probe failed) or changed within the run (a resume across an
-    upgrade), since then the sign-off could not name what it signed."""
+    upgrade), since then the sign-off could not name what it signed, or when two nodes ran
+    different stacks."""
     seen: dict[str, dict[str, list[str]]] = {}
+    probed: dict[str, dict[str, str | None]] = {}
     for r in records:
         for node, versions in r.versions.items():
             line = stack({k: str(v) for k, v in versions.items()})  # a version the probe could not read: None
             seen.setdefault(node, {}).setdefault(line, []).append(r.case)
+            probed[node] = versions
     signed, reasons = {}, []
     for node, stacks in sorted(seen.items()):
         if len(stacks) > 1:
@@ -160,6 +163,10 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
             reasons.append(f"the stack of node {node} is unknown, so the sign-off cannot name it: {line}")
             continue
         signed[node] = line
+    # the guide asks for one stack on every node: nodes that each kept theirs may still differ
+    differ = differences({n: probed[n] for n in signed}, list(signed))
+    if differ:
+        reasons.append("the nodes ran different stacks: " + "; ".join(differ))
     return signed, reasons
 
 
