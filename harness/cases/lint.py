@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.matrix.load import Matrix
-from harness.matrix.pattern import Pattern
+from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
 from harness.target.assertions import engine_assertions
 
 # Exception classes that mean the code under test crashed, not that it refused a configuration
@@ -86,8 +86,22 @@ def lint(m: Matrix) -> LintReport:
                 f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
                 f"refusal naming its cause; claim it as known-issue with a link"
             )
+        if entry.rule.error and (shape := backtracking_shape(entry.rule.error)):
+            report.warnings.append(_backtracks(where, entry.rule.error, shape))
         text = " ".join(entry.rule.when.split())
         if text in seen:
             report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")
         seen.setdefault(text, entry.where)
+    for name, feature in m.features.items():
+        for pattern in feature.silent_disable:
+            if shape := backtracking_shape(pattern):
+                report.warnings.append(_backtracks(f"feature {name}: silent_disable", pattern, shape))
     return report
+
+
+def _backtracks(where: str, pattern: str, shape: str) -> str:
+    return (
+        f"{where}: its pattern /{pattern}/ has {shape}, which can backtrack for long on a log line "
+        f"that almost matches (a search stops after {PATTERN_BUDGET_S:g} s and the case is ERROR); "
+        f"write it without"
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.matrix.pattern import Pattern
+from harness.matrix.pattern import Pattern, PatternTimeout
 from harness.outcomes import Cause, Kind, Outcome, crash_signal
 from harness.results.result import Expectation, LogLine, Observation
 
@@ -89,6 +89,13 @@ INFRA = re.compile(
 
 
 def judge(exp: Expectation, obs: Observation) -> Verdict:
+    try:
+        return _judge(exp, obs)
+    except PatternTimeout as err:  # the claim's pattern, not the product: ppconf could not judge
+        return Verdict(Outcome.ERROR, f"not judged: {err}")
+
+
+def _judge(exp: Expectation, obs: Observation) -> Verdict:
     if obs.harness_error:
         return Verdict(Outcome.ERROR, f"harness fault: {obs.harness_error}")
     if obs.infra_error:
