@@ -7,6 +7,7 @@ every report read them), so it depends on nothing else of ppconf.
 
 from __future__ import annotations
 
+import re
 from enum import Enum, StrEnum
 
 
@@ -67,3 +68,79 @@ VERDICTS = {
     Kind.FLAKY: (Outcome.PASS, Outcome.FAIL, Outcome.FLAKY),
     Kind.UNSPECIFIED: (Outcome.SKIP,),
 }
+
+
+class Cause(StrEnum):
+    """What an error line of a log is: a refusal the code was written to make (it names what is
+    wrong with the configuration), a crash (the code broke on it), or another error (an OSError, a
+    plain RuntimeError: neither). Only a refusal meets a claimed rejection."""
+
+    REFUSAL = "refusal"
+    CRASH = "crash"
+    OTHER = "other"
+
+    @classmethod
+    def of(cls, exception: str | None, message: str = "") -> Cause:
+        """The cause of an exception, by its class name (a dotted name counts by its last part)
+        and, for the classes that serve both, its message."""
+        name = (exception or "").rsplit(".", 1)[-1]
+        if name in CRASH_CLASSES or (name == "TypeError" and _TYPE_CRASH.search(message)):
+            return cls.CRASH
+        if name in ("RuntimeError", "DistBackendError", "AcceleratorError") and _DEVICE_CRASH.search(message):
+            return cls.CRASH
+        if name in REFUSAL_CLASSES:
+            return cls.REFUSAL
+        return cls.OTHER
+
+
+# Exception classes that mean the code under test broke, not that it refused a configuration.
+CRASH_CLASSES = (
+    "AssertionError",
+    "ZeroDivisionError",
+    "IndexError",
+    "KeyError",
+    "AttributeError",
+    "UnboundLocalError",
+    "NameError",
+    "RecursionError",
+    "MemoryError",
+    "OutOfMemoryError",
+    "FloatingPointError",
+    "SystemError",
+    "DistBackendError",
+    "AcceleratorError",
+)
+# Classes that argument and configuration checks raise (vLLM's argparse errors are named
+# "argparse" by the log reader, pydantic's and vLLM's config checks raise a ValidationError).
+REFUSAL_CLASSES = (
+    "ValueError",
+    "NotImplementedError",
+    "TypeError",
+    "ValidationError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "argparse",
+)
+# A TypeError that Python raised inside the code, not one an argument check raised with a message.
+_TYPE_CRASH = re.compile(
+    r"takes \d+ positional argument|got an unexpected keyword argument|missing \d+ required positional"
+    r"|unsupported operand type|object is not (callable|subscriptable|iterable)|can't multiply sequence"
+    r"|NoneType"
+)
+# A RuntimeError from the device, its runtime or its collectives: a crash, whatever it says.
+_DEVICE_CRASH = re.compile(
+    r"CUDA error|CUDA out of memory|device-side assert|NPU (function )?error|ACL error|aclnn\w*|HCCL|NCCL"
+    r"|\bE[EIZLKH]\d{4}\b|out of memory|Segmentation fault|illegal memory access"
+)
+
+# Signals whose exit means the process crashed (a status of -N from Python, 128+N from a shell).
+CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+
+
+def crash_signal(status: int | None) -> str | None:
+    """The crash signal an exit status reports, or None (a clean exit, or SIGTERM/SIGKILL: the
+    signals a stop sends)."""
+    if status is None:
+        return None
+    number = -status if status < 0 else status - 128 if status > 128 else 0
+    return CRASH_SIGNALS.get(number)

@@ -29,6 +29,7 @@ from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions
 from harness.results.result import Observation, Result
+from harness.target.versions import differences, without_models
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
@@ -113,9 +114,6 @@ class SuiteRun:
                 self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
             for problem in problems:
                 self._notice(problem)
-        self.versions = probe_versions(self.cfg.cluster)
-        if record_versions(self.run_dir, self.versions):
-            self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")
         cases = self.cases()
         planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases if c.expectation.kind not in NO_LAUNCH}
         done: set[str] = set()
@@ -132,14 +130,29 @@ class SuiteRun:
         self.summary.skipped_finished = len(cases) - len(todo)
         self.progress(Event(EventKind.START, f"{len(todo)} of {len(cases)} cases to run", total=len(todo)))
         self.by_id = {c.id: c for c in todo}
-        runnable = []
+        runnable = [c for c in todo if c.expectation.kind not in NO_LAUNCH]
+        self._ensure_models(runnable)
+        deployments = group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+        probed = probe_versions(self.cfg.cluster, models=tuple(sorted({d.model for d in deployments})))
+        self.versions = without_models(probed)  # the stack; a run's checkpoints are not part of it
+        if record_versions(self.run_dir, self.versions):
+            self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")
         for c in todo:
             if c.expectation.kind in NO_LAUNCH:
                 self.record(c, None, Observation(), now(), 0.0)
-            else:
-                runnable.append(c)
-        self._ensure_models(runnable)
-        return group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+        return [d for d in deployments if self._one_stack(d, probed)]
+
+    def _one_stack(self, d: Deployment, probed: dict[str, dict[str, str]]) -> bool:
+        """Whether every node ``d`` uses runs the same stack and holds the same weights; if not,
+        its cases are ERROR before anything launches, naming the nodes and their values."""
+        differ = differences(probed, [l.node for l in d.launches], d.model)
+        if not differ:
+            return True
+        why = "the nodes of this deployment run different stacks (the guide requires one on every node): "
+        for c in (self.by_id[i] for i in d.case_ids):
+            # with the plan, so the record keeps each node's stack; no plan key: a resume runs it again
+            self.record(c, d, Observation(infra_error=why + "; ".join(differ)), now(), 0.0)
+        return False
 
     def record(
         self,

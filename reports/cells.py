@@ -45,8 +45,18 @@ class Claim(Protocol):
     @property
     def experimental(self) -> bool: ...
 
+    @property
+    def waives(self) -> list[str]: ...
+
+
+# A waiver of these checks says the deployment does not start or does not answer (a known crash):
+# the cell is not supported, whatever kind of claim carries it.
+NOT_SERVING = ("startup", "request")
+
 
 def claim_symbol(exp: Claim) -> str:
+    if exp.kind in WAIVER_KINDS and any(c in NOT_SERVING for c in exp.waives):
+        return REJECTED
     if exp.kind in (Kind.SUPPORTED, *WAIVER_KINDS):
         return EXPERIMENTAL if exp.experimental else SUPPORTED
     if exp.kind in (Kind.REJECTED, Kind.UNSUPPORTED_ON_PLATFORM):

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.outcomes import FAILS_RUN, NO_LAUNCH, WAIVED, WAIVER_KINDS, Outcome
 from harness.results import store as results
 from harness.results.result import POSITION, Result
-from harness.target.versions import stack
+from harness.target.versions import differences, stack
 from harness.target.versions import unknown as versions_unknown
 
 from . import markdown
@@ -195,10 +195,11 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
     """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when no
     node's stack is known, a node's is unknown (its probe failed, or the record holds no version
     of vLLM) or changed within the run (a resume across an upgrade), since then the sign-off
-    could not name what it signed."""
+    could not name what it signed, or when two nodes ran different stacks."""
     seen: dict[str, dict[str, list[str]]] = {}
     unknown: dict[str, str] = {}
     unrecorded = []
+    probed: dict[str, dict[str, str | None]] = {}
     for r in records:
         if r.outcome is Outcome.SKIP:
             continue  # nothing ran, on no stack
@@ -211,6 +212,7 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
                 continue
             line = stack({k: str(v) for k, v in versions.items()})
             seen.setdefault(node, {}).setdefault(line, []).append(r.case)
+            probed[node] = versions
     signed, reasons = {}, []
     if unrecorded:
         reasons.append(
@@ -232,6 +234,10 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
             signed[node] = line
     if not signed and not reasons and any(r.outcome is not Outcome.SKIP for r in records):
         reasons.append("no node's stack is known, so the sign-off cannot name what it signs")
+    # the guide asks for one stack on every node: nodes that each kept theirs may still differ
+    differ = differences({n: probed[n] for n in signed}, list(signed))
+    if differ:
+        reasons.append("the nodes ran different stacks: " + "; ".join(differ))
     return signed, reasons
 
 

@@ -265,13 +265,14 @@ def test_dspark_only_for_deepseek_v4_and_glm_5_2(cases):
         assert exp(cases, f"{variant}/tp8-pp2-2node-mp/auto/dspark").kind == "rejected", variant
 
 
-def test_pcp_rejected_with_the_exact_texts(cases):
+def test_pcp_rejected_by_the_refusal_not_by_the_assertion(cases):
     pcp = [c for c in cases.values() if "pcp" in c.features]
     assert pcp and {c.expectation.kind for c in pcp} == {"rejected"}
     e = exp(cases, "qwen3.6/dense/tp8-pp2-2node-mp/auto/pcp")
     assert e.phase == "startup"
-    assert re.search(e.error, "AssertionError: pp and pcp cannot open in same time")
     assert re.search(e.error, "NotImplementedError: Ascend MRV2 PCP does not support PP yet.")
+    # the Mooncake connector's assertion is a crash: it must not pass as the designed refusal
+    assert not re.search(e.error, "AssertionError: pp and pcp cannot open in same time")
 
 
 def test_dcp_supported_over_mooncake_connector_v2(shipped, cases):
@@ -327,25 +328,30 @@ def test_pd_with_pp_on_prefill_only(cases):
     ):
         assert exp(cases, cid).kind == "supported", cid
     e = exp(cases, "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/auto/none")
-    assert (e.kind, e.phase) == ("rejected", "startup")
+    # vllm-ascend asserts it (a crash): a known issue linked to the assertion, not a rejection
+    assert (e.kind, e.waives) == ("known-issue", ["startup"])
+    assert "mooncake_connector.py#L" in e.link and e.until
     assert re.search(e.error, "AssertionError: decode pp size must be 1")
 
 
 def test_prefill_tp_must_be_a_multiple_of_decode_tp(cases):
     bad = cases["guide-61-layer/pd-p-tp2pp2-d-tp4/auto/none"]
-    assert bad.attrs["pd_tp_multiple"] is False and bad.expectation.kind == "rejected"
+    assert bad.attrs["pd_tp_multiple"] is False and bad.expectation.kind == "known-issue"
+    assert "ascend_config.py#L" in bad.expectation.link and bad.expectation.waives == ["startup"]
     assert re.search(bad.expectation.error, "AssertionError: Prefill TP size must be divisible by Decode TP size.")
     assert cases["guide-61-layer/pd-p-tp8pp2-d-tp4/auto/none"].attrs["pd_tp_multiple"] is True
 
 
 def test_pp_plus_dp_for_cross_node_moe_fails_or_hangs_within_a_bound(shipped, cases):
     e = exp(cases, "deepseek-v4/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel")
-    assert (e.kind, e.phase) == ("rejected", "first-request")
-    assert e.within_s is not None and e.within_s <= shipped.suites["nightly-ascend"].request_timeout_s
+    # nothing refuses it: a known issue with a deadline, waiving only a failed first request that
+    # names the dispatch path or a hang's own line, bounded by the suite's request timeout
+    assert (e.kind, e.waives) == ("known-issue", ["request"]) and e.until
+    assert shipped.suites["nightly-ascend"].request_timeout_s <= 600
     assert re.search(e.error, "TimeoutError: RPC call to execute_model timed out.")
     assert re.search(e.error, "RuntimeError: aclnnMoeDistributeDispatch failed")
     moe = [c for c in cases.values() if c.topology == "tp4-pp2-dp2-2node-mp"]
-    assert {c.expectation.kind for c in moe} == {"rejected"}
+    assert {c.expectation.kind for c in moe} == {"known-issue"}
     assert not any(c.family == "qwen3.6" and c.variant == "dense" for c in moe)
 
 
@@ -521,10 +527,10 @@ def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shippe
 
     roce = load_cluster("a3-2node")
     assert roce.network == "roce"
-    assert claim(layers=layer_counts(roce)).expectation.kind == "rejected"
+    assert claim(layers=layer_counts(roce)).expectation.kind == "known-issue"
     # expanded without a cluster the network is unknown: the guide's restriction is claimed
     unknown = claim()
-    assert unknown.attrs["network"] == "unknown" and unknown.expectation.kind == "rejected"
+    assert unknown.attrs["network"] == "unknown" and unknown.expectation.kind == "known-issue"
     # an HCCS-linked cluster: the restriction does not apply, the case is plain PP (no false
     # UNEXPECTED_ACCEPT when it works)
     hccs = claim(layers=layer_counts(roce.model_copy(update={"network": "hccs"})))

@@ -102,7 +102,7 @@ def test_resume_keeps_every_finished_case_after_a_comment_line(moved, tmp_path, 
     cluster = load_cluster(None)
     run_dir = tmp_path / "run"
     cases = _finished_run(run_dir, before, cluster)
-    monkeypatch.setattr(run_module, "probe_versions", lambda cluster: {})  # no node is asked
+    monkeypatch.setattr(run_module, "probe_versions", lambda cluster, models=(): {})  # no node is asked
     suite_run = SuiteRun(RunConfig(after, SUITE, cluster, run_dir, resume=True))
     monkeypatch.setattr(suite_run, "_ensure_models", lambda cases: None)
     assert suite_run.prepare() == []  # nothing to launch again

@@ -16,7 +16,7 @@ def test_a_harness_fault_is_kept_with_its_traceback_and_not_retried(tmp_path, mo
     run = SuiteRun(
         RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])
     )
-    monkeypatch.setattr("harness.run.probe_versions", lambda cluster: {"local": {"vllm": "test"}})
+    monkeypatch.setattr("harness.run.probe_versions", lambda cluster, models=(): {"local": {"vllm": "test"}})
     monkeypatch.setattr(SuiteRun, "_ensure_models", lambda self, cases: None)
     (d,) = run.prepare()
     calls = []

@@ -193,6 +193,12 @@ def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tm
         "vllm 0.32.0, vllm-ascend 0.32.0rc2, torch 2.9.0, torch-npu 2.9.0, cann 8.5.0 (2 cases)"
     ]
 
+    # each node kept its own stack all run, but the two nodes differ: the guide asks for one
+    v = signoff(run("mixed", [{"n1": stack_a, "n2": stack_b}] * 3), None, claims)
+    assert not v.ok
+    assert v.reasons == ["the nodes ran different stacks: vllm-ascend: 0.32.0rc1 on n1, 0.32.0rc2 on n2"]
+    assert "- n1: vllm 0.32.0, vllm-ascend 0.32.0rc1" in v.page and "- n2: vllm 0.32.0, vllm-ascend 0.32.0rc2" in v.page
+
     unknown = {"error": "version probe failed on n2: cannot reach n2 over ssh: Connection refused"}
     v = signoff(run("unknown", [{"n1": stack_a, "n2": unknown}] * 3), None, claims)
     assert not v.ok

@@ -137,13 +137,10 @@ RULE_COVERAGE: tuple[Row, ...] = (
         'platform == "ascend" && pp > 1 && "pcp" in features',
         "ascend",
         "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
-        rejected(
-            "startup",
-            "AssertionError: pp and pcp cannot open in same time",
-            "NotImplementedError: Ascend MRV2 PCP does not support PP yet.",
-        ),
-        "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend's Mooncake connector and its "
-        "MRV2 model runner: the texts",
+        rejected("startup", "NotImplementedError: Ascend MRV2 PCP does not support PP yet."),
+        "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend's MRV2 model runner "
+        "(worker/v2/pcp_manager.py): the refusal's text. Its Mooncake connector only asserts the pair "
+        "(AssertionError: pp and pcp cannot open in same time), a crash the pattern must not accept",
     ),
     Row(
         ASCEND,
@@ -179,17 +176,18 @@ RULE_COVERAGE: tuple[Row, ...] = (
         'platform == "ascend" && pd && decode_pp > 1',
         "ascend",
         "guide-61-layer/pd-p-tp8pp2-d-tp8pp2/32,29/none",
-        rejected("startup", "AssertionError: decode pp size must be 1"),
-        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; measured: the text",
+        known_issue(("startup",), "AssertionError: decode pp size must be 1"),
+        "guide: MooncakeConnectorV1 requires the Decode-side PP size to be 1; vllm-ascend "
+        "kv_p2p/mooncake_connector.py asserts it: a crash, so a known issue waiving that start-up failure",
     ),
     Row(
         ASCEND,
         'platform == "ascend" && pd && !pd_tp_multiple',
         "ascend",
         "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
-        rejected("startup", "Prefill TP size must be divisible by Decode TP size"),
-        "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; the text is "
-        "vllm-ascend's Mooncake connector assertion (not quoted by the guide or measured)",
+        known_issue(("startup",), "AssertionError: Prefill TP size must be divisible by Decode TP size."),
+        "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; vllm-ascend "
+        "ascend_config.py asserts it (not quoted by the guide or measured): a crash, so a known issue",
     ),
     Row(
         ASCEND,
@@ -197,12 +195,13 @@ RULE_COVERAGE: tuple[Row, ...] = (
         '&& network in ["roce", "unknown"]',
         "ascend",
         "glm-5.2/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel",
-        rejected(
-            "first-request", "MoeDistributeDispatch", "No available shared memory broadcast block found in 60 seconds"
+        known_issue(
+            ("request",), "MoeDistributeDispatch", "No available shared memory broadcast block found in 60 seconds"
         ),
-        "guide, 兼容性与限制 + 故障排除: cross-node RoCE MoE with PP and DP fails or hangs in the "
-        "MoeDistributeDispatch path; measured: no startup check, only a bounded deadline judges it; "
-        "measured on the CPU: the line a PP engine repeats while it hangs",
+        "guide, 兼容性与限制 + 故障排除: cross-node RoCE MoE with PP and DP 'cannot currently be enabled "
+        "together', it fails or hangs in the MoeDistributeDispatch path; measured: no startup check, "
+        "nothing refuses it, so a known issue with a deadline; measured on the CPU: the line a PP engine "
+        "repeats while it hangs",
     ),
     Row(
         ASCEND,

@@ -9,7 +9,9 @@ from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.cases.workload import workload_problems
 from harness.matrix.load import Matrix
+from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
 from harness.outcomes import NEEDS_REFERENCE
+from harness.target.assertions import engine_assertions
 
 # Exception classes that mean the code under test crashed, not that it refused a configuration
 # with a validation message, and the message shapes Python gives them. A claimed rejection whose
@@ -26,11 +28,17 @@ CRASHES = {
 
 
 def crash_in(pattern: str) -> str | None:
-    """The crash class a rejection pattern matches, if any: the class as a log line would print
-    it, or the message shape Python gives that class written in the pattern."""
+    """The crash a rejection pattern matches, if any: a crash class as a log line would print it,
+    the message shape Python gives that class written in the pattern, or the text of an
+    ``assert`` of the installed engine's source (named with its file and line)."""
+    known = engine_assertions()  # read first: the budget is the pattern's, not the reading's
+    rx = Pattern(pattern)
     for name, shape in CRASHES.items():
-        if re.search(pattern, f"{name}: x") or name in pattern or re.search(shape, pattern):
+        if rx.search(f"{name}: x") or name in pattern or re.search(shape, pattern):
             return name
+    for assertion in known:
+        if rx.search(assertion.text):
+            return f"AssertionError, the assertion at {assertion.where}: {assertion.text[len('AssertionError: ') :]!r}"
     return None
 
 
@@ -84,8 +92,22 @@ def lint(m: Matrix) -> LintReport:
                 f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
                 f"refusal naming its cause; claim it as known-issue with a link"
             )
+        if entry.rule.error and (shape := backtracking_shape(entry.rule.error)):
+            report.warnings.append(_backtracks(where, entry.rule.error, shape))
         text = " ".join(entry.rule.when.split())
         if text in seen:
             report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")
         seen.setdefault(text, entry.where)
+    for name, feature in m.features.items():
+        for pattern in feature.silent_disable:
+            if shape := backtracking_shape(pattern):
+                report.warnings.append(_backtracks(f"feature {name}: silent_disable", pattern, shape))
     return report
+
+
+def _backtracks(where: str, pattern: str, shape: str) -> str:
+    return (
+        f"{where}: its pattern /{pattern}/ has {shape}, which can backtrack for long on a log line "
+        f"that almost matches (a search stops after {PATTERN_BUDGET_S:g} s and the case is ERROR); "
+        f"write it without"
+    )

@@ -8,11 +8,13 @@ all node logs, and wrapper lines never count as a root cause.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
-import regex
-
+# matrix patterns run with the time budget of harness.matrix.pattern (re-exported for the checks)
+from harness.matrix.pattern import PATTERN_BUDGET_S as PATTERN_BUDGET_S
+from harness.matrix.pattern import Pattern as Pattern
+from harness.matrix.pattern import PatternTimeout as PatternTimeout
+from harness.outcomes import Cause
 from harness.results.result import LogLine
 
 # Lines that only report that something else failed.
@@ -31,36 +33,12 @@ PREFIX = re.compile(r"^(\(\w[\w ]*pid=\d+\)\s*)")
 HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
 
 
-# Matrix patterns (rule errors, silent_disable, diagnosis) run with the `regex` module's timeout:
-# a pattern that backtracks without end must not hang the run. The budget is for one search over
-# all the logs it is applied to.
-PATTERN_BUDGET_S = 2.0
-
-
-class PatternTimeout(RuntimeError):
-    """A matrix pattern took longer than its budget: a harness problem (ERROR), named plainly."""
-
-
-class Pattern:
-    """A matrix pattern whose searches share one time budget."""
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-        self.rx = regex.compile(pattern)
-        self.budget_s = PATTERN_BUDGET_S
-        self.deadline = time.monotonic() + self.budget_s
-
-    def search(self, text: str) -> bool:
-        left = self.deadline - time.monotonic()
-        try:
-            if left <= 0:
-                raise TimeoutError
-            return self.rx.search(text, timeout=left) is not None
-        except TimeoutError:
-            raise PatternTimeout(
-                f"pattern /{self.pattern}/ took more than {self.budget_s:g} s to search the "
-                f"logs (it backtracks); simplify it in the matrix"
-            ) from None
+# Where a traceback's frames are: a line inside them (a source line) belongs to the exception the
+# traceback ends in, not to one above it.
+FRAME = re.compile(r'^\s*File "[^"]*", line \d+|^Traceback \(most recent call last\)')
+# vLLM's argument parser: "usage: vllm serve ..." then "vllm serve: error: argument ...".
+ARGPARSE = re.compile(r"^(?:usage: \S|[\w.-]+(?: [\w.-]+)?: error: )")
+CONTEXT = 40  # lines searched either side of a line for the exception it belongs to
 
 
 def message(line: str) -> tuple[str | None, str]:
@@ -68,6 +46,56 @@ def message(line: str) -> tuple[str | None, str]:
     rest = PREFIX.sub("", line)
     m = HEADER.match(rest)
     return (m.group("level"), rest[m.end() :]) if m else (None, rest)
+
+
+def _exception(text: str) -> str | None:
+    """The exception class a message starts with ("argparse" for the argument parser's error)."""
+    m = EXCEPTION.match(text)
+    if m:
+        return m.group(0).rstrip(":")
+    return "argparse" if ARGPARSE.match(text) else None
+
+
+def _origin(line: str) -> str:
+    # what a line carries before its message: one multi-line record (a logged traceback, a
+    # pydantic error block) repeats the same process prefix and logger header on every line
+    # (the indentation the process prefix swallows is not part of it)
+    return line[: len(line) - len(message(line)[1])].rstrip()
+
+
+def classify(lines: list[str], index: int) -> tuple[str | None, Cause]:
+    """The exception the line at ``index`` (0-based) belongs to, and its cause: the line's own
+    class; else the class of the message it continues (a pydantic block, a multi-line message:
+    the header above it, in the same record); else, for a line inside a traceback's frames (an
+    ``assert`` source line), the class the traceback ends in."""
+    text = message(lines[index])[1]
+    name = _exception(text)
+    if name is None:
+        origin = _origin(lines[index])
+        inside = False
+        for j in range(index - 1, max(index - CONTEXT, -1), -1):
+            if _origin(lines[j]) != origin:
+                continue
+            above = message(lines[j])[1]
+            if not above.strip() or FRAME.match(above):
+                inside = bool(above.strip())
+                break
+            name = _exception(above)
+            if name:
+                text = above
+                break
+        if name is None and (inside or FRAME.match(text)):
+            for j in range(index + 1, min(index + CONTEXT, len(lines))):
+                below = message(lines[j])[1]
+                if _origin(lines[j]) == origin and (name := _exception(below)):
+                    text = below
+                    break
+    return name, Cause.of(name, text)
+
+
+def _line(name: str, lines: list[str], index: int, text: str | None = None) -> LogLine:
+    exception, cause = classify(lines, index)
+    return LogLine(log=name, line=index + 1, text=text or lines[index].strip(), exception=exception, cause=cause)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -98,15 +126,17 @@ def search_errors(logs: dict[str, Path], pattern: str) -> LogLine | None:
     or raw stderr (tracebacks, an exception's continuation lines); never an INFO or WARNING record."""
     rx = Pattern(pattern)
     for name, path in logs.items():
-        for i, line in enumerate(read_lines(path), 1):
+        lines = read_lines(path)
+        for i, line in enumerate(lines):
             if message(line)[0] not in NOT_AN_ERROR and rx.search(line):
-                return LogLine(log=name, line=i, text=line.strip())
+                return _line(name, lines, i)
     return None
 
 
 def root_cause(logs: dict[str, Path]) -> LogLine | None:
     """The first exception line (an ERROR record or raw stderr, never a warning) that is not a
-    wrapper. For a bare ``AssertionError`` the ``assert`` source line printed above it is added."""
+    wrapper, with its class and cause. For a bare ``AssertionError`` the ``assert`` source line
+    printed above it is added."""
     for name, path in logs.items():
         lines = read_lines(path)
         for i, line in enumerate(lines, 1):
@@ -120,7 +150,7 @@ def root_cause(logs: dict[str, Path]) -> LogLine | None:
                     if ASSERT_SOURCE.search(source):
                         text = f"AssertionError ({source.strip()})"
                         break
-            return LogLine(log=name, line=i, text=text)
+            return _line(name, lines, i - 1, text)
     return None
 
 

@@ -33,12 +33,16 @@ import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["MAX_DEPTH", "Condition", "ConditionError", "MissingAttributeError", "parse"]
+__all__ = ["MAX_DEPTH", "MAX_TOKENS", "Condition", "ConditionError", "MissingAttributeError", "parse"]
 
 # Each level of '(' or '!' costs at most 4 Python frames to parse and 3 to
 # evaluate, so 100 levels stays well inside the default recursion limit of 1000
 # even when called from deep inside pytest, hypothesis or a template.
 MAX_DEPTH = 100
+# Parsing and evaluating grow with the condition's length; the longest shipped condition has
+# about 40 tokens, and a hostile one of 50,000 terms must fail at once, not after a minute.
+MAX_TOKENS = 1000
+_SHOWN = 80  # characters of a long condition shown either side of an error's column
 # int() raises ValueError beyond 4300 digits; no real condition needs more than this.
 _MAX_INT_DIGITS = 18
 
@@ -64,9 +68,14 @@ class ConditionError(ValueError):
         head = f"{self.reason} at column {self.column}"
         if self.hint:
             head += f" (did you mean '{self.hint}'?)"
-        # Tabs, newlines and NULs would break the caret alignment; show each as one space.
-        shown = "".join(c if c.isprintable() else " " for c in self.text)
-        return f"{head}\n  {shown}\n  {' ' * (self.column - 1)}^"
+        # Tabs, newlines and NULs would break the caret alignment; show each as one space. A long
+        # condition is shown around the column only.
+        lo, hi = 0, len(self.text)
+        if hi > 2 * _SHOWN:
+            lo, hi = max(0, self.column - 1 - _SHOWN), min(hi, self.column - 1 + _SHOWN)
+        shown = "".join(c if c.isprintable() else " " for c in self.text[lo:hi])
+        before, after = ("…" if lo else ""), ("…" if hi < len(self.text) else "")
+        return f"{head}\n  {before}{shown}{after}\n  {' ' * (self.column - 1 - lo + len(before))}^"
 
 
 class MissingAttributeError(ConditionError, KeyError):
@@ -205,6 +214,7 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.tok = next(self.tokens)
         self.depth = 0
+        self.count = 1  # tokens read
 
     def fail(self, offset: int, reason: str, hint: str | None = None) -> typing.NoReturn:
         raise ConditionError(self.text, offset + 1, reason, hint)
@@ -213,6 +223,9 @@ class _Parser:
         tok = self.tok
         if tok.kind != "eof":
             self.tok = next(self.tokens)
+            self.count += 1
+            if self.count > MAX_TOKENS and self.tok.kind != "eof":
+                self.fail(self.tok.start, f"condition longer than {MAX_TOKENS} tokens; split it into several rules")
         return tok
 
     def at(self, *values: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, Self
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
-from harness.outcomes import Kind, Outcome
+from harness.outcomes import Cause, Kind, Outcome
 from harness.results.schema import Checked, describe, finite, iso_datetime
 
 SCHEMA = 2
@@ -133,6 +133,20 @@ class LogLine(Part):
     log: str  # the launch whose log holds it (a key of Observation.logs)
     line: int  # 1-based
     text: str
+    # the exception the line belongs to (its own, the one whose message it continues, or the one
+    # its traceback ends in; "argparse" for the engine's argument errors) and what that makes it
+    exception: str | None = None
+    cause: Cause | None = None
+
+    @field_validator("cause", mode="before")
+    @classmethod
+    def _cause(cls, v: Any) -> Any:
+        causes = [c.value for c in Cause]
+        if v is None or isinstance(v, Cause):
+            return v
+        if isinstance(v, str) and v in causes:
+            return Cause(v)
+        raise ValueError(f"unknown cause {v!r}; one of {', '.join(causes)}")
 
     def __str__(self) -> str:
         return f"{self.log}:{self.line}: {self.text}"

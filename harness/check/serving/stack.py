@@ -15,11 +15,14 @@ from harness.target import model_config, versions
 from runners.nodes import run_on_nodes
 
 
-def probe_versions(cluster: Cluster, timeout_s: float = 120.0) -> dict[str, dict[str, str]]:
-    """{node name: {distribution: version}} for every node of ``cluster``; a node that cannot be
+def probe_versions(
+    cluster: Cluster, timeout_s: float = 120.0, models: tuple[str, ...] = ()
+) -> dict[str, dict[str, str]]:
+    """{node name: {distribution: version}} for every node of ``cluster``, with the identity of
+    each of ``models`` (checkpoint directories) as that node holds it; a node that cannot be
     probed gets {"error": why}."""
     out_: dict[str, dict[str, str]] = {}
-    calls = [(n, [n.python, "-c", versions.SCRIPT]) for n in cluster.nodes]
+    calls = [(n, [n.python, "-c", versions.SCRIPT, *models]) for n in cluster.nodes]
     for (node, _), out in zip(calls, run_on_nodes(cluster, calls, timeout_s, set_env=True), strict=True):
         if not out.ok:
             why = out.error or (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]

@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass
 
 from harness.check.stages import balance, built
-from harness.outcomes import Kind, Outcome
-from harness.results.result import Expectation, Observation
+from harness.matrix.pattern import Pattern, PatternTimeout
+from harness.outcomes import Cause, Kind, Outcome, crash_signal
+from harness.results.result import Expectation, LogLine, Observation
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,11 @@ def _unwaived(exp: Expectation, obs: Observation, failed: list[tuple[str, str]])
     startup or request failure whose root cause is not the one the waiver states."""
     cause = " ".join(filter(None, [obs.root_cause.text if obs.root_cause else "", obs.request_error or ""]))
     out = []
+    rx = Pattern(exp.error) if exp.error else None
     for check, why in failed:
         if check not in exp.waives:
             out.append(why)
-        elif exp.error and check in ("startup", "request") and not re.search(exp.error, cause):
+        elif rx and check in ("startup", "request") and not rx.search(cause):
             out.append(f"{why} (not the waived failure /{exp.error}/)")
     return out
 
@@ -104,6 +106,13 @@ INFRA = re.compile(
 
 
 def judge(exp: Expectation, obs: Observation) -> Verdict:
+    try:
+        return _judge(exp, obs)
+    except PatternTimeout as err:  # the claim's pattern, not the product: ppconf could not judge
+        return Verdict(Outcome.ERROR, f"not judged: {err}")
+
+
+def _judge(exp: Expectation, obs: Observation) -> Verdict:
     if obs.harness_error:
         return Verdict(Outcome.ERROR, f"harness fault: {obs.harness_error}")
     if obs.infra_error:
@@ -156,8 +165,23 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
                 Outcome.BAD_REJECT, f"expected a {exp.phase} rejection matching /{exp.error}/; it hung instead"
             )
         got = "; ".join(problems) or "no error"
+        crash = _crash(obs, obs.root_cause, "the root cause")
+        got += f" ({crash})" if crash else ""
         return Verdict(Outcome.BAD_REJECT, f"expected /{exp.error}/ at {exp.phase}; got: {got}")
     where = f"{line.log}:{line.line}"
+    crash = _crash(obs, line, "the line it matched")
+    if crash:
+        return Verdict(
+            Outcome.BAD_REJECT,
+            f"expected a refusal matching /{exp.error}/, but {crash} ({where}: {line.text}); a crash is "
+            f"not a designed rejection: claim it as a known issue with its link",
+        )
+    if obs.hung and exp.phase in ("config", "startup"):
+        return Verdict(
+            Outcome.BAD_REJECT,
+            f"the expected error appeared ({where}), but the server hung instead of exiting: a hang, "
+            f"not a designed rejection",
+        )
     if exp.phase == "config" and obs.engine_started:
         return Verdict(
             Outcome.BAD_REJECT,
@@ -177,4 +201,18 @@ def _judge_rejection(exp: Expectation, obs: Observation) -> Verdict:
             f"rejected as expected ({where}), but after {after:.0f} s, not within {exp.within_s:.0f} s",
         )
     timing = f" after {after:.1f} s" if after is not None else ""
-    return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line.text} ({where})")
+    kind = f"; {line.cause}: {line.exception}" if line.cause and line.exception else ""
+    return Verdict(Outcome.XFAIL, f"rejected at {exp.phase}{timing} as expected: {line.text} ({where}{kind})")
+
+
+def _crash(obs: Observation, line: LogLine | None, what: str) -> str | None:
+    """How the processes crashed, if they did: the line is a crash's (its exception class says),
+    or a launch died by a crash signal (a segfault, an abort)."""
+    if line is not None and line.cause is Cause.CRASH:
+        return f"{what} is a crash ({line.exception})"
+    died = {name: sig for name, code in sorted(obs.exit_codes.items()) if (sig := crash_signal(code))}
+    if died:
+        return "a process crashed: " + ", ".join(
+            f"{name} died by {sig} (exit status {obs.exit_codes[name]})" for name, sig in died.items()
+        )
+    return None
