@@ -17,7 +17,7 @@ from harness.cases.case import Case
 from harness.cases.expand import expand, select
 from harness.check.observe import Observer
 from harness.check.references.runs import ReferenceRuns
-from harness.check.serving.launcher import Launcher, left_behind
+from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
 from harness.check.verdict.record import make_result
 from harness.matrix.load import Matrix
@@ -106,13 +106,7 @@ class SuiteRun:
         need no launch (unsupported here, or no claim) straight away."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         store.repair(self.run_dir)
-        groups = left_behind(self.run_dir)
-        if groups:
-            reaped, problems = reap_left_behind(self.run_dir, self.cfg.cluster, groups)
-            if reaped:
-                self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
-            for problem in problems:
-                self._notice(problem)
+        self.reap_left_behind()
         self.versions = probe_versions(self.cfg.cluster)
         if record_versions(self.run_dir, self.versions):
             self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")
@@ -220,6 +214,25 @@ class SuiteRun:
                 self.execute(d)
         return self.summary
 
+    def reap_left_behind(self) -> None:
+        """Stop the process groups a killed ppconf of this run left running; their record is
+        forgotten only once every one is stopped (a node that could not be reached keeps it for
+        the next resume)."""
+        groups = left_behind(self.run_dir)
+        if not groups:
+            return
+        reaped, problems = reap_left_behind(self.run_dir.resolve(), self.cfg.cluster, groups)
+        if reaped:
+            self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
+        for problem in problems:
+            self._notice(problem)
+        if problems:
+            # a node that could not be reached: its groups stay recorded for the next resume
+            self.launcher.unreaped = [g for g in groups if not _stopped_or_local(g, reaped)]
+            store.write_json_atomic(self.run_dir / LIVE, self.launcher.unreaped)
+        else:
+            forget_left_behind(self.run_dir)
+
     def _notice(self, text: str) -> None:
         log.info("%s", text)
         self.progress(Event(EventKind.NOTICE, text))
@@ -237,3 +250,11 @@ class SuiteRun:
         for name in sorted(names):
             self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
             ensure_model(name, default_cache_root())
+
+
+def _stopped_or_local(group: object, reaped: list[int]) -> bool:
+    """Whether a recorded group needs no more reaping: this host's are stopped (or gone, or not
+    the run's) by the time the reaper returns; another node's once the reaper there stopped it."""
+    if not isinstance(group, dict) or group.get("reach", "local") == "local":
+        return True
+    return int(group.get("pgid", -1)) in reaped
