@@ -1,4 +1,6 @@
-"""Running a suite: plan, launch each deployment once, check it, judge every case, append results.
+"""Running a suite: check its plans, record the run, plan, launch each deployment once, check it,
+judge every case, append results. Every entry point (``ppconf run``, the pytest plugin) runs a
+suite through ``SuiteRun``, so each gets the plan check, run.json, resume and reaping alike.
 
 One deployment is live at a time on a host (a vLLM server wants all its cores). Cases whose
 launches are identical share one deployment and every check runs on it; each supported case is
@@ -8,6 +10,7 @@ compared with its own reference (``harness.check.references.goldens``), launched
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -25,9 +28,10 @@ from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, group_deployments
+from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
-from harness.results.meta import now, record_versions
+from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
@@ -46,6 +50,19 @@ class RunConfig:
     select: str | None = None
     resume: bool = False
     reference_cache: Path | None = None
+    cluster_ref: str | None = None  # the inventory as given (a file or a shipped name), for run.json
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+
+
+class PlansRefused(Exception):
+    """The selected cases' launch plans have problems: nothing was launched."""
+
+    def __init__(self, suite: str, errors: list[str]):
+        self.errors = errors
+        super().__init__(
+            f"{len(errors)} problem(s) in the launch plans; nothing was launched "
+            f"(`ppconf lint --plans --suite {suite}` shows them too)"
+        )
 
 
 @dataclass
@@ -75,6 +92,7 @@ class SuiteRun:
         self.summary = RunSummary()
         self.versions: dict[str, dict[str, str]] = {}
         self.by_id: dict[str, Case] = {}
+        self.plans_checked = False
         self.launcher = Launcher(cfg.cluster, cfg.run_dir, self.suite.request_timeout_s)
         self.references = ReferenceRuns(
             self.m,
@@ -83,7 +101,7 @@ class SuiteRun:
             self.launcher,
             lambda: self.versions,
             cfg.reference_cache,
-            lambda text: progress(Event(EventKind.REFERENCE, text)),
+            lambda text: self.progress(Event(EventKind.REFERENCE, text)),
         )
         self.observer = Observer(
             self.m,
@@ -91,7 +109,7 @@ class SuiteRun:
             cfg.run_dir,
             self.launcher,
             self.references,
-            lambda kind, case, text: progress(Event(EventKind(kind), text, case)),
+            lambda kind, case, text: self.progress(Event(EventKind(kind), text, case)),
         )
 
     def cases(self) -> list[Case]:
@@ -99,6 +117,44 @@ class SuiteRun:
             expand(self.m, self.cfg.suite, layer_counts(self.cfg.cluster)).cases,
             ids=self.cfg.case_ids,
             expr=self.cfg.select,
+        )
+
+    def check_plans(self) -> None:
+        """Check the selected cases' launch plans against the engine; ``PlansRefused`` names the
+        problems."""
+        errors = plan_errors(self.m, self.cases(), self.cfg.cluster)
+        if errors:
+            raise PlansRefused(self.cfg.suite, errors)
+        self.plans_checked = True
+
+    def begin(self) -> list[Deployment]:
+        """Start (or resume) the run: refuse plans with problems (``PlansRefused``), write run.json
+        for a fresh run, then ``prepare``."""
+        if not self.plans_checked:
+            self.check_plans()
+        if not self.cfg.resume:  # the run adds the nodes' versions when it starts
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._write_meta()
+        return self.prepare()
+
+    def _write_meta(self) -> None:
+        cfg = self.cfg
+        ref = cfg.cluster_ref
+        if ref and Path(ref).exists():
+            ref = str(Path(ref).resolve())
+        write_meta(
+            self.run_dir,
+            cfg.suite,
+            cfg.cluster.name,
+            [str(r.resolve()) for r in self.m.roots],
+            {
+                "argv": cfg.argv,
+                "cases": cfg.case_ids,
+                "select": cfg.select,
+                "cluster_ref": ref,
+                "network": cfg.cluster.network,
+                "reference_cache": str(cfg.reference_cache) if cfg.reference_cache else None,
+            },
         )
 
     def prepare(self) -> list[Deployment]:
@@ -210,7 +266,7 @@ class SuiteRun:
         from harness.check.serving.watch import sigterm_as_interrupt
 
         with sigterm_as_interrupt():
-            for d in self.prepare():
+            for d in self.begin():
                 self.execute(d)
         return self.summary
 

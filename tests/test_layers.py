@@ -120,12 +120,15 @@ LAYERS = (
     "harness.check.references",
     "harness.check.verdict",
     "harness.check.observe",
+    "harness.preflight",  # what is checked before anything launches: plans, references
+    "harness.run_dir",  # a run directory opened fresh or resumed, and its matrices
     "harness.progress",
     "harness.console",
     "harness.run",  # one suite run: the steps above in order
     "reports",
     "conformance",
-    "harness.cli",
+    "harness.commands",  # the subcommands
+    "harness.cli",  # arguments parsed, errors printed
 )
 
 
