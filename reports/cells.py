@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome
+from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome, severity
 from harness.results.result import Expectation, Result
 
 SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
@@ -20,19 +20,6 @@ LEGEND = (
     f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
     f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)"
 )
-# How bad an outcome is, to pick the one that speaks for a cell holding several cases.
-SEVERITY = {
-    "ERROR": 8,
-    "UNEXPECTED_ACCEPT": 7,
-    "BAD_REJECT": 6,
-    "FAIL": 5,
-    "FLAKY": 4,
-    "KNOWN_ISSUE": 3,
-    "SKIP": 2,
-    "XFAIL": 1,
-    "PASS": 0,
-    None: -1,
-}
 
 
 class Claim(Protocol):
@@ -128,7 +115,7 @@ def _notes(e: Entry) -> list[str]:
 
 
 def _cell(entries: list[Entry]) -> Cell:
-    worst = max(entries, key=lambda e: SEVERITY.get(e.outcome, 0))
+    worst = max(entries, key=lambda e: severity(e.outcome))  # the worst speaks for the cell
     claimed = claim_symbol(worst.expectation)
     # claims-only entries carry no outcome: the cell shows the claim itself
     symbol = claimed if all(e.outcome is None for e in entries) else observed_symbol(worst.expectation, worst.outcome)
@@ -140,7 +127,7 @@ def _cell(entries: list[Entry]) -> Cell:
     elif worst.outcome == Outcome.ERROR:
         note = f"not verified, the harness failed: {worst.reason}"
     elif worst.outcome is not None and worst.outcome in WAIVED:
-        note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
+        note = f"{Outcome(worst.outcome).label}: {worst.reason}"
     elif any(n.startswith("documentation disagrees") for n in _notes(worst)):
         note = next(n for n in _notes(worst) if n.startswith("documentation disagrees"))
     elif worst.expectation.undocumented:

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 
 from harness.check import logs
-from harness.outcomes import FAILS_RUN, WAIVED, Outcome
+from harness.outcomes import Outcome
 from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
@@ -300,12 +300,13 @@ def write_junit(entries: list[Entry], path: Path) -> None:
         ):
             if value is not None:
                 ET.SubElement(props, "property", name=key, value=_xml(value))
-        if e.outcome in FAILS_RUN:
+        # the outcome says which element it gets; a case not run is skipped
+        element = Outcome(e.outcome).junit if e.outcome is not None else "skipped"
+        if element == "failure":
             failures += 1
-            ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(
-                e.reason
-            )
-        elif e.outcome is None or e.outcome in (Outcome.SKIP, Outcome.XFAIL, *WAIVED):
+            failure = ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=str(e.outcome))
+            failure.text = _xml(e.reason)
+        elif element == "skipped":
             skipped += 1
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))
