@@ -28,7 +28,7 @@ from harness.results.index import IndexedCase, IndexedRun
 from harness.target.versions import stack
 
 from .cells import Entry
-from .render import _env
+from .render import environment
 
 # the legend reads from green to red: claims held, waived, skipped, then what fails a run
 LEGEND_ORDER = (
@@ -365,8 +365,8 @@ def render(history: History, out: Path, source: str) -> tuple[Path, Path]:
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     md, html = out / "history.md", out / "history.html"
-    store.write_text(md, _env(False).get_template("history.md.j2").render(**ctx))
-    store.write_text(html, _env(True).get_template("history.html.j2").render(**ctx))
+    store.write_text(md, environment(False).get_template("history.md.j2").render(**ctx))
+    store.write_text(html, environment(True).get_template("history.html.j2").render(**ctx))
     return md, html
 
 

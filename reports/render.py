@@ -22,7 +22,8 @@ from harness.target.versions import stack
 from reports import traffic
 
 from . import markdown
-from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
+from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results
+from .feature_table import feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -37,7 +38,7 @@ def _xml(value: Any) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", markdown.ANSI.sub("", str(value)))
 
 
-def _env(autoescape: bool) -> jinja2.Environment:
+def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=autoescape,
@@ -213,7 +214,7 @@ def render(
         "traffic": traffic.rows(records),
         "plots": traffic.plots(records),
     }
-    results.write_text(out / "support.md", _env(False).get_template("support.md.j2").render(**ctx))
+    results.write_text(out / "support.md", environment(False).get_template("support.md.j2").render(**ctx))
     row_features = {
         (t.family, row): " ".join(
             sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
@@ -223,7 +224,7 @@ def render(
         for row in t.rows
     }
     html = (
-        _env(True)
+        environment(True)
         .get_template("support.html.j2")
         .render(
             **ctx,
