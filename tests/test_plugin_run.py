@@ -11,7 +11,6 @@ import pytest
 from conformance.plugin import Session
 from harness.cli import main
 from harness.matrix.load import DEFAULT_MATRICES
-from harness.plan import validate
 
 FAMILY = """
 families:
@@ -67,8 +66,6 @@ class Config:
 
 @pytest.fixture
 def private(tmp_path, monkeypatch):
-    # the engine's own parser is not what these tests are about (tests/test_plan_validate.py)
-    monkeypatch.setattr(validate, "engine", lambda: "vLLM left out of this test")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     def write(text: str, features: str) -> Config:
