@@ -4,6 +4,9 @@ Items run through the same SuiteRun as ``ppconf run``: cases sharing a deploymen
 results are appended to a run directory, and outcomes map onto pytest's:
 PASS -> passed, XFAIL/KNOWN_ISSUE/FLAKY -> xfailed, UNEXPECTED_ACCEPT -> failed as XPASS(strict),
 SKIP -> skipped, FAIL/BAD_REJECT/ERROR -> failed. Evidence goes into the JUnit properties.
+Like ``ppconf run``, a suite's launch plans are checked before anything launches and its run
+directory gets run.json (so ``ppconf report``/``signoff`` read it as any run); with more than one
+suite, each runs in a directory of its own under the run directory.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from harness.plan.cluster import load_cluster
 from harness.results import store as results
 from harness.results.lock import RunBusy, run_lock
 from harness.results.result import Result
-from harness.run import RunConfig, SuiteRun
+from harness.run import PlansRefused, RunConfig, SuiteRun
+from harness.run_dir import RunRefused, open_fresh, open_resumed
 
 FIXED_MARKERS = {
     "pp": "cases with pipeline-parallel size > 1",
@@ -131,17 +135,53 @@ class Session:
         resume = config.getoption("--ppconf-resume")
         out = resume or config.getoption("--ppconf-out") or f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}"
         self.run_dir = run_dir_of_worker(Path(out), os.environ.get("PYTEST_XDIST_WORKER"))
-        self.cluster = load_cluster(config.getoption("--ppconf-cluster"))
+        self.cluster_ref = config.getoption("--ppconf-cluster")
+        self.cluster = load_cluster(self.cluster_ref)
         self.resume = bool(resume)
+        self.suites = _suites(config)
         self.runners: dict[str, SuiteRun] = {}
         self.deployments: dict[str, list] = {}
         self.records: dict[str, Result] = {}
+        self.refused: dict[str, str] = {}  # suite -> why it cannot run (its plans, its directory)
         # held for the whole session: no other ppconf (or worker) reaps this run's servers
         self.hold = contextlib.ExitStack()
+        self._lock(self.run_dir)
+
+    def _lock(self, run_dir: Path) -> None:
         try:
-            self.hold.enter_context(run_lock(self.run_dir, results.read_meta(self.run_dir)))
+            self.hold.enter_context(run_lock(run_dir, results.read_meta(run_dir)))
         except (RunBusy, results.RunDirError) as err:
             raise pytest.UsageError(str(err)) from None
+
+    def suite_dir(self, suite: str) -> Path:
+        return self.run_dir if len(self.suites) == 1 else self.run_dir / suite
+
+    def _start(self, suite: str) -> None:
+        """Open the suite's run directory and begin its run as ``ppconf run`` does: plans checked,
+        run.json written (or the resumed run's read), what a killed run left reaped."""
+        run_dir = self.suite_dir(suite)
+        try:
+            if self.resume:
+                open_resumed(run_dir)
+            else:
+                open_fresh(run_dir)
+            if run_dir != self.run_dir:
+                self._lock(run_dir)
+            runner = SuiteRun(
+                RunConfig(self.m, suite, self.cluster, run_dir, resume=self.resume, cluster_ref=self.cluster_ref)
+            )
+            self.deployments[suite] = runner.begin()
+        except PlansRefused as err:
+            self.refused[suite] = "\n".join([*err.errors, str(err)])
+            return
+        except (RunRefused, results.RunDirError) as err:
+            self.refused[suite] = str(err)
+            return
+        self.runners[suite] = runner
+        # finished records that begin() kept (same claim, same plan) or made (no launch needed);
+        # the cases of the deployments still to launch run again
+        pending = {i for d in self.deployments[suite] for i in d.case_ids}
+        self.records.update({r.case: r for r in results.read(run_dir) if r.case not in pending})
 
     def close(self) -> None:
         self.hold.close()
@@ -149,14 +189,12 @@ class Session:
     def record(self, suite: str, case_id: str) -> Result:
         if case_id in self.records:
             return self.records[case_id]
-        if suite not in self.runners:
-            runner = SuiteRun(RunConfig(self.m, suite, self.cluster, self.run_dir, resume=self.resume))
-            self.runners[suite] = runner
-            self.deployments[suite] = runner.prepare()
-            # finished records that prepare() kept (same claim, same plan); the rest run again
-            self.records.update({r.case: r for r in results.read(self.run_dir) if r.case not in runner.by_id})
-            if case_id in self.records:
-                return self.records[case_id]
+        if suite not in self.runners and suite not in self.refused:
+            self._start(suite)
+        if suite in self.refused:
+            pytest.fail(f"suite {suite}: {self.refused[suite]}", pytrace=False)
+        if case_id in self.records:
+            return self.records[case_id]
         runner = self.runners[suite]
         for d in self.deployments[suite]:
             if case_id in d.case_ids:

@@ -8,10 +8,24 @@ every report read them), so it depends on nothing else of ppconf.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 
 class Outcome(str, Enum):
+    """What a case ended as, and everything ppconf says about it (lit's ``ResultCode``): reports,
+    JUnit, pytest and the exit status ask the outcome instead of keeping tables of their own.
+
+    - ``label``: how a sentence names it ("known issue");
+    - ``symbol``: its square in a history strip;
+    - ``severity``: which outcome speaks for a cell holding several cases (the highest);
+    - ``junit``: the element a JUnit test case gets (``failure``, ``skipped``, or none for a pass);
+    - ``pytest``: how a conformance item ends (``passed``, ``xfailed``, ``skipped``, ``xpassed``
+      — an unexpected pass, failed as pytest's strict XPASS — or ``failed``);
+    - ``fails_run``: the product broke a claim, or the harness or infrastructure could not check
+      it (the run's exit status, a report's ❗).
+    """
+
     PASS = "PASS"
     FAIL = "FAIL"
     XFAIL = "XFAIL"  # the expected rejection happened, with the expected error, in time
@@ -23,8 +37,77 @@ class Outcome(str, Enum):
     ERROR = "ERROR"  # the harness or infrastructure failed, not the system under test
 
     @property
+    def label(self) -> str:
+        return self.value.lower().replace("_", " ")
+
+    @property
+    def symbol(self) -> str:
+        return _FACTS[self.value].symbol
+
+    @property
+    def severity(self) -> int:
+        return _FACTS[self.value].severity
+
+    @property
+    def junit(self) -> str | None:
+        return _FACTS[self.value].junit
+
+    @property
+    def pytest(self) -> str:
+        return _FACTS[self.value].pytest
+
+    @property
     def fails_run(self) -> bool:
-        return self in FAILS_RUN
+        return self.junit == "failure"
+
+
+@dataclass(frozen=True)
+class _Facts:
+    symbol: str
+    severity: int
+    junit: str | None
+    pytest: str
+
+
+_FACTS = {
+    "PASS": _Facts("🟩", 0, None, "passed"),
+    "FAIL": _Facts("🟥", 5, "failure", "failed"),
+    "XFAIL": _Facts("🟦", 1, "skipped", "xfailed"),
+    "UNEXPECTED_ACCEPT": _Facts("🟫", 7, "failure", "xpassed"),
+    "BAD_REJECT": _Facts("🟪", 6, "failure", "failed"),
+    "KNOWN_ISSUE": _Facts("🟨", 3, "skipped", "xfailed"),
+    "FLAKY": _Facts("🟧", 4, "skipped", "xfailed"),
+    "SKIP": _Facts("⬜", 2, "skipped", "skipped"),
+    "ERROR": _Facts("⬛", 8, "failure", "failed"),
+}
+
+
+# A case that was not in a run (a cell or strip slot with no outcome): below every outcome, and
+# a symbol of its own. A value that names no outcome (a record of a stranger writer) reads as "?".
+NOT_RUN_SYMBOL = "·"
+NOT_RUN_SEVERITY = -1
+
+
+def _known(value: str) -> Outcome | None:
+    try:
+        return Outcome(value)
+    except ValueError:
+        return None
+
+
+def severity(value: str | None) -> int:
+    """The severity of the outcome a record holds (None: not run)."""
+    if value is None:
+        return NOT_RUN_SEVERITY
+    known = _known(value)
+    return known.severity if known else 0
+
+
+def symbol(value: str | None) -> str:
+    if value is None:
+        return NOT_RUN_SYMBOL
+    known = _known(value)
+    return known.symbol if known else "?"
 
 
 class Kind(StrEnum):
@@ -53,9 +136,7 @@ class Kind(StrEnum):
 PASS_LIKE = (Outcome.PASS, Outcome.XFAIL)
 FAIL_LIKE = (Outcome.FAIL, Outcome.BAD_REJECT, Outcome.UNEXPECTED_ACCEPT, Outcome.KNOWN_ISSUE, Outcome.FLAKY)
 WAIVED = (Outcome.KNOWN_ISSUE, Outcome.FLAKY)
-# Outcomes that fail a run (its exit status, a report's ❗): the product broke a claim, or the
-# harness or infrastructure could not check it.
-FAILS_RUN = (Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR)
+FAILS_RUN = tuple(o for o in Outcome if o.fails_run)
 # Claims whose cases launch and are compared with a reference; claims recorded without a launch.
 NEEDS_REFERENCE = (Kind.SUPPORTED, Kind.KNOWN_ISSUE, Kind.FLAKY)
 NO_LAUNCH = (Kind.UNSUPPORTED_ON_PLATFORM, Kind.UNSPECIFIED)

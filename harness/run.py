@@ -1,4 +1,6 @@
-"""Running a suite: plan, launch each deployment once, check it, judge every case, append results.
+"""Running a suite: check its plans, record the run, plan, launch each deployment once, check it,
+judge every case, append results. Every entry point (``ppconf run``, the pytest plugin) runs a
+suite through ``SuiteRun``, so each gets the plan check, run.json, resume and reaping alike.
 
 One deployment is live at a time on a host (a vLLM server wants all its cores). Cases whose
 launches are identical share one deployment and every check runs on it; each supported case is
@@ -8,6 +10,7 @@ compared with its own reference (``harness.check.references.goldens``), launched
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ from harness.cases.case import Case
 from harness.cases.expand import expand, select
 from harness.check.observe import Observer
 from harness.check.references.runs import ReferenceRuns
-from harness.check.serving.launcher import Launcher, left_behind
+from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
 from harness.check.verdict.record import make_result
 from harness.matrix.load import Matrix
@@ -25,9 +28,10 @@ from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Deployment, group_deployments
+from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
-from harness.results.meta import now, record_versions
+from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
 from harness.target.versions import differences, without_models
 from harness.target.zoo import default_cache_root, ensure_model
@@ -47,6 +51,19 @@ class RunConfig:
     select: str | None = None
     resume: bool = False
     reference_cache: Path | None = None
+    cluster_ref: str | None = None  # the inventory as given (a file or a shipped name), for run.json
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+
+
+class PlansRefused(Exception):
+    """The selected cases' launch plans have problems: nothing was launched."""
+
+    def __init__(self, suite: str, errors: list[str]):
+        self.errors = errors
+        super().__init__(
+            f"{len(errors)} problem(s) in the launch plans; nothing was launched "
+            f"(`ppconf lint --plans --suite {suite}` shows them too)"
+        )
 
 
 @dataclass
@@ -76,6 +93,7 @@ class SuiteRun:
         self.summary = RunSummary()
         self.versions: dict[str, dict[str, str]] = {}
         self.by_id: dict[str, Case] = {}
+        self.plans_checked = False
         self.launcher = Launcher(cfg.cluster, cfg.run_dir, self.suite.request_timeout_s)
         self.references = ReferenceRuns(
             self.m,
@@ -84,7 +102,7 @@ class SuiteRun:
             self.launcher,
             lambda: self.versions,
             cfg.reference_cache,
-            lambda text: progress(Event(EventKind.REFERENCE, text)),
+            lambda text: self.progress(Event(EventKind.REFERENCE, text)),
         )
         self.observer = Observer(
             self.m,
@@ -92,7 +110,7 @@ class SuiteRun:
             cfg.run_dir,
             self.launcher,
             self.references,
-            lambda kind, case, text: progress(Event(EventKind(kind), text, case)),
+            lambda kind, case, text: self.progress(Event(EventKind(kind), text, case)),
         )
 
     def cases(self) -> list[Case]:
@@ -102,18 +120,50 @@ class SuiteRun:
             expr=self.cfg.select,
         )
 
+    def check_plans(self) -> None:
+        """Check the selected cases' launch plans against the engine; ``PlansRefused`` names the
+        problems."""
+        errors = plan_errors(self.m, self.cases(), self.cfg.cluster)
+        if errors:
+            raise PlansRefused(self.cfg.suite, errors)
+        self.plans_checked = True
+
+    def begin(self) -> list[Deployment]:
+        """Start (or resume) the run: refuse plans with problems (``PlansRefused``), write run.json
+        for a fresh run, then ``prepare``."""
+        if not self.plans_checked:
+            self.check_plans()
+        if not self.cfg.resume:  # the run adds the nodes' versions when it starts
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._write_meta()
+        return self.prepare()
+
+    def _write_meta(self) -> None:
+        cfg = self.cfg
+        ref = cfg.cluster_ref
+        if ref and Path(ref).exists():
+            ref = str(Path(ref).resolve())
+        write_meta(
+            self.run_dir,
+            cfg.suite,
+            cfg.cluster.name,
+            [str(r.resolve()) for r in self.m.roots],
+            {
+                "argv": cfg.argv,
+                "cases": cfg.case_ids,
+                "select": cfg.select,
+                "cluster_ref": ref,
+                "network": cfg.cluster.network,
+                "reference_cache": str(cfg.reference_cache) if cfg.reference_cache else None,
+            },
+        )
+
     def prepare(self) -> list[Deployment]:
         """Plan the cases still to run and group them into deployments; records the cases that
         need no launch (unsupported here, or no claim) straight away."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         store.repair(self.run_dir)
-        groups = left_behind(self.run_dir)
-        if groups:
-            reaped, problems = reap_left_behind(self.run_dir, self.cfg.cluster, groups)
-            if reaped:
-                self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
-            for problem in problems:
-                self._notice(problem)
+        self.reap_left_behind()
         cases = self.cases()
         planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases if c.expectation.kind not in NO_LAUNCH}
         done: set[str] = set()
@@ -229,9 +279,28 @@ class SuiteRun:
         from harness.check.serving.watch import sigterm_as_interrupt
 
         with sigterm_as_interrupt():
-            for d in self.prepare():
+            for d in self.begin():
                 self.execute(d)
         return self.summary
+
+    def reap_left_behind(self) -> None:
+        """Stop the process groups a killed ppconf of this run left running; their record is
+        forgotten only once every one is stopped (a node that could not be reached keeps it for
+        the next resume)."""
+        groups = left_behind(self.run_dir)
+        if not groups:
+            return
+        reaped, problems = reap_left_behind(self.run_dir.resolve(), self.cfg.cluster, groups)
+        if reaped:
+            self._notice(f"stopped {len(reaped)} process group(s) an earlier ppconf left behind")
+        for problem in problems:
+            self._notice(problem)
+        if problems:
+            # a node that could not be reached: its groups stay recorded for the next resume
+            self.launcher.unreaped = [g for g in groups if not _stopped_or_local(g, reaped)]
+            store.write_json_atomic(self.run_dir / LIVE, self.launcher.unreaped)
+        else:
+            forget_left_behind(self.run_dir)
 
     def _notice(self, text: str) -> None:
         log.info("%s", text)
@@ -250,3 +319,11 @@ class SuiteRun:
         for name in sorted(names):
             self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
             ensure_model(name, default_cache_root())
+
+
+def _stopped_or_local(group: object, reaped: list[int]) -> bool:
+    """Whether a recorded group needs no more reaping: this host's are stopped (or gone, or not
+    the run's) by the time the reaper returns; another node's once the reaper there stopped it."""
+    if not isinstance(group, dict) or group.get("reach", "local") == "local":
+        return True
+    return int(group.get("pgid", -1)) in reaped

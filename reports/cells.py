@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome
+from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome, severity
 from harness.results.result import Expectation, Result
 
 SUPPORTED, EXPERIMENTAL, REJECTED, UNTESTED = "✅", "🔵", "❌", "🟡"
@@ -20,19 +20,6 @@ LEGEND = (
     f"{SUPPORTED} supported · {EXPERIMENTAL} experimental · {REJECTED} not supported · "
     f"{UNTESTED} not tested or unspecified · {FAILS} failed the run (see its note)"
 )
-# How bad an outcome is, to pick the one that speaks for a cell holding several cases.
-SEVERITY = {
-    "ERROR": 8,
-    "UNEXPECTED_ACCEPT": 7,
-    "BAD_REJECT": 6,
-    "FAIL": 5,
-    "FLAKY": 4,
-    "KNOWN_ISSUE": 3,
-    "SKIP": 2,
-    "XFAIL": 1,
-    "PASS": 0,
-    None: -1,
-}
 
 
 class Claim(Protocol):
@@ -138,7 +125,7 @@ def _notes(e: Entry) -> list[str]:
 
 
 def _cell(entries: list[Entry]) -> Cell:
-    worst = max(entries, key=lambda e: SEVERITY.get(e.outcome, 0))
+    worst = max(entries, key=lambda e: severity(e.outcome))  # the worst speaks for the cell
     claimed = claim_symbol(worst.expectation)
     # claims-only entries carry no outcome: the cell shows the claim itself
     symbol = claimed if all(e.outcome is None for e in entries) else observed_symbol(worst.expectation, worst.outcome)
@@ -150,7 +137,7 @@ def _cell(entries: list[Entry]) -> Cell:
     elif worst.outcome == Outcome.ERROR:
         note = f"not verified, the harness failed: {worst.reason}"
     elif worst.outcome is not None and worst.outcome in WAIVED:
-        note = f"{worst.outcome.lower().replace('_', ' ')}: {worst.reason}"
+        note = f"{Outcome(worst.outcome).label}: {worst.reason}"
     elif any(n.startswith("documentation disagrees") for n in _notes(worst)):
         note = next(n for n in _notes(worst) if n.startswith("documentation disagrees"))
     elif worst.expectation.undocumented:
@@ -217,68 +204,3 @@ def entries_from_claims(cases) -> list[Entry]:
         )
         for c in cases
     ]
-
-
-@dataclass
-class FeatureClaim:
-    platform: str
-    name: str  # as the published docs name it (first alias), else the title
-    symbol: str
-    text: str
-
-
-def _and(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def feature_claims(matrix, cases) -> list[FeatureClaim]:
-    """One row per row of the published feature table (a feature, or an aliased topology family
-    such as P/D, that the cases exercise), per platform, in the docs' terms: a symbol and one
-    sentence with its qualifiers ("MiniMax-M3 only", an exception the guide is silent about, a
-    known issue). Features the docs do not name as rows (no aliases) get no row."""
-    from reports.drift import cases_about, subject_of  # the same cases docs-drift weighs for a row
-
-    rows = []
-    titles = {k: f.title for k, f in matrix.families.items()}
-    rules = {e.index: e.rule for e in matrix.rules}
-    for platform in sorted({c.platform for c in cases}):
-        mine = [c for c in cases if c.platform == platform]
-        subjects = [(f.aliases[0], "feature", {name}) for name, f in matrix.features.items() if f.aliases]
-        aliased: dict[str, set[str]] = {}
-        for name, t in matrix.topologies.items():
-            for alias in t.aliases[:1]:
-                aliased.setdefault(alias, set()).add(name)
-        subjects += [(alias, "topology", names) for alias, names in aliased.items()]
-        for label, kind, keys in subjects:
-            about = cases_about(matrix, kind, keys, mine)
-            if not about:
-                continue
-            per: dict[str, list] = {}
-            for c in about:
-                per.setdefault(c.family, []).append(c)
-            ok = sorted(f for f, cs in per.items() if any(claim_symbol(c.expectation) != REJECTED for c in cs))
-            refused = sorted(f for f in per if f not in ok)
-            silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
-            rule_about = subject_of(matrix, kind, keys)[1]
-            waived = [
-                c.expectation
-                for c in about
-                if c.expectation.kind in WAIVER_KINDS and rule_about(rules[c.expectation.rule].when)
-            ]
-            experimental = any(c.expectation.experimental for c in about)
-            if not ok:
-                symbol, text = REJECTED, "Not supported."
-            else:
-                symbol = EXPERIMENTAL if experimental else SUPPORTED
-                named = [titles[f] for f in ok]
-                documented_refusals = [f for f in refused if f not in silent]
-                text = f"{_and(named)} only." if documented_refusals else "Supported."
-                if silent:
-                    text = text.rstrip(".") + (
-                        f"; the guide is silent about {_and([titles[f] for f in silent])}, where it is refused."
-                    )
-                if waived:
-                    w = waived[0]
-                    text = text.rstrip(".") + (f"; {w.kind} (waives {', '.join(w.waives)}): {w.link}.")
-            rows.append(FeatureClaim(platform, label, symbol, text))
-    return rows

@@ -22,27 +22,27 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.outcomes import FAIL_LIKE, FAILS_RUN, PASS_LIKE, Kind, Outcome
+from harness.outcomes import FAIL_LIKE, FAILS_RUN, NOT_RUN_SYMBOL, PASS_LIKE, Kind, Outcome, severity, symbol
 from harness.results import index, store
 from harness.results.index import IndexedCase, IndexedRun
 from harness.target.versions import stack
 
-from .cells import SEVERITY, Entry
-from .render import _env
+from .cells import Entry
+from .render import environment
 
-SYMBOLS = {
-    "PASS": "🟩",
-    "XFAIL": "🟦",
-    "KNOWN_ISSUE": "🟨",
-    "FLAKY": "🟧",
-    "SKIP": "⬜",
-    "FAIL": "🟥",
-    "BAD_REJECT": "🟪",
-    "UNEXPECTED_ACCEPT": "🟫",
-    "ERROR": "⬛",
-    None: "·",
-}
-LEGEND = ", ".join(f"{s} {o or 'not in the run'}" for o, s in SYMBOLS.items())
+# the legend reads from green to red: claims held, waived, skipped, then what fails a run
+LEGEND_ORDER = (
+    Outcome.PASS,
+    Outcome.XFAIL,
+    Outcome.KNOWN_ISSUE,
+    Outcome.FLAKY,
+    Outcome.SKIP,
+    Outcome.FAIL,
+    Outcome.BAD_REJECT,
+    Outcome.UNEXPECTED_ACCEPT,
+    Outcome.ERROR,
+)
+LEGEND = ", ".join([*(f"{o.symbol} {o.value}" for o in LEGEND_ORDER), f"{NOT_RUN_SYMBOL} not in the run"])
 
 DEFAULT_LAST = 20
 FLAKY_RATE = 0.3  # flip rate from which a case is suggested to be waived as flaky...
@@ -85,7 +85,7 @@ class Mark:
 
     @property
     def symbol(self) -> str:
-        return SYMBOLS.get(self.outcome, "?")
+        return symbol(self.outcome)
 
 
 @dataclass
@@ -242,7 +242,7 @@ def _strip(name: str, series: list[Mark], last: int) -> Strip:
 
 
 def _worst(recs: list[IndexedCase]) -> IndexedCase:
-    return max(recs, key=lambda c: SEVERITY.get(c.outcome, 0))
+    return max(recs, key=lambda c: severity(c.outcome))
 
 
 def _cell_name(c: IndexedCase) -> tuple[str, str, str]:
@@ -365,8 +365,8 @@ def render(history: History, out: Path, source: str) -> tuple[Path, Path]:
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     md, html = out / "history.md", out / "history.html"
-    store.write_text(md, _env(False).get_template("history.md.j2").render(**ctx))
-    store.write_text(html, _env(True).get_template("history.html.j2").render(**ctx))
+    store.write_text(md, environment(False).get_template("history.md.j2").render(**ctx))
+    store.write_text(html, environment(True).get_template("history.html.j2").render(**ctx))
     return md, html
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 
 from harness.check import logs
-from harness.outcomes import FAILS_RUN, WAIVED, Outcome
+from harness.outcomes import Outcome
 from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
@@ -22,7 +22,8 @@ from harness.target.versions import stack
 from reports import traffic
 
 from . import markdown
-from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results, feature_claims
+from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results
+from .feature_table import feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -37,7 +38,7 @@ def _xml(value: Any) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", markdown.ANSI.sub("", str(value)))
 
 
-def _env(autoescape: bool) -> jinja2.Environment:
+def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=autoescape,
@@ -217,7 +218,7 @@ def render(
         "traffic": traffic.rows(records),
         "plots": traffic.plots(records),
     }
-    results.write_text(out / "support.md", _env(False).get_template("support.md.j2").render(**ctx))
+    results.write_text(out / "support.md", environment(False).get_template("support.md.j2").render(**ctx))
     row_features = {
         (t.family, row): " ".join(
             sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
@@ -227,7 +228,7 @@ def render(
         for row in t.rows
     }
     html = (
-        _env(True)
+        environment(True)
         .get_template("support.html.j2")
         .render(
             **ctx,
@@ -304,12 +305,13 @@ def write_junit(entries: list[Entry], path: Path) -> None:
         ):
             if value is not None:
                 ET.SubElement(props, "property", name=key, value=_xml(value))
-        if e.outcome in FAILS_RUN:
+        # the outcome says which element it gets; a case not run is skipped
+        element = Outcome(e.outcome).junit if e.outcome is not None else "skipped"
+        if element == "failure":
             failures += 1
-            ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=e.outcome).text = _xml(
-                e.reason
-            )
-        elif e.outcome is None or e.outcome in (Outcome.SKIP, Outcome.XFAIL, *WAIVED):
+            failure = ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=str(e.outcome))
+            failure.text = _xml(e.reason)
+        elif element == "skipped":
             skipped += 1
             ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
     suite.set("failures", str(failures))

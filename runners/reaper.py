@@ -8,7 +8,9 @@ same code reaps on every node.
 
 A group is signalled only when every member carries ``PPCONF_RUN_DIR=RUN_DIR`` in its
 environment: ppconf puts that mark on every launch of a run, so a group id that has since been
-reused by anything else (another run, another user's program) is left alone.
+reused by anything else (another run, another user's program) is left alone. The mark and RUN_DIR
+are compared as resolved paths (a relative mark against the member's own working directory): a run
+resumed by its absolute path, or from another directory, still finds the groups it left.
 """
 
 from __future__ import annotations
@@ -23,24 +25,37 @@ MARKER = "PPCONF_RUN_DIR"
 
 
 def group_members(pgid: int) -> list[int]:
+    """The live members of a group (a zombie has exited: it waits only for its parent to notice)."""
     members = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                if os.getpgid(int(name)) == pgid:
+                if os.getpgid(int(name)) == pgid and not _zombie(int(name)):
                     members.append(int(name))
             except (ProcessLookupError, PermissionError):
                 continue
     return members
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def started_by(pid: int, run_dir: str) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return False
-    return f"{MARKER}={run_dir}".encode() in env
+    prefix = f"{MARKER}=".encode()
+    marks = [e[len(prefix) :].decode(errors="replace") for e in env if e.startswith(prefix)]
+    want = os.path.realpath(run_dir)
+    return any(m == run_dir or os.path.realpath(os.path.join(cwd, m)) == want for m in marks)
 
 
 def reap(run_dir: str, pgids: list[int], grace_s: float = 10.0) -> list[int]:

@@ -542,7 +542,7 @@ def test_pp_plus_dp_over_roce_is_claimed_only_where_the_links_may_be_roce(shippe
 
 
 def test_claims_table_renders_the_guides_rows_with_qualifiers(shipped, tmp_path):
-    from reports.cells import feature_claims
+    from reports.feature_table import feature_claims
     from reports.render import report_claims
 
     nightly = list(expand(shipped, "nightly-ascend").cases)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cases.case import Case
-from harness.cli import _github
+from harness.commands.run import github_output
 from harness.console import event_line, one_line, progress_display, verdict_line
 from harness.progress import Event, EventKind
 from harness.results.result import Expectation
@@ -147,7 +147,7 @@ def test_github_output_of_a_finished_run(tmp_path, capsys, monkeypatch):
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
-    _github("s", run)
+    github_output("s", run)
     assert capsys.readouterr().out == "::error title=FAIL q/a::the retry's verdict\n"  # the case's last verdict
     text = summary.read_text()
     assert text.startswith("earlier step\n## ppconf: s\n") and "2 cases, **1 failing**" in text  # appended

@@ -109,7 +109,7 @@ def lines(recs):
     return "".join(json.dumps(r) + "\n" for r in recs)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     run=st.lists(records(), max_size=4),
     base=st.lists(records(), max_size=3),

@@ -248,6 +248,7 @@ class _Config:
             "--ppconf-resume": None,
             "--ppconf-out": str(out),
             "--ppconf-cluster": None,
+            "--ppconf-suite": None,
         }
 
     def getoption(self, name):

@@ -17,20 +17,35 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module a ``from`` import names, a relative one (``from .x import y``, ``from .. import
+    z``) resolved against the importer's package."""
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports(mods: dict[str, Path]) -> dict[str, set[tuple[str, str]]]:
-    """module -> {(imported module, imported name or "")}, function-level imports included."""
-    edges: dict[str, set[tuple[str, str]]] = {m: set() for m in mods}
-    for m, p in mods.items():
-        for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for a in node.names:
-                    full = f"{node.module}.{a.name}"
-                    if full in mods:
-                        edges[m].add((full, ""))
-                    elif node.module in mods:
-                        edges[m].add((node.module, a.name))
-            elif isinstance(node, ast.Import):
-                edges[m] |= {(a.name, "") for a in node.names if a.name in mods}
+    """module -> {(imported module, imported name or "")}, function-level and relative imports
+    included."""
+    return {m: edges_of(m, p.name == "__init__.py", p.read_text(), set(mods)) for m, p in mods.items()}
+
+
+def edges_of(module: str, is_package: bool, source: str, known: set[str]) -> set[tuple[str, str]]:
+    edges: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            target = absolute(module, is_package, node)
+            for a in node.names:
+                full = f"{target}.{a.name}"
+                if full in known:  # a submodule: `from . import z`, `from harness.plan import lease`
+                    edges.add((full, ""))
+                elif target in known:
+                    edges.add((target, a.name))
+        elif isinstance(node, ast.Import):
+            edges |= {(a.name, "") for a in node.names if a.name in known}
     return edges
 
 
@@ -87,15 +102,45 @@ def test_runners_depend_on_plan_types_only():
             assert not outside, f"{m} imports {outside}"
 
 
-def test_no_module_imports_another_modules_private_names():
-    edges = imports(modules())
-    private = sorted(
+def private_imports(edges: dict[str, set[tuple[str, str]]]) -> list[tuple[str, str, str]]:
+    return sorted(
         (m, t, name)
         for m, e in edges.items()
         for t, name in e
         if name.startswith("_") and not name.startswith("__") and t != m
     )
-    assert private == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports(imports(modules())) == []
+
+
+KNOWN = {"reports", "reports.cells", "reports.drift", "reports.render", "harness", "harness.plan", "harness.plan.lease"}
+
+
+def test_relative_imports_resolve_against_the_importers_package():
+    planted = "from .drift import cases_about\nfrom . import render\nfrom ..harness.plan import lease\n"
+    assert edges_of("reports.cells", False, planted, KNOWN) == {
+        ("reports.drift", "cases_about"),
+        ("reports.render", ""),
+        ("harness.plan.lease", ""),
+    }
+    assert edges_of("reports", True, "from .cells import Entry\n", KNOWN) == {("reports.cells", "Entry")}
+
+
+def test_a_planted_relative_circle_and_private_import_are_found():
+    planted = {
+        "reports.cells": edges_of("reports.cells", False, "def f():\n    from .drift import x\n", KNOWN),
+        "reports.drift": edges_of("reports.drift", False, "from .cells import SUPPORTED\n", KNOWN),
+        "reports.render": edges_of("reports.render", False, "from .cells import _notes\n", KNOWN),
+    }
+    assert cycles({m: {t for t, _ in e} for m, e in planted.items()}) == [["reports.cells", "reports.drift"]]
+    assert private_imports(planted) == [("reports.render", "reports.cells", "_notes")]
+
+
+def test_a_planted_relative_upward_import_is_found():
+    edges = {"harness.plan.lease": edges_of("harness.plan.lease", False, "from ...reports import cells\n", KNOWN)}
+    assert upward(edges) == ["harness.plan.lease -> reports.cells"]
 
 
 # The steps, lowest first. A package may import from the ones below it only: the packages' import
@@ -120,12 +165,15 @@ LAYERS = (
     "harness.check.references",
     "harness.check.verdict",
     "harness.check.observe",
+    "harness.preflight",  # what is checked before anything launches: plans, references
+    "harness.run_dir",  # a run directory opened fresh or resumed, and its matrices
     "harness.progress",
     "harness.console",
     "harness.run",  # one suite run: the steps above in order
     "reports",
     "conformance",
-    "harness.cli",
+    "harness.commands",  # the subcommands
+    "harness.cli",  # arguments parsed, errors printed
 )
 
 

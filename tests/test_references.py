@@ -10,6 +10,7 @@ import pytest
 from harness.cases.expand import expand, select
 from harness.check.references.goldens import cache_key, check_plannable, golden_record, load_golden, stack_difference
 from harness.check.traffic.compare import Outputs
+from harness.cli import main
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NEEDS_REFERENCE
@@ -21,6 +22,7 @@ from harness.plan.reference import (
     resolve,
 )
 from harness.plan.schedule import schedule_suite
+from harness.preflight import references_unfit
 
 
 def case(m, suite, cid):
@@ -103,9 +105,12 @@ def test_guide_models_get_a_reference_that_fits_the_shipped_clusters(shipped):
     env = dict(head.env)
     assert "VLLM_PP_LAYER_PARTITION" not in env and len(env["ASCEND_RT_VISIBLE_DEVICES"].split(",")) == 8
     assert resolve(shipped, c).compare.mode == "logprob"
-    for cluster in ("a3-pd", "a3-2node", "a3-16npu"):
-        r = ppconf("lint", "--cluster", cluster)
-        assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow  # every case of every Ascend suite planned with its reference, on three inventories
+def test_every_shipped_case_gets_a_reference_on_the_shipped_clusters(shipped):
+    for cluster in ("a3-pd", "a3-2node", "a3-16npu"):  # what `ppconf lint --cluster` checks
+        assert references_unfit(shipped, None, cluster) == []
 
 
 def test_a_reference_that_cannot_hold_the_model_is_named_before_anything_launches(matrix_dir):
@@ -116,8 +121,14 @@ def test_a_reference_that_cannot_hold_the_model_is_named_before_anything_launche
     with pytest.raises(ReferenceUnavailable, match="needs at least 16 devices"):
         plan_reference(m, c, load_cluster("a3-2node"))
     assert "needs at least 16 devices" in check_plannable(m, c, load_cluster("a3-2node"))
-    r = ppconf("lint", "--matrices", str(matrix_dir.root), "--cluster", "a3-2node")
-    assert r.returncode == 1 and "deepseek-v4/text/tp8-pp2-2node-mp/auto/none: no reference" in r.stdout
+
+
+@pytest.mark.slow  # lints and plans every case of the suite
+def test_lint_names_a_case_whose_reference_cannot_be_planned(matrix_dir, capsys):
+    text = (matrix_dir.root / "ascend/suites.yaml").read_text()
+    (matrix_dir.root / "ascend/suites.yaml").write_text(text.replace("fold: tp}", "fold: none}"))
+    assert main(["lint", "--matrices", str(matrix_dir.root), "--cluster", "a3-2node", "--suite", "nightly-ascend"]) == 1
+    assert "deepseek-v4/text/tp8-pp2-2node-mp/auto/none: no reference" in capsys.readouterr().out
 
 
 def test_plan_prints_the_reference_launch(shipped):

@@ -36,6 +36,8 @@ class Launcher:
         self.request_timeout_s = request_timeout_s
         self.leases = Leases()
         self.launches = 0
+        # groups a killed ppconf left that could not be stopped yet: kept in live.json beside ours
+        self.unreaped: list[object] = []
         # every secret a launch is given is learnt here, and scrubbed from its logs once it stopped
         self.redactor = redactor or Redactor().learn_env(os.environ)
 
@@ -44,7 +46,7 @@ class Launcher:
             "VLLM_CACHE_ROOT": str(self.run_dir / "vllm-cache"),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
-            MARKER: str(self.run_dir),
+            MARKER: str(self.run_dir.resolve()),  # the reaper finds them whichever way the run is named
         }
 
     def ports(self) -> Ports:
@@ -78,11 +80,14 @@ class Launcher:
                 try:
                     live.start()
                 finally:
-                    write_json_atomic(self.run_dir / LIVE, live.groups())
+                    write_json_atomic(self.run_dir / LIVE, [*self.unreaped, *live.groups()])
                 yield live
             finally:
                 live.stop()
-                (self.run_dir / LIVE).unlink(missing_ok=True)
+                if self.unreaped:
+                    write_json_atomic(self.run_dir / LIVE, self.unreaped)
+                else:
+                    forget_left_behind(self.run_dir)
                 self.redactor.learn(live.deployment)
                 for path in live.log_paths.values():
                     self.redactor.scrub_file(path)
@@ -90,7 +95,8 @@ class Launcher:
 
 
 def left_behind(run_dir: Path) -> list[object]:
-    """The process groups a killed ppconf recorded as live, and forget them."""
+    """The process groups a killed ppconf recorded as live (the record stays until they are
+    stopped: ``forget_left_behind``)."""
     path = run_dir / LIVE
     if not path.exists():
         return []
@@ -98,5 +104,8 @@ def left_behind(run_dir: Path) -> list[object]:
         groups = json.loads(path.read_text() or "[]")
     except ValueError:
         groups = []
-    path.unlink()
     return groups if isinstance(groups, list) else []
+
+
+def forget_left_behind(run_dir: Path) -> None:
+    (run_dir / LIVE).unlink(missing_ok=True)

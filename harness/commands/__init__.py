@@ -1,0 +1,1 @@
+"""The subcommands of ``ppconf``, by what they work on: the claims, a run, what runs wrote."""

@@ -1,0 +1,201 @@
+"""Commands on the claims, before anything runs: lint, expand, partition, plan, schedule."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+
+from harness.cases.expand import expand, select
+from harness.cases.lint import lint
+from harness.cases.partition import MAX_LAYERS, MAX_PP, PartitionError, stage_ranges, tuning_advice
+from harness.check.serving.stack import layer_counts
+from harness.commands.common import CliError, check_select, matrix
+from harness.outcomes import Kind
+from harness.plan.cluster import load_cluster
+from harness.plan.deployment import plan
+from harness.plan.launch import PlanError
+from harness.preflight import lint_plans, references_unfit
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    m = matrix(args)
+    report = lint(m)
+    for w in report.warnings:
+        print(f"warning: {w}")
+    for e in report.errors:
+        print(f"error: {e}")
+    unfit = references_unfit(m, args.suite, args.cluster) if args.cluster else []
+    for e in unfit:
+        print(f"error: {e}")
+    print(
+        f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
+        f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings"
+    )
+    ok = report.ok and not unfit
+    if args.plans:
+        plans = lint_plans(m, args.suite, args.cluster)
+        for line in plans.lines:
+            print(line)
+        ok = plans.ok and ok
+    return 0 if ok else 1
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    check_select(args.select)
+    m = matrix(args)
+    suites = args.suite or sorted(m.suites)
+    out = []
+    layers = layer_counts(load_cluster(args.cluster) if args.cluster else None)
+    for name in suites:
+        exp = expand(m, name, layers)
+        cases = select(exp.cases, expr=args.select)
+        if args.json:
+            out.append(
+                {
+                    "suite": name,
+                    "summary": exp.summary,
+                    "pairs_covered": exp.pairs_covered,
+                    "pairs_possible": exp.pairs_possible,
+                    "full_product": exp.full_product,
+                    "cases": [{"id": c.id, "expectation": c.expectation.to_json()} for c in cases],
+                }
+            )
+            continue
+        if not args.count:
+            for c in cases:
+                e = c.expectation
+                extra = f" [{e.phase}] /{e.error}/" if e.kind is Kind.REJECTED else ""
+                print(f"{c.id:60s} {e.kind}{extra}")
+        print(exp.summary)
+    if args.json:
+        json.dump(out, sys.stdout, indent=2)
+        print()
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    for flag, value, top in (("--layers", args.layers, MAX_LAYERS), ("--pp", args.pp, MAX_PP)):
+        if not 1 <= value <= top:
+            print(f"error: {flag} {value}: give a whole number from 1 to {top}", file=sys.stderr)
+            return 2
+    try:
+        ranges = stage_ranges(args.layers, args.pp, args.partition, args.rules)
+    except PartitionError as err:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(err)}))
+        else:
+            print(str(err), file=sys.stderr)
+        return 1
+    advice = None
+    if args.step_ms or args.peak_mib:
+        counts = [e - s for s, e in ranges]
+        try:
+            step = _per_stage(args.step_ms, len(counts), "--step-ms")
+            peak = _per_stage(args.peak_mib, len(counts), "--peak-mib")
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        advice = tuning_advice(
+            counts,
+            [t / 1000 if t is not None else None for t in step],
+            [int(m * 2**20) if m is not None else None for m in peak],
+        )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "layers": [e - s for s, e in ranges],
+                    "ranges": ranges,
+                    **({"tuning": advice} if advice else {}),
+                }
+            )
+        )
+    else:
+        print(f"[{','.join(str(e - s) for s, e in ranges)}]")
+        for rank, (s, e) in enumerate(ranges):
+            print(f"PP rank {rank}: [{s}, {e})")
+        if advice:
+            print(f"by forward time: {advice['by_step_time']['why']}")
+            print(f"by memory: {advice['by_memory']['why']}")
+    return 0
+
+
+def _per_stage(text: str | None, n: int, flag: str) -> Sequence[float | None]:
+    if not text:
+        return [None] * n
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: give one number per stage, comma-separated") from None
+    bad = next((v for v in values if not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        raise ValueError(f"{flag} {text!r}: {bad} is not a measurement (give finite numbers >= 0)")
+    if len(values) != n:
+        raise ValueError(f"{flag} {text!r}: {len(values)} values for {n} stages")
+    return values
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    m = matrix(args)
+    cluster = load_cluster(args.cluster)
+    cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
+    if args.format == "lws" and not args.image:
+        raise CliError(
+            "--format lws needs --image IMAGE: the container image, with vLLM (and the platform's "
+            "plugin), that every pod runs"
+        )
+    planner = lambda c: plan(m, cases[0], c)  # noqa: E731 — one case, planned on a cluster
+    try:
+        if args.reference:
+            from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
+
+            ref = resolve(m, cases[0])
+            print(f"# reference of {cases[0].id}: {ref.describe()}; compared by {ref.compare.mode}", file=sys.stderr)
+            planner = lambda c: plan_reference(m, cases[0], c, ref)  # noqa: E731
+            try:
+                deployment = planner(cluster)
+            except ReferenceUnavailable as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+        else:
+            deployment = planner(cluster)
+        shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
+        if args.format == "lws":
+            from harness.plan import lws
+
+            print(
+                lws.render(
+                    lws.manifests(planner, cluster, m.platforms[cases[0].platform], args.image), deployment.model
+                ),
+                end="",
+            )
+            return 0
+    except PlanError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(deployment.to_json(), indent=2))
+        return 0
+    for launch, shell in zip(deployment.launches, shells, strict=True):
+        print(f"# {launch.name}: {launch.role} on {launch.node} ({launch.host})")
+        print(shell)
+        print()
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from harness.plan.schedule import load_durations, schedule_suite
+
+    m = matrix(args)
+    try:
+        durations = load_durations(args.durations) if args.durations else None
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
+    print(sched.render())
+    return 0

@@ -1,0 +1,126 @@
+"""Commands that launch: run a suite (fresh or resumed), record a golden."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from harness.cases.expand import expand, select
+from harness.check.serving.stack import layer_counts
+from harness.commands.common import CliError, check_select, matrix, matrix_of_run
+from harness.matrix.load import Matrix
+from harness.plan.cluster import load_cluster
+from harness.results import store
+from harness.results.lock import run_lock
+from harness.run_dir import open_fresh, open_resumed
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    check_select(args.select)
+    run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+    meta: dict = {}
+    if args.resume:
+        meta = open_resumed(run_dir)
+        # a resumed run keeps the suite, selection and matrices it was started with
+        suite = args.suite or meta.get("suite")
+        args.case = args.case or meta.get("cases")
+        args.select = args.select or meta.get("select")
+        check_select(args.select)
+        # ...and its cluster: the nodes its cases ran on, and any groups a killed ppconf left there
+        args.cluster = args.cluster or meta.get("cluster_ref")
+        args.reference_cache = args.reference_cache or (
+            Path(meta["reference_cache"]) if meta.get("reference_cache") else None
+        )
+        m = matrix_of_run(args, run_dir)
+    else:
+        open_fresh(run_dir)
+        suite = args.suite
+        m = matrix(args)
+    if not suite:
+        raise CliError("--suite is required (or --resume DIR)")
+    with run_lock(run_dir, meta):
+        return _run(args, m, suite, run_dir)
+
+
+def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
+    from harness.console import progress_display
+    from harness.run import PlansRefused, RunConfig, SuiteRun
+
+    cfg = RunConfig(
+        matrix=m,
+        suite=suite,
+        cluster=load_cluster(args.cluster),
+        run_dir=run_dir,
+        case_ids=args.case,
+        select=args.select,
+        resume=bool(args.resume),
+        reference_cache=args.reference_cache,
+        cluster_ref=args.cluster,
+    )
+    runner = SuiteRun(cfg)
+    try:
+        runner.check_plans()  # before the progress display: the problems are the whole answer
+    except PlansRefused as err:
+        for problem in err.errors:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with progress_display(suite) as progress:
+        runner.progress = progress
+        try:
+            summary = runner.run()
+        except KeyboardInterrupt:
+            summary = None
+    if summary is None:
+        print(
+            f"interrupted; every launched process was stopped. Resume with: ppconf run --resume {run_dir}",
+            file=sys.stderr,
+        )
+        return 130
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(summary.counts().items()))
+    print(
+        f"{summary.cases} cases ({summary.skipped_finished} already finished), {summary.launches} launches "
+        f"({summary.reference_launches} of references, {summary.references_reused} references reused): "
+        f"{counts or 'nothing run'}"
+    )
+    print(f"results: {run_dir / 'results.jsonl'}")
+    from reports.render import report_run
+
+    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
+    print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
+    if args.github:
+        github_output(suite, run_dir)
+    return 1 if summary.failed else 0
+
+
+def github_output(suite: str, run_dir: Path) -> None:
+    """Annotations for the failing cases, and the job summary where GitHub Actions asks for one."""
+    from reports import github
+
+    records = store.read(run_dir)  # the whole run, a resumed run's earlier cases included
+    for line in github.error_annotations(records):
+        print(line, flush=True)
+    github.write_job_summary(github.job_summary(suite, records, run_dir / "report" / "support.html"))
+
+
+def cmd_golden_record(args: argparse.Namespace) -> int:
+    """Launch a case's reference (or, with --from-case, the case itself) and write its outputs as a golden."""
+    from harness.check.references.record import record_golden
+
+    m = matrix(args)
+    cluster = load_cluster(args.cluster)
+    cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
+    path = record_golden(
+        m,
+        cases[0],
+        cluster,
+        args.out,
+        from_case=args.from_case,
+        work_dir=args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}",
+        fold=args.fold,
+        topology=args.topology,
+    )
+    print(f"golden: {path}")
+    return 0

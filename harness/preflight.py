@@ -1,0 +1,78 @@
+"""What is checked before anything launches, by every entry point: each launch plan against the
+engine (``harness.plan.validate``) and each case's reference against the cluster it would run on.
+Answers are lines to print; nothing here prints or launches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.cases.case import Case
+from harness.cases.expand import expand
+from harness.check.references.goldens import check_plannable
+from harness.check.serving.stack import layer_counts
+from harness.matrix.load import Matrix
+from harness.outcomes import NEEDS_REFERENCE
+from harness.plan.cluster import DEFAULT_CLUSTERS, Cluster, load_cluster
+from harness.plan.deployment import plan
+from harness.plan.launch import PlanError
+from harness.plan.validate import PlanReport, summarize, validate_cases
+
+
+def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:
+    """The problems in these cases' launch plans, each said once."""
+    return summarize(validate_cases(m, cases, cluster).errors)
+
+
+@dataclass
+class PlansLint:
+    lines: list[str] = field(default_factory=list)  # "note: ..." and "error: ..." lines, then a summary
+    ok: bool = True
+
+
+def lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> PlansLint:
+    """Plan every case of the suites on the cluster (default: each suite on every shipped
+    inventory of its platform, this host for cpu) and check the plans against the engine."""
+    for name in suites or []:
+        m.suite(name)  # an unknown suite is an error before anything is planned
+    if cluster_ref:
+        cluster = load_cluster(cluster_ref)
+        pairs = [
+            (s, cluster) for s in (suites or sorted(n for n, x in m.suites.items() if x.platform == cluster.platform))
+        ]
+    else:
+        clusters = [load_cluster(None)] + [load_cluster(p) for p in sorted(DEFAULT_CLUSTERS.glob("*.yaml"))]
+        pairs = [(s, c) for s in (suites or sorted(m.suites)) for c in clusters if c.platform == m.suites[s].platform]
+    out = PlansLint()
+    total = PlanReport()
+    for suite, cluster in pairs:
+        report = validate_cases(m, expand(m, suite, layer_counts(cluster)).cases, cluster)
+        out.lines += [f"note: {suite} on {cluster.name}: {note}" for note in summarize(report.notes)]
+        out.lines += [f"error: {suite} on {cluster.name}: {err}" for err in summarize(report.errors)]
+        total.extend(report)
+    out.lines.append(
+        f"plans: {total.plans} launch plans of {total.cases} cases in {len(pairs)} suite/cluster pairs: "
+        f"{len(summarize(total.errors))} errors, {len(summarize(total.notes))} notes"
+    )
+    out.ok = total.ok
+    return out
+
+
+def references_unfit(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> list[str]:
+    """Every case of the cluster's platform whose reference cannot be planned or read there."""
+    cluster = load_cluster(cluster_ref)
+    platform = cluster.platform if getattr(cluster, "platform", None) else None
+    names = suites or sorted(n for n, s in m.suites.items() if platform is None or s.platform == platform)
+    layers = layer_counts(cluster)
+    out = []
+    for name in names:
+        for c in expand(m, name, layers).cases:
+            if c.expectation.kind not in NEEDS_REFERENCE:
+                continue
+            try:
+                plan(m, c, cluster)
+            except PlanError:
+                continue  # the case itself does not fit this cluster: its reference is moot here
+            why = check_plannable(m, c, cluster)
+            if why:
+                out.append(f"{name}: {c.id}: no reference on cluster '{cluster.name}': {why}")
+    return out
