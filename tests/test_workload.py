@@ -188,8 +188,8 @@ vllm:num_requests_running{engine="1"} 1.0
 @pytest.mark.parametrize(
     "kind,measured,why",
     [
-        ("concurrent", {"peak_running": 1.0}, "never had two requests running"),
-        ("concurrent", {}, "exports no num_requests_running"),
+        ("concurrent", {"peak_running": 1.0, "streams_at_once": 1.0}, "never had two requests running"),
+        ("concurrent", {}, "engine gauge peak 0, 0 streams"),
         ("pressure", {"preemptions": 0.0}, "no request was preempted"),
         ("shared-prefix", {"prefix_cache_hits": 0.0}, "no prefix-cache hit"),
     ],
@@ -304,3 +304,17 @@ def test_a_concurrency_sweep_is_plotted_case_beside_reference_and_escaped():
     # one phase is no sweep
     record.observation.workload = record.observation.workload[:1]
     assert traffic.plots([record]) == []
+
+
+def test_streams_that_received_tokens_together_show_requests_in_flight():
+    from harness.check.serving.client import Timing
+    from harness.check.traffic.phases import streams_at_once
+
+    a = Timing(0.0, ((1.0, 1), (2.0, 1), (3.0, 1)))
+    b = Timing(0.0, ((2.5, 1), (4.0, 1)))
+    c = Timing(0.0, ((5.0, 1), (6.0, 1)))  # after both: served alone
+    assert streams_at_once([a, b, c]) == 2
+    assert streams_at_once([a, c]) == 1 and streams_at_once([]) == 0
+    plan = plan_phase(Phase(kind="concurrent"), 2)
+    # a poll that missed the engine's steps, but streams that ran together: exercised
+    assert not_exercised(plan, PhaseOutputs(metrics={"peak_running": 0.0, "streams_at_once": 3.0})) is None
