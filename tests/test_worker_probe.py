@@ -11,6 +11,8 @@ torch = pytest.importorskip("torch")
 
 from harness.target.worker_probe import _drafter_info  # noqa: E402
 
+pytestmark = pytest.mark.slow  # importing torch alone takes seconds: not for the fast loop
+
 
 class Draft(torch.nn.Module):
     def __init__(self, n: int):
