@@ -29,10 +29,13 @@ features:
   perturb-last-stage:
     title: the last decoder layer perturbed when PP > 1 (a test's worker extension)
     args: [--worker-extension-cls, tests.perturb.PerturbedStageProbe, --hf-token, ppconf-planted-secret-0123456789]
-    env: {MY_SERVICE_TOKEN: ppconf-planted-secret-0123456789}
+    env: {MY_SERVICE_TOKEN: ppconf-planted-secret-0123456789, VLLM_DISABLE_COMPILE_CACHE: "1"}
   batched-fault:
     title: the last stage's logits skewed when it samples more than one sequence at once (a test's worker extension)
     args: [--worker-extension-cls, tests.perturb_batched.BatchedFaultProbe]
+    # vLLM's compile cache is keyed without the worker extension: a graph compiled with another
+    # extension's patched layers would be reused. Neither patched launch reads or writes it.
+    env: {VLLM_DISABLE_COMPILE_CACHE: "1"}
   under-load:
     title: no flags; its rule sends requests in flight together
 rules:
