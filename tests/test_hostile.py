@@ -383,3 +383,44 @@ def test_support_md_passes_no_markdown_image_or_link_through(tmp_path):
     md = (run / "report" / "support.md").read_text()
     assert "onerror=alert(1)" in md and "<img" not in md and "\x1b" not in md and "\x00" not in md
     assert not _unescaped_link(md), md
+
+
+def test_a_matrix_file_that_is_not_a_regular_file_is_an_error(matrix_dir):
+    import os
+
+    import pytest
+
+    from harness.matrix.load import load_matrix
+    from harness.matrix.source import MatrixError
+
+    os.symlink(matrix_dir.root / "gone.yaml", matrix_dir.root / "cpu" / "dangling.yaml")
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    assert any("dangling.yaml: a matrix file name, but not a regular file" in str(e) for e in err.value.errors)
+    os.unlink(matrix_dir.root / "cpu" / "dangling.yaml")
+    os.mkfifo(matrix_dir.root / "cpu" / "pipe.yaml")
+    with pytest.raises(MatrixError) as err:  # never blocks on the FIFO
+        load_matrix(matrix_dir.root)
+    assert any("pipe.yaml" in str(e) for e in err.value.errors)
+
+
+def test_an_empty_error_pattern_is_refused(matrix_dir):
+    import pytest
+
+    from harness.matrix.load import load_matrix
+    from harness.matrix.source import MatrixError
+
+    matrix_dir(
+        "cpu/empty.yaml",
+        """\
+        rules:
+          - when: suite == "smoke-cpu"
+            expect: rejected
+            error: ""
+            phase: startup
+            why: x
+        """,
+    )
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    assert any("empty.yaml:" in str(e) and "error" in str(e) for e in err.value.errors), err.value.errors

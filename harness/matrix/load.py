@@ -180,7 +180,17 @@ def _matrix_files(root: Path) -> list[Path]:
             continue
         seen.add(real)
         dirs.sort()
-        files += [Path(folder) / n for n in names if n.endswith((".yaml", ".yml")) and (Path(folder) / n).is_file()]
+        found = [Path(folder) / n for n in names if n.endswith((".yaml", ".yml"))]
+        odd = [p for p in found if not p.is_file()]
+        if odd:
+            # a dangling link or a FIFO would be skipped silently (or block the read): say so
+            raise MatrixError(
+                [
+                    SourceError(None, f"{p}: a matrix file name, but not a regular file (a dangling link, a FIFO?)")
+                    for p in sorted(odd)
+                ]
+            )
+        files += found
     return sorted(files)
 
 

@@ -545,7 +545,7 @@ class Rule(Strict):
     why: str
     link: str | None = None
     experimental: bool = False
-    error: str | None = None
+    error: str | None = Field(None, min_length=1)  # "" would match every line
     phase: Literal["config", "startup", "first-request"] | None = None
     within_s: float | None = Field(None, gt=0)
     reason: str | None = None
