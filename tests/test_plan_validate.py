@@ -307,3 +307,23 @@ features:
 def test_cli_lint_plans_passes_on_a_shipped_cpu_suite(capsys):
     assert cli.main(["lint", "--plans", "--suite", "smoke-cpu"]) == 0
     assert "0 errors" in capsys.readouterr().out
+
+
+def test_an_engine_variable_this_vllm_does_not_read_is_a_warning_with_the_closest_name():
+    from harness.plan.validate import unknown_engine_env
+
+    known = frozenset({"VLLM_PP_LAYER_PARTITION", "VLLM_HOST_IP", "VLLM_CPU_KVCACHE_SPACE"})
+    env = {
+        "VLLM_PP_LAYER_PARTITON": "1,4",  # a typo
+        "VLLM_USE_RAY_COMPILED_DAG_NCCL_CHANNEL": "1",  # gone from this vLLM
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_ASCEND_ENABLE_FLASHCOMM": "1",  # vllm-ascend's own: not the driver's to judge
+        "HCCL_IF_IP": "10.0.0.1",
+    }
+    warned = unknown_engine_env(env, known)
+    assert warned == [
+        "env VLLM_PP_LAYER_PARTITON is not a variable this vLLM reads (did you mean 'VLLM_PP_LAYER_PARTITION'?); "
+        "it changes nothing",
+        "env VLLM_USE_RAY_COMPILED_DAG_NCCL_CHANNEL is not a variable this vLLM reads; it changes nothing",
+    ]
+    assert unknown_engine_env(env, frozenset()) == []  # no engine on the driver: nothing to compare

@@ -93,6 +93,7 @@ class Engine:
     platform: str  # the driver's platform, in the matrix's names
     config_classes: dict[str, type]
     dests: dict[str, str]  # option string -> destination
+    env_names: frozenset[str] = frozenset()  # the VLLM_* variables this vLLM reads (vllm.envs)
 
     def parse(self, args: list[str]) -> tuple[Any, list[str]]:
         import argparse
@@ -126,7 +127,9 @@ def engine() -> Engine | str:
     dests = {opt: action.dest for opt, action in parser._option_string_actions.items()}
     classes = {flag: getattr(config, name) for flag, name in CONFIG_CLASSES.items() if hasattr(config, name)}
     platform = DEVICE_PLATFORM.get(getattr(current_platform, "device_type", ""), "")
-    return Engine(parser, EngineArgs, platform, classes, dests)
+    import vllm.envs as envs
+
+    return Engine(parser, EngineArgs, platform, classes, dests, frozenset(envs.environment_variables))
 
 
 def _origins(launch: LaunchSpec, flag: str) -> str:
@@ -193,6 +196,22 @@ def _config_errors(value: Any, cls: type, path: str, extra: set[str]) -> list[st
     return out
 
 
+# A platform plugin's own variables (vllm-ascend's envs), which the driver's vLLM cannot list.
+PLUGIN_ENV_PREFIXES = ("VLLM_ASCEND_",)
+
+
+def unknown_engine_env(env: dict[str, str], known: frozenset[str]) -> list[str]:
+    """A warning for each VLLM_* variable the installed vLLM does not read (renamed or removed:
+    two claims setting it would launch the same server), with the closest name it does read."""
+    if not known:
+        return []
+    return [
+        f"env {name} is not a variable this vLLM reads{_suggest(name, known)}; it changes nothing"
+        for name in sorted(env)
+        if name.startswith("VLLM_") and name not in known and not name.startswith(PLUGIN_ENV_PREFIXES)
+    ]
+
+
 def _suggest(value: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -215,6 +234,8 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
                     f"{what}: env name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*); "
                     f"given at {', '.join(origin)}"
                 )
+        if isinstance(eng, Engine):
+            report.notes += [f"{what}: {n}" for n in unknown_engine_env(dict(launch.env), eng.env_names)]
         args = _serve_args(launch)
         if args is None:
             continue
