@@ -90,10 +90,11 @@ def test_a_perturbed_last_stage_fails_and_a_concurrency_only_fault_fails_only_un
     (phase,) = loaded["observation"]["workload"]
     assert phase["kind"] == "concurrent" and phase["mismatched"] >= 1, phase
     assert "phase concurrent:" in loaded["reason"] and "requests differ from the reference" in loaded["reason"]
-    # the requests were in flight together: at least PP of them running at once, by the engine's
-    # gauge as polled or by the streams it fed together
+    # the requests were in flight together, by the engine's own counters: more tokens generated
+    # than engine steps (no speculative decoding), so some step sampled several sequences
     m = phase["metrics"]
-    assert max(m.get("peak_running", 0), m["streams_at_once"]) >= 2, m
+    assert m["generation_tokens"] > m["steps"] > 0, m
+    assert phase["not_exercised"] is None
     diff = phase["diffs"][0]
     assert diff["request"].startswith("concurrent:") and 7 in diff["observed_ids"], diff
     # each PP deployment against its own counterpart; the shared one answered both cases' requests

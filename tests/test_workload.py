@@ -318,3 +318,16 @@ def test_streams_that_received_tokens_together_show_requests_in_flight():
     plan = plan_phase(Phase(kind="concurrent"), 2)
     # a poll that missed the engine's steps, but streams that ran together: exercised
     assert not_exercised(plan, PhaseOutputs(metrics={"peak_running": 0.0, "streams_at_once": 3.0})) is None
+
+
+def test_more_tokens_than_engine_steps_show_several_sequences_sampled_at_once():
+    plan = plan_phase(Phase(kind="concurrent"), 2)
+    missed = {"peak_running": 0.0, "streams_at_once": 1.0}
+    batched = PhaseOutputs(metrics=missed | {"generation_tokens": 80.0, "steps": 31.0})
+    assert not_exercised(plan, batched) is None
+    serial = PhaseOutputs(metrics=missed | {"generation_tokens": 80.0, "steps": 84.0})
+    assert "80 tokens generated in 84 engine steps" in not_exercised(plan, serial)
+    # speculative decoding gives one sequence several tokens a step: no evidence either way
+    drafted = PhaseOutputs(metrics=missed | {"generation_tokens": 80.0, "steps": 31.0, "spec_draft_tokens": 60.0})
+    assert not_exercised(plan, drafted) is not None
+    assert metrics.deltas({}, metrics.parse('vllm:iteration_tokens_total_count{engine="0"} 42.0')) == {"steps": 42.0}

@@ -24,6 +24,8 @@ COUNTERS = {
     "spec_drafts": "spec_decode_num_drafts",
     "prompt_tokens": "prompt_tokens",
     "generation_tokens": "generation_tokens",
+    # engine steps that returned outputs (the count of vLLM's tokens-per-step histogram)
+    "steps": "iteration_tokens_total_count",
 }
 # Gauges whose peak over a phase is recorded.
 GAUGES = {"running": "num_requests_running", "waiting": "num_requests_waiting"}
@@ -52,6 +54,16 @@ def parse(text: str) -> dict[str, float]:
 def deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """The change of each counter over a phase; a counter the platform does not export is absent."""
     return {key: round(after[name] - before.get(name, 0.0), 6) for key, name in COUNTERS.items() if name in after}
+
+
+def batched_steps(metrics: dict[str, float]) -> bool | None:
+    """Whether some engine step sampled several sequences at once: more tokens were generated
+    than there were steps, with no speculative decoding (which gives one sequence several tokens
+    a step). None where the counters do not tell."""
+    steps, generated = metrics.get("steps"), metrics.get("generation_tokens")
+    if not steps or generated is None or (metrics.get("spec_draft_tokens") or 0) > 0:
+        return None
+    return generated > steps
 
 
 def acceptance(metrics: dict[str, float]) -> float | None:
