@@ -55,22 +55,6 @@ def greedy(compare: Compare) -> Sampling:
     return Sampling(top_logprobs=compare.top_logprobs)
 
 
-def streams_at_once(timings: list[Timing]) -> int:
-    """The most streams that were receiving tokens at the same moment, from the client's side:
-    each stream spans its first chunk to its last. Streams of one engine overlap only when the
-    engine runs them together, so this shows requests in flight at once even where a poll of the
-    engine's gauge falls between its steps."""
-    edges = sorted(
-        [(t.chunks[0][0], 1) for t in timings if t.chunks] + [(t.chunks[-1][0], -1) for t in timings if t.chunks],
-        key=lambda e: (e[0], -e[1]),
-    )
-    now = peak = 0
-    for _, step in edges:
-        now += step
-        peak = max(peak, now)
-    return peak
-
-
 def _perf(timings: list[Timing], wall_s: float) -> dict[str, float | None]:
     tokens = sum(n for t in timings for _, n in t.chunks)
     ttft = [x for t in timings if (x := t.ttft) is not None]
@@ -165,7 +149,6 @@ def _send(
         answered = _at_once(client, model, plan.requests, stream, deadline)
         out.completions += [c for c, _ in answered]
         out.perf = _perf([t for _, t in answered], time.monotonic() - t0)
-        out.metrics["streams_at_once"] = float(streams_at_once([t for _, t in answered]))
     elif plan.kind == "abort":
         _at_once(client, model, plan.requests, aborted, deadline)
         out.completions += _at_once(client, model, plan.after, complete, deadline)
