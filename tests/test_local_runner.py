@@ -29,8 +29,11 @@ def spec(seconds: int, env=()) -> LaunchSpec:
 
 
 def group_members(pgid: int) -> list[int]:
-    out = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout
-    return [int(p) for p, g in (l.split() for l in out.splitlines()) if int(g) == pgid]
+    """The group's live members. A zombie has exited: an orphan's zombie waits for the host's init
+    to collect it, and some inits (a container's or a microVM's) never do."""
+    out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
+    rows = (line.split() for line in out.splitlines())
+    return [int(p) for p, g, st in rows if int(g) == pgid and not st.startswith("Z")]
 
 
 def wait_for_tree(handle, n=3, timeout=20):

@@ -19,7 +19,7 @@ from harness.plan.cluster import Node
 from harness.plan.launch import LaunchSpec, Payload
 from runners.ssh import SshError, SshNodeRunner, SshOptions, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd
-from tests.test_local_runner import TREE
+from tests.test_local_runner import TREE, group_members
 
 REPO = Path(__file__).resolve().parent.parent
 # Every launch of this module carries this in its environment: at the end, nothing with it may live.
@@ -28,11 +28,6 @@ MARK_VALUE = uuid.uuid4().hex
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def group_members(pgid: int) -> list[int]:
-    out = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout
-    return [int(p) for p, g in (l.split() for l in out.splitlines()) if int(g) == pgid]
 
 
 def with_args(needle: str) -> list[int]:
