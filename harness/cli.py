@@ -143,16 +143,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
 
-    p = add("schedule", cmd_schedule, "place a suite's deployments on a cluster and print the plan and its makespan")
-    p.add_argument("--suite", required=True)
+    p = add(
+        "schedule",
+        cmd_schedule,
+        "place a suite's deployments and their references on a cluster and print the plan, its "
+        "makespan and what the references add; nothing is launched",
+    )
+    p.add_argument("--suite", required=True, help="the suite to schedule")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument(
-        "--simulate",
-        action="store_true",
-        required=True,
-        help="print the schedule without launching anything (the only mode today)",
+        "--durations",
+        type=Path,
+        help="seconds per deployment or case: a JSON file, or a run directory whose results timed them "
+        "(default: estimates from each deployment's size)",
     )
-    p.add_argument("--durations", type=Path, help="a JSON file of seconds per deployment or case, or a run directory")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text: the placements as a table; json: the same schedule as one JSON object",
+    )
+    p.add_argument("--json", action="store_true", help="deprecated: say --format json")
+    p.add_argument("--simulate", action="store_true", help="deprecated: schedule never launches anything")
 
     p = add("docs-drift", cmd_docs_drift, "list the cells of a published support table that disagree with the matrix")
     p.add_argument("doc", type=Path, help="a Markdown page (or its plain-text export) with a support table")

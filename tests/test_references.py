@@ -3,6 +3,7 @@ cache keys, and what lint and the scheduler make of them. Pure: nothing is launc
 
 import json
 import subprocess
+from dataclasses import replace
 import sys
 
 import pytest
@@ -13,12 +14,12 @@ from harness.check.traffic.compare import Outputs
 from harness.cli import main
 from harness.matrix.load import load_matrix
 from harness.matrix.schema import Topology
-from harness.outcomes import NEEDS_REFERENCE
-from harness.plan.cluster import load_cluster
+from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.reference import (
     ReferenceUnavailable,
     counterpart_topology,
     plan_reference,
+    reference_expected,
     resolve,
 )
 from harness.plan.schedule import schedule_suite
@@ -36,13 +37,85 @@ def ppconf(*argv):
 def test_counterpart_folds_pp_away_on_the_nodes_it_needs():
     two = Topology(tp=8, pp=2, nnodes=2, backend="mp")
     name, t = counterpart_topology("tp8-pp2-2node-mp", two, "none")
-    assert (name, t.tp, t.pp, t.nnodes, t.backend) == ("tp8-pp2-2node-mp~pp1", 8, 1, 1, "mp")
+    assert (name, t.tp, t.pp, t.nnodes, t.backend) == ("pp1-tp8", 8, 1, 1, "mp")
     name, t = counterpart_topology("tp8-pp2-2node-mp", two, "tp")
-    assert (name, t.tp, t.pp, t.nnodes, t.backend) == ("tp8-pp2-2node-mp~tp16", 16, 1, 2, "mp")
+    assert (name, t.tp, t.pp, t.nnodes, t.backend) == ("pp1-tp16-2node", 16, 1, 2, "mp")
     _, t = counterpart_topology("x", Topology(tp=8, pp=2), "tp")  # one 16-device node stays one node
     assert (t.tp, t.nnodes) == (16, 1)
     _, t = counterpart_topology("x", Topology(tp=4, pp=2, dp=2, nnodes=2, backend="mp"), "none")
     assert (t.tp, t.dp, t.nnodes) == (4, 1, 1)
+
+
+def test_counterpart_takes_the_fewest_nodes_that_hold_it_and_the_mp_executor():
+    ray = Topology(tp=8, pp=2, nnodes=2, backend="ray")
+    # on 16-device nodes TP16 is one node, whichever layout or executor the case had
+    for case_topo in (ray, Topology(tp=8, pp=2, nnodes=2, backend="mp"), Topology(tp=8, pp=2)):
+        _, t = counterpart_topology("a", case_topo, "tp", node_devices=16)
+        assert (t.tp, t.pp, t.nnodes, t.backend) == (16, 1, 1, "mp")
+    name, t = counterpart_topology("a", ray, "tp", node_devices=16)
+    assert (name, t.nnodes, t.backend) == ("pp1-tp16", 1, "mp")
+    name, t = counterpart_topology("a", ray, "tp", node_devices=8)  # 8-device nodes: two of them
+    assert (name, t.nnodes) == ("pp1-tp16-2node", 2)
+    assert counterpart_topology("a", Topology(tp=3, pp=2), "tp", node_devices=4)[1].nnodes == 2  # 6 = 2 x 3
+
+
+def test_a_reference_leaves_out_the_features_meant_not_to_change_outputs(shipped):
+    from harness.plan.reference import reference_features
+
+    m = shipped
+    cases = {c.id: c for c in expand(m, "nightly-ascend").cases}
+    # graph mode, prefix caching and sequence parallelism preserve outputs; no bound needs the drafter
+    c = cases["deepseek-v4/multimodal/tp8-pp2-2node-ray/auto/graph-mode+mtp+prefix-caching+sequence-parallelism"]
+    assert reference_features(m, c) == ()
+    # the mtp claim bounds speculative acceptance against the reference: its drafter stays
+    c = cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/async-scheduling+dcp+mtp"]
+    assert reference_features(m, c) == ("mtp",)
+    # pooling gives embeddings: another output, its own reference
+    assert reference_features(m, cases["qwen3/tp8-pp2-2node-mp/auto/pooling"]) == ("pooling",)
+    a3 = load_cluster("a3-pd")
+    plain = plan_reference(m, cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/none"], a3)
+    ray = plan_reference(m, cases["deepseek-v4/text/tp8-pp2-2node-ray/auto/none"], a3)
+    graph = plan_reference(m, cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/dspark+graph-mode"], a3)
+    assert plain.key == ray.key == graph.key  # one launch for the three
+    assert "--enable-prefix-caching" not in " ".join(plain.launches[0].argv)
+
+
+def test_a_feature_kept_in_a_reference_keeps_what_it_requires(matrix_dir):
+    from harness.plan.reference import reference_features
+
+    matrix_dir(
+        "features-extra.yaml",
+        """\
+        features:
+          lossy:
+            title: a quantisation that changes outputs
+            args: [--quantization, fp8]
+            requires: [prefix-caching]
+        """,
+    )
+    m = load_matrix([matrix_dir.root])
+    base = select(expand(m, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/prefix-caching"])[0]
+    c = replace(base, features=("lossy", "prefix-caching"))
+    assert reference_features(m, c) == ("lossy", "prefix-caching")
+    assert reference_features(m, replace(base, features=("prefix-caching",))) == ()
+
+
+def test_preserves_output_needs_its_why(matrix_dir):
+    from harness.matrix.source import MatrixError
+
+    matrix_dir(
+        "features-extra.yaml",
+        """\
+        features:
+          mystery:
+            title: says it changes nothing, not why
+            args: [--foo]
+            preserves_output: true
+        """,
+    )
+    with pytest.raises(MatrixError) as err:
+        load_matrix([matrix_dir.root])
+    assert any("features-extra.yaml" in str(e) and "needs why" in str(e) for e in err.value.errors)
 
 
 def test_the_most_specific_declaration_wins(matrix_dir):
@@ -146,28 +219,115 @@ def test_plan_prints_the_reference_launch(shipped):
     d = json.loads(r.stdout)
     (api,) = d["launches"]
     assert api["argv"][api["argv"].index("--pipeline-parallel-size") + 1] == "1"
-    assert "--enable-prefix-caching" in api["argv"]  # the counterpart keeps the case's features
+    # prefix caching is meant to leave outputs as they are: the counterpart runs without it
+    assert "--enable-prefix-caching" not in api["argv"]
     assert "counterpart" in r.stderr
 
 
 def test_the_simulated_schedule_counts_reference_launches(shipped):
     s = schedule_suite(shipped, "smoke-cpu", load_cluster(None))
-    names = [e.need.name for e in s.entries]
-    assert any("/reference/" in n for n in names)
-    served = [c for c in expand(shipped, "smoke-cpu").cases if c.expectation.kind in NEEDS_REFERENCE]
+    served = [c for c in expand(shipped, "smoke-cpu").cases if reference_expected(c)]
     refs = {plan_reference(shipped, c, load_cluster(None)).key for c in served}
-    assert sum("/reference/" in n for n in names) == len(refs)  # one launch per distinct reference
+    assert s.references == len(refs) == 2  # one launch per distinct reference: prefix caching shares one
+    assert {e.need.key for e in s.entries if e.need.reference} == refs
+    assert s.cases == len(expand(shipped, "smoke-cpu").cases)  # references are not cases
+
+
+def test_known_issues_get_a_reference_only_where_the_runner_would_ask_one(shipped):
+    cases = {c.id: c for c in expand(shipped, "smoke-cpu").cases}
+    # a crash at the first request (its waiver) serves nothing to compare: no reference launch
+    assert not reference_expected(cases["qwen3-tiny/pp2-tp1-mp/auto/enforce-eager"])
+    assert not reference_expected(cases["qwen3-tiny/pp2-tp1-mp/0,5/none"])  # a crash at startup
+    assert not reference_expected(cases["qwen3-tiny/pp2-tp1-mp/1,2/none"])  # a rejection
+    assert reference_expected(cases["qwen3-tiny/pp2-tp1-mp/auto/none"])
+    nightly = {c.id: c for c in expand(shipped, "nightly-ascend").cases}
+    # a known issue that waives accuracy still serves: its reference is launched
+    assert reference_expected(nightly["glm-5.2/text/tp8-pp2-2node-mp/auto/layersplit"])
+
+
+def _other_host() -> Cluster:
+    """The local inventory as another host would write it: other names, addresses, cores, command."""
+    here = load_cluster(None)
+    node = here.nodes[0]
+    return here.model_copy(
+        update={
+            "name": "elsewhere",
+            "nodes": [
+                node.model_copy(
+                    update={
+                        "name": "n7",
+                        "host": "10.1.2.7",
+                        "address": "10.1.2.7",
+                        "devices": [d + 4 for d in node.devices],
+                        "vllm": ["/opt/venv/bin/python", "-m", "harness.target.vllm_cpu"],
+                        "python": "/opt/venv/bin/python",
+                    }
+                )
+            ],
+        }
+    )
+
+
+def _key(m, c, cluster, versions, shape=None):
+    d = plan_reference(m, c, cluster)
+    return cache_key(d, cluster, m.platforms[c.platform].device_env, versions, shape or {"prompts": ["a"]})
 
 
 def test_cache_key_moves_with_the_stack_and_the_requests(shipped):
     c = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none")
-    d = plan_reference(shipped, c, load_cluster(None))
+    here = load_cluster(None)
+    d = plan_reference(shipped, c, here)
+    env = shipped.platforms[c.platform].device_env
     v = {"local": {"vllm": "0.32.0"}}
     shape = {"prompts": ["a"]}
-    k = cache_key(d, v, shape)
-    assert k == cache_key(d, json.loads(json.dumps(v)), dict(shape))
-    assert k != cache_key(d, {"local": {"vllm": "0.33.0"}}, shape)
-    assert k != cache_key(d, v, {"prompts": ["b"]})
+    k = cache_key(d, here, env, v, shape)
+    assert k == cache_key(d, here, env, json.loads(json.dumps(v)), dict(shape))
+    assert k != cache_key(d, here, env, {"local": {"vllm": "0.33.0"}}, shape)
+    assert k != cache_key(d, here, env, v, {"prompts": ["b"]})
+    flagged = replace(d, launches=(replace(d.launches[0], argv=(*d.launches[0].argv, "--enforce-eager")),))
+    assert k != cache_key(flagged, here, env, v, shape)  # what it computes, every flag of it
+
+
+def test_the_same_counterpart_has_one_key_on_any_node_and_from_any_case(shipped):
+    """A reference launched by another test, on another node (names, addresses, cores and the
+    command that starts vLLM all differ) is the same launch: one key, so its outputs are reused."""
+    smoke = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none")
+    two_node = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
+    prefix = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/prefix-caching")
+    here, there = load_cluster(None), _other_host()
+    stack = {"vllm": "0.32.0", "torch": "2.9.0"}
+    k = _key(shipped, smoke, here, {"local": stack})
+    assert k == _key(shipped, two_node, here, {"local": stack})  # another case, the same counterpart
+    assert k == _key(shipped, prefix, here, {"local": stack})  # a feature meant to change nothing
+    assert k == _key(shipped, smoke, there, {"n7": stack})  # another node, another host's paths
+    assert k != _key(shipped, smoke, there, {"n7": {**stack, "vllm": "0.33.0"}})  # but not another stack
+
+
+def test_a_counterpart_cached_by_another_node_is_reused_not_launched(shipped, tmp_path):
+    """The cache lookup: outputs a run on another host stored are found, nothing is launched."""
+    from harness.check.references.runs import ReferenceRuns
+
+    class NoLaunch:
+        def serve(self, *args, **kwargs):
+            raise AssertionError("a cached reference was launched again")
+
+    c = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none")
+    stack = {"vllm": "0.32.0"}
+    there = _other_host()
+    ids = [[3, 4, 5]]
+    first = ReferenceRuns(shipped, there, tmp_path / "run-there", NoLaunch(), lambda: {"n7": stack}, tmp_path / "cache")
+    _, key = first._plan(c, resolve(shipped, c), ids)
+    outputs = Outputs(id_prompts=ids)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / f"{key}.json").write_text(json.dumps({"key": key, "outputs": outputs.to_json()}))
+    runs = ReferenceRuns(
+        shipped, load_cluster(None), tmp_path / "run-here", NoLaunch(), lambda: {"local": stack}, tmp_path / "cache"
+    )
+    got = runs.for_case(c, ids)
+    assert got.error is None and got.outputs is not None
+    assert got.evidence["source"] == "reused from the reference cache" and got.evidence["key"] == key
+    assert (runs.launched, runs.reused) == (0, 1)
+    assert (tmp_path / "run-here" / "references" / f"{key}.json").is_file()  # kept with the run
 
 
 def test_goldens_round_trip_and_say_when_the_stack_moved(tmp_path):

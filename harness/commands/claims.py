@@ -190,6 +190,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_schedule(args: argparse.Namespace) -> int:
     from harness.plan.schedule import load_durations, schedule_suite
 
+    for old, new in (("--simulate", None), ("--json", "--format json")):
+        if getattr(args, old[2:]):
+            instead = f"say {new}" if new else "schedule never launches anything; leave it out"
+            print(f"warning: {old} is deprecated: {instead}", file=sys.stderr)
     m = matrix(args)
     try:
         durations = load_durations(args.durations) if args.durations else None
@@ -197,5 +201,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
-    print(sched.render())
+    if args.json or args.format == "json":
+        print(json.dumps(sched.to_json(), indent=2))
+    else:
+        print(sched.render())
     return 0

@@ -422,6 +422,18 @@ class Feature(Strict):
     # feature's own kv-transfer-config, if any, then replaces the topology's connector there).
     prefill: Side | None = None
     decode: Side | None = None
+    # Meant to leave greedy outputs unchanged (a way of computing the same tokens: a cache, a
+    # schedule, a parallel layout, graph capture, lossless speculation): a case's reference then
+    # runs without it, so one reference serves every stack of such features and the comparison
+    # also shows the feature changed nothing. `why` says why the outputs stay the same.
+    preserves_output: bool = False
+    why: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _why_preserved(self) -> Feature:
+        if self.preserves_output and not self.why:
+            raise ValueError("preserves_output: true needs why (why greedy outputs stay the same)")
+        return self
 
     def side(self, role: str | None) -> Side:
         """The expression on one instance: ``role`` is "prefill", "decode" or None (no P/D)."""

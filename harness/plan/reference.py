@@ -12,12 +12,10 @@ from typing import Any
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare, Reference, Topology
+from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import ModelResolver, plan, resolve_model_default
 from harness.plan.launch import Deployment, Placement, Ports
-
-# Outcomes whose case is served and compared; the others never need a reference.
-
 
 class ReferenceUnavailable(Exception):
     """The reference could not be planned, started or read: the case cannot be judged for accuracy."""
@@ -92,26 +90,58 @@ def resolve(m: Matrix, case: Case) -> ResolvedReference:
     return ResolvedReference(suite.reference, compare, source, _dir_of(where, m))
 
 
-def counterpart_topology(name: str, topo: Topology, fold: str) -> tuple[str, Topology]:
+def counterpart_topology(name: str, topo: Topology, fold: str, node_devices: int | None = None) -> tuple[str, Topology]:
     """The case's layout with PP folded away: PP=1 with the case's TP (``none``), or TP×PP folded
-    into TP (``tp``), on as many of the case's nodes as those ranks need. A P/D pair folds into its
-    prefill instance served alone; DP folds to one rank (outputs of one request do not depend on it)."""
+    into TP (``tp``), on the fewest nodes that hold those ranks evenly (``node_devices``: devices of
+    the cluster's largest node; without it, as many per node as the case has). A P/D pair folds
+    into its prefill instance served alone; DP folds to one rank (outputs of one request do not
+    depend on it). The executor is mp whatever the case's: it decides how ranks are started, not
+    what they compute, so the mp and Ray cases of a model share one reference."""
     tp = topo.tp * (topo.pp if fold == "tp" else 1)
-    per_node = max(1, topo.world // topo.nnodes)
+    per_node = max(1, node_devices or topo.world // topo.nnodes)
     nnodes = max(1, -(-tp // per_node))
-    backend = topo.backend if nnodes == 1 else (topo.backend or "mp")
+    while tp % nnodes:
+        nnodes += 1
     ref = Topology(
         tp=tp,
         pp=1,
         dp=1,
         nnodes=nnodes,
-        backend=backend,
+        backend="mp",
         title=f"reference of {name}: PP folded away" + (" into TP" if fold == "tp" else ""),
     )
-    return f"{name}~{'tp' + str(tp) if fold == 'tp' else 'pp1'}", ref
+    return f"pp1-tp{tp}" + (f"-{nnodes}node" if nnodes > 1 else ""), ref
 
 
-def reference_case(m: Matrix, case: Case, ref: ResolvedReference) -> tuple[Case, Topology]:
+def largest_node(cluster: Cluster) -> int | None:
+    """The devices of the cluster's largest node: how many ranks of a reference one node holds."""
+    return max((len(n.devices) for n in cluster.nodes), default=None)
+
+
+def _drafts(m: Matrix, feature: str) -> bool:
+    f = m.features[feature]
+    return "speculative-config" in f.configs or "--speculative-config" in f.args
+
+
+def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
+    """The features a case's reference launch keeps: those meant to change outputs (a feature
+    without ``preserves_output``), those a kept one requires, and a drafter whose acceptance the
+    case's workload bounds against the reference's. Every other feature is left out, so one
+    reference serves every stack of output-preserving features on a model."""
+    from harness.cases.workload import workload_of
+
+    bounded = any(p.min_acceptance_ratio is not None for p in workload_of(m, case))
+    kept = [f for f in case.features if not m.features[f].preserves_output or (bounded and _drafts(m, f))]
+    todo = list(kept)
+    while todo:
+        for need in m.features[todo.pop()].requires:
+            if need in case.features and need not in kept:
+                kept.append(need)
+                todo.append(need)
+    return tuple(f for f in case.features if f in kept)
+
+
+def reference_case(m: Matrix, case: Case, ref: ResolvedReference, node_devices: int | None = None) -> tuple[Case, Topology]:
     """The launch a counterpart or topology reference stands for, as a case of its own."""
     if ref.spec.kind == "topology":
         name = ref.spec.topology or ""
@@ -121,9 +151,20 @@ def reference_case(m: Matrix, case: Case, ref: ResolvedReference) -> tuple[Case,
         if topo.pp != 1 or topo.decode is not None:
             raise ReferenceUnavailable(f"reference topology '{name}' must be a PP=1 layout without P/D")
     else:
-        name, topo = counterpart_topology(case.topology, m.topologies[case.topology], ref.spec.fold)
-    rid = f"{case.model_key}/reference/{name}/{'+'.join(case.features) or 'none'}"
-    return replace(case, id=rid, topology=name, partition="auto"), topo
+        name, topo = counterpart_topology(case.topology, m.topologies[case.topology], ref.spec.fold, node_devices)
+    features = reference_features(m, case)
+    rid = f"{case.model_key}/reference/{name}/{'+'.join(features) or 'none'}"
+    return replace(case, id=rid, topology=name, partition="auto", features=features), topo
+
+
+def reference_expected(case: Case) -> bool:
+    """Whether the runner is expected to launch the case's reference: it asks a reference only of
+    a case that served its requests, so not of a rejection, nor of a known issue whose waiver
+    says it fails at startup or at its first request (a flaky case may serve: it counts)."""
+    exp = case.expectation
+    if exp.kind not in NEEDS_REFERENCE:
+        return False
+    return not (exp.kind is Kind.KNOWN_ISSUE and {"startup", "request"} & set(exp.waives))
 
 
 def plan_reference(
@@ -139,7 +180,7 @@ def plan_reference(
     ref = ref or resolve(m, case)
     if not ref.launches:
         raise ReferenceUnavailable(f"the reference of {case.id} is {ref.describe()}: nothing to launch")
-    rcase, topo = reference_case(m, case, ref)
+    rcase, topo = reference_case(m, case, ref, largest_node(cluster))
     need = m.variant(case.family, case.variant).min_devices
     if need and topo.devices < need:
         raise ReferenceUnavailable(

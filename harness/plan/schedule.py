@@ -26,11 +26,12 @@ How it places, and why:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,16 @@ class Need:
     spread: bool = False  # node ranks on distinct nodes (the topology spans nodes on purpose)
     cases: tuple[str, ...] = ()
     label: str = ""  # a readable name: the first case id
+    reference: bool = False  # the launch only a case's reference needs
+    asks: int = 0  # for a reference: the distinct sets of requests it answers (one per case if 0)
 
     @property
     def devices(self) -> int:
         return sum(self.slots)
+
+    @functools.cached_property
+    def widest(self) -> tuple[int, ...]:
+        return tuple(sorted(self.slots, reverse=True))
 
     @property
     def gang(self) -> bool:
@@ -110,7 +117,7 @@ def estimate_s(need: Need) -> float:
         ESTIMATE_BASE_S
         + ESTIMATE_PER_EXTRA_NODE_S * (len(need.slots) - 1)
         + ESTIMATE_PER_DEVICE_S * need.devices
-        + ESTIMATE_PER_CASE_S * max(1, len(need.cases))
+        + ESTIMATE_PER_CASE_S * max(1, need.asks or len(need.cases))
     )
 
 
@@ -196,6 +203,8 @@ class Schedule:
     unplaceable: tuple[Unplaceable, ...] = ()
     no_launch: tuple[str, ...] = ()  # cases recorded without a launch (unsupported here, no claim)
     seconds: float = 0.0  # the scheduler's own time (filled in by the caller that measures it)
+    # the makespan of the cases' own deployments scheduled alone (what references add to it)
+    makespan_without_references: float | None = None
 
     @property
     def devices(self) -> int:
@@ -226,21 +235,39 @@ class Schedule:
 
     @property
     def cases(self) -> int:
-        return sum(len(e.need.cases) for e in self.entries)
+        """The cases the deployments serve (a reference is not a case)."""
+        return sum(len(e.need.cases) for e in self.entries if not e.need.reference)
 
     @property
     def launches(self) -> int:
         return len(self.entries)
 
+    @property
+    def references(self) -> int:
+        """Deployments launched only for references."""
+        return sum(e.need.reference for e in self.entries)
+
+    @property
+    def references_cost(self) -> float | None:
+        """The makespan with references against the cases' alone (1.0: references add nothing)."""
+        alone = self.makespan_without_references
+        return self.makespan / alone if alone else None
+
     def render(self) -> str:
         known = sum(e.known for e in self.entries)
         lines = [
             f"schedule on {self.cluster} ({len(self.nodes)} node(s), {self.devices} device(s)): "
-            f"{self.launches} deployment(s) for {self.cases} case(s)",
+            f"{self.cases} case(s) in {self.launches - self.references} deployment(s), "
+            f"{self.references} reference deployment(s)",
             f"makespan {_hms(self.makespan)}  lower bound {_hms(self.lower_bound)} (x{self.ratio:.2f})  "
             f"utilisation {self.utilisation:.0%}  durations: {known} from earlier runs, "
             f"{self.launches - known} estimated (~)",
         ]
+        if self.makespan_without_references is not None:
+            lines.append(
+                f"without references: makespan {_hms(self.makespan_without_references)} "
+                f"(references add x{self.references_cost or 1.0:.3f})"
+            )
         if self.entries:
             rows = [
                 (
@@ -248,7 +275,7 @@ class Schedule:
                     _hms(e.end),
                     f"{'' if e.known else '~'}{e.duration:.0f}s",
                     " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
-                    str(len(e.need.cases)),
+                    "ref" if e.need.reference else str(len(e.need.cases)),
                     e.need.name,
                 )
                 for e in self.entries
@@ -264,6 +291,34 @@ class Schedule:
             lines.append(f"{len(self.no_launch)} case(s) need no launch (unsupported on the platform, or no claim)")
         return "\n".join(lines)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "nodes": [{"name": n, "devices": d} for n, d in self.nodes],
+            "cases": self.cases,
+            "deployments": self.launches - self.references,
+            "references": self.references,
+            "makespan_s": self.makespan,
+            "makespan_without_references_s": self.makespan_without_references,
+            "lower_bound_s": self.lower_bound,
+            "utilisation": self.utilisation,
+            "entries": [
+                {
+                    "start_s": e.start,
+                    "end_s": e.end,
+                    "known": e.known,
+                    "reference": e.need.reference,
+                    "deployment": e.need.key,
+                    "name": e.need.name,
+                    "cases": list(e.need.cases),
+                    "placement": [{"node": n, "devices": list(d)} for n, d in e.placement.nodes],
+                }
+                for e in self.entries
+            ],
+            "unplaceable": [{"name": u.name, "cases": list(u.cases), "reason": u.reason} for u in self.unplaceable],
+            "no_launch": list(self.no_launch),
+        }
+
 
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
@@ -273,33 +328,54 @@ def _hms(seconds: float) -> str:
 # ---- placing ----------------------------------------------------------------------------------
 
 Free = dict[str, set[int]]  # node -> free device ids
+Counts = dict[str, int]  # node -> how many of its devices are free
 
 
-def _fit(free: Free, order: Sequence[str], need: Need) -> Placement | None:
-    """A placement of every rank of ``need`` on the free devices, or None.
+def _choose(counts: Counts, order: Sequence[str], need: Need) -> dict[int, str] | None:
+    """Which node each rank of ``need`` goes to, from the free counts alone, or None.
 
     Ranks go widest first, each onto the node with the fewest free devices that still holds it.
     With spread ranks (distinct nodes) this greedy is exact: the nodes that can hold a wider
     rank also hold every narrower one, so taking the tightest node never strands a later rank.
     """
-    counts = {n: len(free[n]) for n in order}
-    ranks = sorted(range(len(need.slots)), key=lambda i: (-need.slots[i], i))
+    left = dict(counts)
     chosen: dict[int, str] = {}
-    for i in ranks:
+    for i in sorted(range(len(need.slots)), key=lambda i: (-need.slots[i], i)):
         wanted = need.slots[i]
         best = None
         for n in order:
             if need.spread and n in chosen.values():
                 continue
-            if counts[n] >= wanted and (best is None or counts[n] < counts[best]):
+            if left[n] >= wanted and (best is None or left[n] < left[best]):
                 best = n
         if best is None:
             return None
-        counts[best] -= wanted
+        left[best] -= wanted
         chosen[i] = best
+    return chosen
+
+
+def _fits(counts: Counts, top: Sequence[int], order: Sequence[str], need: Need) -> bool:
+    """Whether ``need`` fits the free counts (``top``: the same counts, largest first). One rank,
+    or ranks on distinct nodes: the i-th widest rank needs the i-th freest node (what ``_choose``
+    finds, without walking the nodes)."""
+    if len(need.slots) == 1:
+        return bool(top) and top[0] >= need.slots[0]
+    if need.spread:
+        widest = need.widest
+        return len(top) >= len(widest) and all(t >= w for t, w in zip(top, widest, strict=False))
+    return _choose(counts, order, need) is not None
+
+
+def _fit(free: Free, counts: Counts, order: Sequence[str], need: Need) -> Placement | None:
+    """A placement of every rank of ``need`` on the free devices, or None: nodes as ``_choose``
+    picks them, and a contiguous, aligned device range inside each (lease.pick_devices)."""
+    chosen = _choose(counts, order, need)
+    if chosen is None:
+        return None
     left = {n: set(free[n]) for n in set(chosen.values())}
     out: list[tuple[str, tuple[int, ...]]] = [("", ())] * len(need.slots)
-    for i in ranks:
+    for i in sorted(chosen, key=lambda i: (-need.slots[i], i)):
         node = chosen[i]
         devices = pick_devices(sorted(left[node]), need.slots[i])
         left[node] -= set(devices)
@@ -307,14 +383,31 @@ def _fit(free: Free, order: Sequence[str], need: Need) -> Placement | None:
     return Placement(tuple(out))
 
 
-def _take(free: Free, placement: Placement) -> None:
-    for node, devices in placement.nodes:
-        free[node] -= set(devices)
+def _descending(counts: Counts) -> list[int]:
+    return sorted(counts.values(), reverse=True)
 
 
-def _give(free: Free, placement: Placement) -> None:
+def _add(counts: Counts, placement: Placement, sign: int) -> None:
     for node, devices in placement.nodes:
-        free[node] |= set(devices)
+        counts[node] += sign * len(devices)
+
+
+@dataclass
+class _Waiting:
+    """Deployments of one shape (devices per rank, spread) not yet started, longest first."""
+
+    items: list[tuple[tuple[Any, ...], Need, float, bool]]  # (order key, need, seconds, known)
+
+    def first_within(self, seconds: float, after: int) -> int | None:
+        """The first item after position ``after`` that takes at most ``seconds``."""
+        lo, hi = after + 1, len(self.items)
+        while lo < hi:  # seconds fall along the list
+            mid = (lo + hi) // 2
+            if self.items[mid][2] > seconds:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(self.items) else None
 
 
 def simulate(
@@ -324,65 +417,91 @@ def simulate(
 
     Deployments may be given as Needs or as planned Deployments (their needs are read from their
     placements). Pure and deterministic: the same input gives the same schedule.
+
+    Each time deployments end, the waiting ones are visited longest first; the first that does
+    not fit is the head, and gets a reservation at the earliest time it will (kept until it
+    starts: what starts meanwhile never delays it). Waiting deployments of one shape are visited
+    together: once one does not fit, or would hold devices the head needs at its reservation,
+    the others of that shape that end after the reservation are passed over until deployments
+    end again, so one visit costs the shapes waiting, not every deployment waiting.
     """
     order = [n.name for n in cluster.nodes]
-    empty: Free = {n.name: set(n.devices) for n in cluster.nodes}
+    free: Free = {n.name: set(n.devices) for n in cluster.nodes}
+    counts: Counts = {n: len(d) for n, d in free.items()}
+    top = _descending(counts)
     needs = [d if isinstance(d, Need) else need_of(d) for d in deployments]
 
     unplaceable: list[Unplaceable] = []
-    pending: list[tuple[Need, float, bool]] = []
+    shapes: dict[tuple[tuple[int, ...], bool], _Waiting] = {}
     for need in needs:
-        if _fit(empty, order, need) is None:
+        shape = (need.slots, need.spread)
+        if shape not in shapes and not _fits(counts, top, order, need):
             unplaceable.append(Unplaceable(need.name, need.cases, _why_not(need, cluster)))
             continue
         seconds, known = duration_of(need, durations)
-        pending.append((need, seconds, known))
-    # longest first; among equals the wider first (harder to fit later), then a stable name
-    pending.sort(key=lambda p: (-p[1], -p[0].devices, -len(p[0].slots), p[0].name, p[0].key))
+        # longest first; among equals the wider first (harder to fit later), then a stable name
+        key = (-seconds, -need.devices, -len(need.slots), need.name, need.key)
+        shapes.setdefault(shape, _Waiting([])).items.append((key, need, seconds, known))
+    waiting = [w for w in shapes.values()]
+    for w in waiting:
+        w.items.sort(key=lambda item: item[0])
+    left = sum(len(w.items) for w in waiting)
 
-    free: Free = {n: set(d) for n, d in empty.items()}
     running: list[tuple[float, int, Placement]] = []  # heap of (end, seq, placement)
     entries: list[ScheduledLaunch] = []
     now = 0.0
     seq = 0
-    while pending:
-        waiting: list[tuple[Need, float, bool]] = []
+    reservation: tuple[str, float, Counts] | None = None  # the head's key, its start, free counts then
+    while left:
+        visit = [(w.items[0][0], i, 0) for i, w in enumerate(waiting) if w.items]
+        heapq.heapify(visit)
         head: Need | None = None
-        shadow = 0.0
-        at_shadow: Free = {}
-        failed: set[tuple[tuple[int, ...], bool]] = set()  # shapes that did not fit in this pass
-        for item in pending:
-            need, seconds, known = item
-            shape = (need.slots, need.spread)
-            placement = None if shape in failed else _fit(free, order, need)
-            if placement is None:
-                failed.add(shape)  # free devices only shrink during a pass: it stays unfit
+        while visit:
+            _, i, pos = heapq.heappop(visit)
+            w = waiting[i]
+            _, need, seconds, known = w.items[pos]
+            if not _fits(counts, top, order, need):
                 if head is None:
                     head = need
-                    shadow, at_shadow = _reserve(free, running, order, need)
-                waiting.append(item)
-                continue
-            if head is not None and now + seconds > shadow:
+                    if reservation is None or reservation[0] != need.key:
+                        reservation = (need.key, *_reserve(counts, running, order, need))
+                continue  # free devices only shrink during a visit: the shape stays unfit
+            if head is not None and reservation is not None and now + seconds > reservation[1]:
                 # it would still hold devices at the head's reservation: allowed only if the head
                 # fits beside it then
-                trial = {n: set(d) for n, d in at_shadow.items()}
-                _take(trial, placement)
-                if _fit(trial, order, head) is None:
-                    waiting.append(item)
+                trial = dict(reservation[2])
+                for rank, node in (_choose(counts, order, need) or {}).items():
+                    trial[node] -= need.slots[rank]
+                if not _fits(trial, _descending(trial), order, head):
+                    nxt = w.first_within(reservation[1] - now, pos)
+                    if nxt is not None:
+                        heapq.heappush(visit, (w.items[nxt][0], i, nxt))
                     continue
-                at_shadow = trial
-            _take(free, placement)
+                reservation = (reservation[0], reservation[1], trial)
+            placement = _fit(free, counts, order, need)
+            assert placement is not None
+            for node, devices in placement.nodes:
+                free[node] -= set(devices)
+            _add(counts, placement, -1)
+            top = _descending(counts)
             heapq.heappush(running, (now + seconds, seq, placement))
             seq += 1
             entries.append(ScheduledLaunch(need, now, now + seconds, placement, known))
-        pending = waiting
-        if not pending:
+            del w.items[pos]
+            left -= 1
+            if pos < len(w.items):
+                heapq.heappush(visit, (w.items[pos][0], i, pos))
+        if not left:
             break
         if not running:  # cannot happen: everything left fits the empty cluster
             raise AssertionError("scheduler stalled with an idle cluster")
         now = running[0][0]
         while running and running[0][0] <= now:
-            _give(free, heapq.heappop(running)[2])
+            ended = heapq.heappop(running)[2]
+            for node, devices in ended.nodes:
+                free[node] |= set(devices)
+            _add(counts, ended, +1)
+        top = _descending(counts)
 
     entries.sort(key=lambda e: (e.start, e.placement.nodes, e.need.name))
     return Schedule(
@@ -391,13 +510,15 @@ def simulate(
 
 
 def _reserve(
-    free: Free, running: list[tuple[float, int, Placement]], order: Sequence[str], need: Need
-) -> tuple[float, Free]:
-    """The earliest time ``need`` fits as running deployments end, and the free devices then."""
-    state = {n: set(d) for n, d in free.items()}
+    counts: Counts, running: list[tuple[float, int, Placement]], order: Sequence[str], need: Need
+) -> tuple[float, Counts]:
+    """The earliest time ``need`` fits as running deployments end, and the free counts then."""
+    state = dict(counts)
+    free = sum(state.values())
     for end, _, placement in sorted(running):
-        _give(state, placement)
-        if _fit(state, order, need) is not None:
+        _add(state, placement, +1)
+        free += sum(len(d) for _, d in placement.nodes)
+        if free >= need.devices and _fits(state, _descending(state), order, need):
             return end, state
     raise AssertionError("a deployment that fits the empty cluster never fits")
 
@@ -420,26 +541,28 @@ def _why_not(need: Need, cluster: Cluster) -> str:
 
 
 def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[str, float] | None = None) -> Schedule:
-    """Expand ``suite``, plan each case that needs a launch and each reference launch the cases
-    need, group launches that are identical, and simulate the result on ``cluster``. A launch that
-    cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
-    from harness.outcomes import NEEDS_REFERENCE
-    from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
+    """Expand ``suite``, plan each case that needs a launch and each reference launch the runner
+    would make for it (only for a case claimed to serve its requests: see
+    ``reference.reference_expected``), group launches that are identical, and simulate the result
+    on ``cluster`` — once with the references and once without, to show what they add. A launch
+    that cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
+    from harness.check.references.goldens import shape_for
+    from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_expected, resolve
 
     cases = expand(m, suite).cases
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
+    references: list[tuple[Deployment, str]] = []  # a reference launch and what one case asks of it
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
             continue
         try:
-            d = plan(m, c, cluster)
+            planned.append(plan(m, c, cluster))
         except PlanError as err:
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
-        planned.append(d)
-        if c.expectation.kind not in NEEDS_REFERENCE:
+        if not reference_expected(c):
             continue
         ref = resolve(m, c)
         if not ref.launches:
@@ -449,8 +572,20 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         except (PlanError, ReferenceUnavailable) as err:
             unplaceable.append(Unplaceable(f"{c.id} (reference)", (c.id,), str(err)))
             continue
-        planned.append(r)  # its placement, as planned, states its device counts
-    # the placement plan chose states the device counts (the topology's own omit PCP)
+        references.append((r, json.dumps(shape_for(m, c, ref), sort_keys=True)))
+    # the placement plan chose states the device counts (the topology's own omit PCP); the runner
+    # launches a reference apart from the cases, once, and asks it each distinct set of requests
     needs = [need_of(d) for d in group_deployments(planned)]
+    for d in group_deployments([r for r, _ in references]):
+        asks = len({shape for r, shape in references if r.key == d.key})
+        needs.append(replace(need_of(d), reference=True, asks=asks))
+    alone = simulate([n for n in needs if not n.reference], cluster, durations)
     s = simulate(needs, cluster, durations)
-    return Schedule(s.cluster, s.nodes, s.entries, tuple(unplaceable) + s.unplaceable, no_launch)
+    return Schedule(
+        s.cluster,
+        s.nodes,
+        s.entries,
+        tuple(unplaceable) + s.unplaceable,
+        no_launch,
+        makespan_without_references=alone.makespan,
+    )

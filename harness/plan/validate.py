@@ -478,7 +478,7 @@ def validate_cases(m: Matrix, cases: Iterable[Case], cluster: Cluster) -> PlanRe
 def _check_reference(m: Matrix, case: Case, cluster: Cluster) -> PlanReport:
     """A served case's reference launch is checked as its own launch is: it must fit and parse."""
     from harness.outcomes import NEEDS_REFERENCE
-    from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_case, resolve
+    from harness.plan.reference import ReferenceUnavailable, largest_node, plan_reference, reference_case, resolve
 
     report = PlanReport()
     if case.expectation.kind not in NEEDS_REFERENCE:
@@ -497,7 +497,7 @@ def _check_reference(m: Matrix, case: Case, cluster: Cluster) -> PlanReport:
             f"cluster {cluster.name}: {err}"
         )
         return report
-    return check_deployment(m, reference_case(m, case, ref)[0], d, cluster)
+    return check_deployment(m, reference_case(m, case, ref, largest_node(cluster))[0], d, cluster)
 
 
 def summarize(messages: list[str]) -> list[str]:

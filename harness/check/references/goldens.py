@@ -3,7 +3,8 @@ the cache key of a reference launch, and whether a case's reference can run on a
 
 Reference launches are deployments like the others: planned (``harness.plan.reference``),
 leased, shared by every case that needs the same launch within a run, and cached across runs
-under a key made of their argv, env, model, every node's versions and what was asked of them.
+under a key made of what they compute: their argv and env without where they run, the model,
+every node's versions and what was asked of them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from harness.cases.workload import plan_workload
 from harness.check.traffic.compare import Outputs, request_shape
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
+from harness.plan.content import launch_content
 from harness.plan.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 
@@ -110,18 +112,23 @@ def _model_fingerprint(model: str) -> str:
 
 def cache_key(
     d: Deployment,
+    cluster: Cluster,
+    device_env: str,
     versions: dict[str, dict[str, str]],
     shape: dict[str, Any],
     score: dict[str, Any] | None = None,
     id_prompts: list[list[int]] | None = None,
 ) -> str:
-    """Outputs of a reference launch are reused while its argv, env, model, the versions on its
-    nodes and what is asked of it (the token ids it is sent included) are all unchanged."""
-    nodes = sorted({s.node for s in d.launches})
+    """Outputs of a reference launch are reused while what it computes is unchanged: the content
+    of its launches (``launch_content``: no node names, hosts, addresses, device ids, ports or
+    paths of this run or host), the model's identity, the versions on its nodes (by node rank)
+    and what is asked of it (the token ids it is sent included). So the same counterpart run by
+    another test, on other nodes or through another runner is found again."""
+    nodes = list(dict.fromkeys(s.node for s in d.launches))
     body: dict[str, Any] = {
-        "launches": [(s.role, s.node, list(s.argv), sorted(s.env)) for s in d.launches],
+        "launches": launch_content(d, cluster, device_env),
         "model": _model_fingerprint(d.model),
-        "versions": {n: versions.get(n, {}) for n in nodes},
+        "versions": [versions.get(n, {}) for n in nodes],
         "request": shape,
         "score": score,
     }

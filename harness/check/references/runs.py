@@ -23,7 +23,13 @@ from harness.check.traffic.compare import Outputs
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Deployment, PlanError
-from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
+from harness.plan.reference import (
+    ReferenceUnavailable,
+    ResolvedReference,
+    plan_reference,
+    reference_features,
+    resolve,
+)
 from harness.results.store import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -108,7 +114,10 @@ class ReferenceRuns:
         except PlanError as err:
             raise ReferenceUnavailable(f"reference cannot be planned on cluster '{self.cluster.name}': {err}") from None
         score = ref.spec.score.model_dump() if ref.spec.score else None
-        return planned, cache_key(planned, self.versions(), shape_for(self.m, case, ref), score, id_prompts)
+        device_env = self.m.platforms[case.platform].device_env
+        return planned, cache_key(
+            planned, self.cluster, device_env, self.versions(), shape_for(self.m, case, ref), score, id_prompts
+        )
 
     def _stored(self, key: str, case: Case) -> tuple[Outputs, str] | None:
         """Outputs kept under ``key`` by this run or the reference cache, and which of them."""
@@ -157,6 +166,11 @@ class ReferenceRuns:
         planned, key = self._plan(case, ref, id_prompts)
         evidence["key"] = key
         evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
+        kept = reference_features(self.m, case)
+        left_out = [f for f in case.features if f not in kept]
+        if left_out:
+            # meant not to change outputs: the comparison also shows that they did not
+            evidence["features_left_out"] = left_out
         known = self._memo.get(key)
         if isinstance(known, str):
             raise ReferenceUnavailable(known)
