@@ -79,7 +79,7 @@ def test_schedule_durations_from_a_run_with_a_bad_record(tmp_path):
 def test_schedule_cli_gives_one_clean_line_for_nan(tmp_path):
     path = tmp_path / "d.json"
     path.write_text('{"x": NaN}')
-    out = _cli("schedule", "--suite", "smoke-cpu", "--simulate", "--durations", str(path))
+    out = _cli("schedule", "--suite", "smoke-cpu", "--durations", str(path))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a duration" in out.stderr, out.stderr
 
 

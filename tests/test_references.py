@@ -3,8 +3,8 @@ cache keys, and what lint and the scheduler make of them. Pure: nothing is launc
 
 import json
 import subprocess
-from dataclasses import replace
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -341,3 +341,25 @@ def test_goldens_round_trip_and_say_when_the_stack_moved(tmp_path):
     (tmp_path / "bad.json").write_text('{"outputs": {}}')
     with pytest.raises(ReferenceUnavailable, match="not a ppconf golden"):
         load_golden(tmp_path / "bad.json")
+
+
+def test_a_two_node_counterpart_has_one_key_on_other_nodes(shipped):
+    """Across nodes the content names node ranks, not nodes: the master address, the interface
+    variables and the NPU ids of another pair of nodes give the same key."""
+    c = case(shipped, "nightly-ascend", "deepseek-v4/text/tp8-pp2-2node-mp/auto/none")
+    a3 = load_cluster("a3-2node")
+    moved = a3.model_copy(
+        update={
+            "nodes": [
+                n.model_copy(
+                    update={"name": f"rack9-{i}", "host": f"r9n{i}", "address": f"192.168.9.{i + 10}", "nic": "ens9"}
+                )
+                for i, n in enumerate(a3.nodes)
+            ]
+        }
+    )
+    stack = {"vllm": "0.32.0", "vllm_ascend": "0.32.0rc1"}
+    k = _key(shipped, c, a3, {n.name: stack for n in a3.nodes})
+    assert k == _key(shipped, c, moved, {n.name: stack for n in moved.nodes})
+    d = plan_reference(shipped, c, a3)
+    assert len({s.node for s in d.launches}) == 2  # it does span both nodes

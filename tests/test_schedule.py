@@ -227,3 +227,84 @@ def test_simulate_takes_planned_deployments(shipped):
     s = simulate([d], c, {d.key: 600.0})
     (e,) = s.entries
     assert e.need.slots == (8, 8) and e.need.spread and e.known and e.duration == 600.0
+
+
+def test_cases_and_references_are_counted_apart(shipped):
+    c = load_cluster("a3-pd")
+    s = schedule_suite(shipped, "nightly-ascend", c, None)
+    cases = expand(shipped, "nightly-ascend").cases
+    launched = [x for x in cases if x.expectation.kind not in ("unsupported-on-platform", "unspecified")]
+    scheduled = {cid for e in s.entries if not e.need.reference for cid in e.need.cases}
+    unplaceable = {cid for u in s.unplaceable for cid in u.cases}
+    assert s.cases == len(scheduled) and scheduled | unplaceable == {x.id for x in launched}
+    assert s.references == sum(e.need.reference for e in s.entries) > 0
+    assert not any("/reference/" in cid for e in s.entries if not e.need.reference for cid in e.need.cases)
+    first = s.render().splitlines()[0]
+    assert f"{s.cases} case(s) in {s.launches - s.references} deployment(s), {s.references} reference" in first
+
+
+def test_the_nightly_shares_references_and_they_cost_little(shipped):
+    """nightly-ascend on a3-pd: references of output-preserving stacks shared, known issues that
+    never serve asking none. (The target of 20 is missed by the drafters whose acceptance the
+    speculative claims bound against the reference: each keeps its own.)"""
+    s = schedule_suite(shipped, "nightly-ascend", load_cluster("a3-pd"), None)
+    assert s.references <= 21  # 50 before references left their output-preserving features out
+    assert s.makespan_without_references and s.makespan <= 1.15 * s.makespan_without_references
+    names = {e.need.name for e in s.entries if e.need.reference}
+    assert "deepseek-v4/text/reference/pp1-tp16/none" in names
+    assert not any("expert-parallel" in n or "pp1-tp4" in n for n in names)  # known issues that fail first
+
+
+def test_references_do_not_lengthen_a_schedule_by_their_case_count(shipped):
+    # a reference answers each distinct set of requests once, not once per case that needs it
+    s = schedule_suite(shipped, "smoke-cpu", load_cluster(None), None)
+    (shared,) = [e for e in s.entries if e.need.reference and "qwen3-tiny/" in e.need.name]
+    assert len(shared.need.cases) > 1 and shared.need.asks == 1
+    assert estimate_s(shared.need) == estimate_s(Need("x", shared.need.slots, cases=("one",)))
+
+
+def test_a_shape_that_would_delay_the_head_is_passed_over_for_the_gap_only():
+    c = cluster(1, 8)
+    seconds = {"L": 800.0, "H": 500.0, "X": 460.0, "Y": 450.0, "Y2": 440.0, "Z": 300.0}
+    slots = {"L": [6], "H": [8]}
+    s = simulate([need(k, slots.get(k, [2])) for k in seconds], c, seconds)
+    start = {e.need.key: e.start for e in s.entries}
+    # H waits for L (its reservation at 800); X ends before it, so does Z in the gap X leaves;
+    # Y and Y2 would still hold two devices at 800, so they wait until H is done
+    assert start == {"L": 0.0, "X": 0.0, "Z": 460.0, "H": 800.0, "Y": 1300.0, "Y2": 1300.0}
+    check_whole(s, c)
+
+
+def test_schedule_json_holds_the_same_figures(shipped, capsys):
+    import json
+
+    from harness.cli import main
+
+    assert main(["schedule", "--suite", "smoke-cpu", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    s = schedule_suite(shipped, "smoke-cpu", load_cluster(None), None)
+    assert (data["cases"], data["references"], data["makespan_s"]) == (s.cases, s.references, s.makespan)
+    assert data["makespan_without_references_s"] == s.makespan_without_references
+    assert out.err == ""
+
+
+def test_schedule_old_options_still_work_with_a_notice(capsys):
+    import json
+
+    from harness.cli import main
+
+    assert main(["schedule", "--suite", "smoke-cpu", "--simulate", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["cases"] == 11
+    assert "--simulate is deprecated" in out.err and "--json is deprecated: say --format json" in out.err
+    assert main(["schedule", "--suite", "smoke-cpu"]) == 0  # no --simulate needed
+    assert capsys.readouterr().out.startswith("schedule on local")
+
+
+def test_every_schedule_option_has_help():
+    from harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    p = sub.choices["schedule"]
+    assert all(a.help for a in p._actions), [a.dest for a in p._actions if not a.help]

@@ -15,7 +15,7 @@ from harness.plan.launch import Deployment
 _NUMBER = re.compile(r"\d+")
 
 
-def _devices(value: str, devices: tuple[int, ...]) -> str:
+def _devices(value: str, devices: set[int]) -> str:
     """A device variable's value with each id replaced by its position among the launch's own
     devices ("8,9" and "0,1" are the same two devices of a node; "1" is its first core)."""
     index = {str(d): str(i) for i, d in enumerate(sorted(devices))}
@@ -30,7 +30,9 @@ def launch_content(d: Deployment, cluster: Cluster, device_env: str) -> list[Any
     is the caller's to add), and the ids in ``device_env`` by their positions."""
     nodes = {n.name: n for n in cluster.nodes}
     ranks = list(dict.fromkeys(s.node for s in d.launches))
-    placed = dict(d.placement.nodes) if d.placement is not None else {}
+    placed: dict[str, set[int]] = {}  # a node's devices in this deployment (ranks packed on one host too)
+    for name, devices in d.placement.nodes if d.placement is not None else ():
+        placed.setdefault(name, set()).update(devices)
     words: list[tuple[str, str]] = []
     for rank, name in enumerate(ranks):
         node = nodes.get(name)
@@ -42,9 +44,7 @@ def launch_content(d: Deployment, cluster: Cluster, device_env: str) -> list[Any
         words.append((d.model, "<model>"))
     marks = dict(sorted(reversed(words), key=lambda w: -len(w[0])))  # the longest first, the first rank's
     # a whole word only ("local" in --data-parallel-size-local is no node), inside a URL or JSON too
-    found = re.compile(
-        r"(?<![\w.-])(" + "|".join(re.escape(w) for w in marks) + r")(?![\w-])" if marks else r"(?!x)x"
-    )
+    found = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(w) for w in marks) + r")(?![\w-])" if marks else r"(?!x)x")
 
     def plain(text: str) -> str:
         return found.sub(lambda mt: marks[mt.group(1)], text)
@@ -57,7 +57,6 @@ def launch_content(d: Deployment, cluster: Cluster, device_env: str) -> list[Any
             if command and argv[: len(command)] == command:
                 argv = [mark, *argv[len(command) :]]
                 break
-        devices = tuple(d for n, ds in d.placement.nodes if n == s.node for d in ds) if placed else ()
-        env = [(k, _devices(v, devices) if k == device_env else plain(v)) for k, v in s.env]
+        env = [(k, _devices(v, placed.get(s.node, set())) if k == device_env else plain(v)) for k, v in s.env]
         out.append([s.role, ranks.index(s.node), [plain(w) for w in argv], sorted(env)])
     return out

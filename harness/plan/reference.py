@@ -17,6 +17,7 @@ from harness.plan.cluster import Cluster
 from harness.plan.deployment import ModelResolver, plan, resolve_model_default
 from harness.plan.launch import Deployment, Placement, Ports
 
+
 class ReferenceUnavailable(Exception):
     """The reference could not be planned, started or read: the case cannot be judged for accuracy."""
 
@@ -141,7 +142,9 @@ def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
     return tuple(f for f in case.features if f in kept)
 
 
-def reference_case(m: Matrix, case: Case, ref: ResolvedReference, node_devices: int | None = None) -> tuple[Case, Topology]:
+def reference_case(
+    m: Matrix, case: Case, ref: ResolvedReference, node_devices: int | None = None
+) -> tuple[Case, Topology]:
     """The launch a counterpart or topology reference stands for, as a case of its own."""
     if ref.spec.kind == "topology":
         name = ref.spec.topology or ""
