@@ -3,7 +3,7 @@
 The input is what planning produced — deployments, each serving one or more cases — reduced to
 its resource needs: devices per node rank, and whether the ranks must sit on different nodes.
 The output is a Schedule: a start time and a Placement per deployment, the makespan, and the
-lower bound no schedule can beat. Pure: nothing is launched, so ``ppconf schedule --simulate``
+lower bound no schedule can beat. Pure: nothing is launched, so ``ppconf schedule``
 shows a nightly's shape and length before any device is touched, and a runner can follow the
 placements it computes (``plan(m, case, cluster, placement=entry.placement)``).
 
