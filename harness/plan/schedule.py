@@ -546,7 +546,7 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     ``reference.reference_expected``), group launches that are identical, and simulate the result
     on ``cluster`` — once with the references and once without, to show what they add. A launch
     that cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
-    from harness.cases.workload import plan_workload
+    from harness.cases.workload import workload_of
     from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_expected, resolve
 
     cases = expand(m, suite).cases
@@ -572,8 +572,10 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         except (PlanError, ReferenceUnavailable) as err:
             unplaceable.append(Unplaceable(f"{c.id} (reference)", (c.id,), str(err)))
             continue
-        # what it is asked: the case's workload under its comparison (cases alike share one ask)
-        asked = [[p.to_json() for p in plan_workload(m, c)], ref.compare.model_dump(), m.pools(c.features)]
+        # what it is asked: the case's workload (its phases as declared and the PP size that sizes
+        # them) under its comparison; cases asking alike share one ask
+        phases = [p.model_dump(mode="json") for p in workload_of(m, c)]
+        asked = [phases, m.topologies[c.topology].pp, ref.compare.model_dump(mode="json"), m.pools(c.features)]
         references.append((r, json.dumps(asked, sort_keys=True, default=str)))
     # the placement plan chose states the device counts (the topology's own omit PCP); the runner
     # launches a reference apart from the cases, once, and asks it each distinct set of requests
