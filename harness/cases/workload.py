@@ -176,15 +176,19 @@ def max_model_len(m: Matrix, case: Case) -> int | None:
 SPECULATIVE_FLAG = "--speculative-config"
 
 
+def drafts(m: Matrix, feature: str) -> bool:
+    """Whether the feature drafts tokens (it gives vLLM a speculative config)."""
+    f = m.features[feature]
+    return "speculative-config" in f.configs or SPECULATIVE_FLAG in f.args
+
+
 def workload_problems(m: Matrix, case: Case) -> list[str]:
     """Why the case's workload cannot be sent as written (lint's question, before any launch):
     a request longer than the model holds, a bound on a figure the phase or the case does not
     produce."""
     out = []
     limit = max_model_len(m, case)
-    speculative = any(
-        "speculative-config" in m.features[f].configs or SPECULATIVE_FLAG in m.features[f].args for f in case.features
-    )
+    speculative = any(drafts(m, f) for f in case.features)
     for phase in workload_of(m, case):
         name = f"phase {phase.label} ({phase.kind})"
         if phase.kind != "sequential" and limit is not None:

@@ -25,9 +25,10 @@ def _devices(value: str, devices: set[int]) -> str:
 def launch_content(d: Deployment, cluster: Cluster, device_env: str) -> list[Any]:
     """Each launch as (role, node rank, argv, env), node-specific words replaced by placeholders:
     the node's name, host, address, interface and bind address by ``<nodeI>`` (one mark: on one
-    host they are often one value, on another several), its vLLM
-    command by ``<vllm>``, its Python by ``<python>``, the model path by ``<model>`` (its identity
-    is the caller's to add), and the ids in ``device_env`` by their positions."""
+    host they are often one value, on another several), its vLLM command by ``<vllm>``, its
+    Python by ``<python>``, the model path by ``<model>`` (its identity is the caller's to add),
+    and the ids in ``device_env`` by their positions among the node's devices. Ports are the
+    plan's own (a reference's key is taken from its plan, never from the ports a launch got)."""
     nodes = {n.name: n for n in cluster.nodes}
     ranks = list(dict.fromkeys(s.node for s in d.launches))
     placed: dict[str, set[int]] = {}  # a node's devices in this deployment (ranks packed on one host too)

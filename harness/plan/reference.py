@@ -119,20 +119,15 @@ def largest_node(cluster: Cluster) -> int | None:
     return max((len(n.devices) for n in cluster.nodes), default=None)
 
 
-def _drafts(m: Matrix, feature: str) -> bool:
-    f = m.features[feature]
-    return "speculative-config" in f.configs or "--speculative-config" in f.args
-
-
 def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
     """The features a case's reference launch keeps: those meant to change outputs (a feature
     without ``preserves_output``), those a kept one requires, and a drafter whose acceptance the
     case's workload bounds against the reference's. Every other feature is left out, so one
     reference serves every stack of output-preserving features on a model."""
-    from harness.cases.workload import workload_of
+    from harness.cases.workload import drafts, workload_of
 
     bounded = any(p.min_acceptance_ratio is not None for p in workload_of(m, case))
-    kept = [f for f in case.features if not m.features[f].preserves_output or (bounded and _drafts(m, f))]
+    kept = [f for f in case.features if not m.features[f].preserves_output or (bounded and drafts(m, f))]
     todo = list(kept)
     while todo:
         for need in m.features[todo.pop()].requires:
