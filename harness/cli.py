@@ -20,6 +20,17 @@ from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="reuse reference outputs across runs while their launch and every node's stack are unchanged",
+    )
+    p.add_argument(
+        "--max-parallel",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run up to N deployments at once, each on the devices the schedule gives it, in the "
+        "schedule's order (default 1: one after another)",
     )
     p.add_argument(
         "--github",

@@ -58,6 +58,7 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
         resume=bool(args.resume),
         reference_cache=args.reference_cache,
         cluster_ref=args.cluster,
+        max_parallel=args.max_parallel,
     )
     runner = SuiteRun(cfg)
     try:

@@ -41,7 +41,8 @@ class Node(Strict):
     devices: list[int] = Field(min_length=1)
     reach: Literal["local", "ssh", "ray"] = "local"
     ssh: Ssh | None = None
-    # The command that runs vLLM's CLI on this node; "auto" resolves it from the local environment.
+    # The command that runs vLLM's CLI on this node. "auto": on a local node, the vLLM installed
+    # for its python (this Python's by default); on another node, `vllm` on its PATH.
     vllm: list[OneLine] = ["auto"]
     python: OneLine = "python3"
     set_env: OneLine | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
@@ -111,4 +112,19 @@ def load_cluster(ref: str | Path | None) -> Cluster:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise MatrixError([SourceError(doc.where(("nodes",)), f"duplicate node names: {', '.join(sorted(dupes))}")])
-    return cluster
+    return cluster.model_copy(update={"nodes": [_with_vllm(n) for n in cluster.nodes]})
+
+
+def _with_vllm(node: Node) -> Node:
+    """``node`` with an ``auto`` vLLM command resolved."""
+    if node.vllm != ["auto"]:
+        return node
+    if node.reach != "local":
+        return node.model_copy(update={"vllm": ["vllm"]})
+    from harness.target.vllm_cpu import detect_launcher
+
+    try:
+        vllm = detect_launcher(sys.executable if node.python == "python3" else node.python)
+    except RuntimeError:
+        vllm = ["vllm"]  # plans still print; a run reports the missing installation when it launches
+    return node.model_copy(update={"vllm": vllm})
