@@ -16,6 +16,7 @@ from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.matrix.source import MatrixError
 from harness.results import store
+from harness.results.index import IndexFileError
 from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
 
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)
         return 2
-    except (CliError, RunRefused, store.RunDirError, RunBusy) as err:
+    except (CliError, RunRefused, store.RunDirError, RunBusy, IndexFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
