@@ -48,6 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
     p.add_argument(
+        "--migrate",
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="PATH",
+        help="first rewrite the matrix directory PATH (default: the --matrices given) to this ppconf's "
+        "format, keeping comments, and say what changed",
+    )
+    p.add_argument(
         "--cluster",
         help="list every case whose reference cannot be planned on this cluster; with "
         "--plans, the cluster to plan on (default: every shipped inventory of each "
