@@ -145,3 +145,14 @@ def load_errors_of(root):
 def test_the_shipped_matrices_are_in_this_format(tmp_path):
     shutil.copytree(DEFAULT_MATRICES, tmp_path / "m")
     assert migrate(tmp_path / "m") == []
+
+
+def test_what_the_loader_refuses_migrate_refuses_too_naming_it(tmp_path, capsys):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "dup.yaml").write_text("suites:\n  a: {}\n  a: {}\n")
+    (tmp_path / "m" / "bytes.yaml").write_bytes(b"\xff\xfe suites: 1\n")
+    assert main(["lint", "--migrate", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert any("m/dup.yaml:3:3: duplicate key 'a'" in e for e in err), err
+    assert any("m/bytes.yaml:1:1: cannot read file" in e for e in err), err
+    assert "Traceback" not in "".join(err)

@@ -31,7 +31,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from harness.matrix import changes
 from harness.matrix.load import DATA_DIRS, DEFAULT_MATRICES, matrix_files
 from harness.matrix.schema import SECTIONS, DiagnosisRule, Rule
-from harness.matrix.source import MatrixError, SourceError, Where
+from harness.matrix.source import MatrixError, SourceError, Where, load_document
 
 LISTS: dict[str, type[BaseModel]] = {"rules": Rule, "diagnosis": DiagnosisRule}
 WAIVERS = ("known-issue", "flaky")
@@ -51,6 +51,7 @@ class _File:
 
     def __init__(self, path: Path, display: str):
         self.path, self.display = path, display
+        load_document(path, display)  # what the loader refuses (bad text, duplicate keys, alias bombs)
         text = path.read_text(encoding="utf-8")
         try:
             self.data, seq_indent, offset = load_yaml_guess_indent(text)
@@ -164,12 +165,18 @@ class _File:
     def write(self) -> None:
         out = io.StringIO()
         self.yaml.dump(self.data, out)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        except OSError as err:
+            raise MatrixError([SourceError(None, f"{self.path}: cannot write it: {err.strerror}")]) from None
         try:
             os.fchmod(fd, self.path.stat().st_mode & 0o7777)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(out.getvalue())
             os.replace(tmp, self.path)
+        except OSError as err:
+            Path(tmp).unlink(missing_ok=True)
+            raise MatrixError([SourceError(None, f"{self.path}: cannot write it: {err.strerror}")]) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -225,14 +232,18 @@ def migrate(root: Path) -> list[Change]:
     is written when any file has a problem (MatrixError names each)."""
     if not root.is_dir():
         raise MatrixError([SourceError(None, f"matrix directory not found: {root}")])
-    files = []
+    files, errors = [], []
     for path in matrix_files(root):
         if DATA_DIRS.intersection(path.relative_to(root).parts[:-1]):
             continue
-        f = _File(path, str(path.relative_to(root.parent)) if root.parent in path.parents else str(path))
+        try:
+            f = _File(path, str(path.relative_to(root.parent)) if root.parent in path.parents else str(path))
+        except MatrixError as err:
+            errors += err.errors
+            continue
         f.migrate()
         files.append(f)
-    errors = [e for f in files for e in f.errors]
+        errors += f.errors
     if errors:
         raise MatrixError(errors)
     for f in files:
