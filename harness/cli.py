@@ -16,6 +16,7 @@ from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.matrix.source import MatrixError
 from harness.results import store
+from harness.results.index import IndexFileError
 from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
 
@@ -57,6 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
         "its config classes, world sizes, env names and ports",
     )
     p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
+    p.add_argument(
+        "--migrate",
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="PATH",
+        help="first rewrite the matrix directory PATH (default: the --matrices given) to this ppconf's "
+        "format, keeping comments, and say what changed",
+    )
     p.add_argument(
         "--cluster",
         help="list every case whose reference cannot be planned on this cluster; with "
@@ -223,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)
         return 2
-    except (CliError, RunRefused, store.RunDirError, RunBusy) as err:
+    except (CliError, RunRefused, store.RunDirError, RunBusy, IndexFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
