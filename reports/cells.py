@@ -41,6 +41,26 @@ class Claim(Protocol):
 NOT_SERVING = ("startup", "request")
 
 
+def claim_text(exp: Expectation) -> str:
+    """A claim as one line: its kind, the error and phase of a rejection, why, and its rule."""
+    text = exp.kind.value
+    if exp.error:
+        text += f" /{exp.error}/ at {exp.phase}"
+    if exp.why:
+        text += f" — {exp.why}"
+    if exp.where:
+        text += f" ({exp.where})"
+    return text
+
+
+def waiver_text(exp: Expectation) -> str | None:
+    """What waives a case, who owns the waiver and until when; None for a claim that waives nothing."""
+    if exp.kind not in WAIVER_KINDS:
+        return None
+    until = f"until {exp.until.isoformat()}" if exp.until else "no expiry"
+    return f"{exp.kind.value} {exp.link or '(no link)'}, owner {exp.owner or 'none'}, {until}"
+
+
 def claim_symbol(exp: Claim) -> str:
     if exp.kind in WAIVER_KINDS and any(c in NOT_SERVING for c in exp.waives):
         return REJECTED
