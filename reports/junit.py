@@ -23,9 +23,9 @@ from typing import Any
 
 from harness.outcomes import Outcome
 from harness.results import store as results
-from harness.results.result import LogLine, Observation, Result
+from harness.results.result import LogLine, Observation
 
-from . import markdown
+from . import links, markdown
 from .cells import Entry, claim_text, waiver_text
 
 # characters XML 1.0 cannot hold at all, not even escaped
@@ -54,13 +54,6 @@ def _utc(started: str) -> str:
     if t.tzinfo is not None:
         t = t.astimezone(datetime.UTC).replace(tzinfo=None)
     return t.replace(microsecond=0).isoformat()
-
-
-def bundle(run_dir: Path | None, r: Result | None) -> Path | None:
-    """The case's repro bundle inside the run directory, or None (no bundle, or not in the run)."""
-    if run_dir is None or r is None or r.repro is None or not r.repro.dir:
-        return None
-    return results.run_path(run_dir, r.repro.dir, "repro", is_dir=True)
 
 
 def _line(name: str, line: LogLine | None) -> list[str]:
@@ -92,7 +85,7 @@ def evidence(e: Entry, run_dir: Path | None) -> str:
         shown = Path(run_dir) / found.relative_to(Path(run_dir).resolve()) if run_dir and found else None
         lines.append(f"log {name}: {shown or f'{ref} (not in the run directory)'}")
     if r and r.repro:
-        where = bundle(run_dir, r)
+        where = links.bundle(run_dir, r)
         inside = Path(run_dir) / where.relative_to(Path(run_dir).resolve()) if run_dir and where else None
         lines.append(f"repro bundle: {inside or r.repro.dir}")
         if r.repro.rerun:

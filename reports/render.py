@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from harness.check import logs
+from harness.outcomes import WAIVER_KINDS, Outcome, symbol
 from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
@@ -18,7 +19,7 @@ from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
 from reports import traffic
 
-from . import junit, markdown
+from . import junit, links, markdown
 from .cells import LEGEND, Entry, Table, build_tables, claim_text, entries_from_claims, entries_from_results
 from .feature_table import feature_claims
 
@@ -33,6 +34,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["md"] = markdown.text  # Markdown cells: text a run recorded renders as itself
+    env.filters["outcome_symbol"] = symbol
     return env
 
 
@@ -74,7 +76,20 @@ def _excerpt(run_dir: Path, obs: Observation, line: LogLine | None, title: str) 
     return {"title": f"{title} — {line.log} line {line.line}", "text": redact.text(text)}
 
 
-def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
+def _waiver(e: Entry) -> dict[str, Any] | None:
+    exp = e.expectation
+    if exp.kind not in WAIVER_KINDS:
+        return None
+    return {
+        "kind": exp.kind.value,
+        "link": exp.link,
+        "href": links.web(exp.link),
+        "owner": exp.owner or "none",
+        "until": f"until {exp.until.isoformat()}" if exp.until else "no expiry",
+    }
+
+
+def _evidence(run_dir: Path | None, e: Entry, page_dir: Path) -> dict[str, Any]:
     r = e.record
     obs = r.observation if r else Observation()
     launches = []
@@ -104,6 +119,13 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
     )
     return {
         "case": e.case,
+        "anchor": e.anchor,
+        "cell": e.cell_anchor,
+        "where": f"{e.family} / {e.row} / {e.column}",
+        "symbol": symbol(e.outcome),
+        "waiver": _waiver(e),
+        "logs": links.log_links(run_dir, r, page_dir),
+        "bundle": links.bundle_links(run_dir, r, page_dir),
         "outcome": e.outcome,
         "reason": e.reason,
         "claim": claim_text(e.expectation),
@@ -198,23 +220,17 @@ def render(
         "plots": traffic.plots(records),
     }
     results.write_text(out / "support.md", environment(False).get_template("support.md.j2").render(**ctx))
-    row_features = {
-        (t.family, row): " ".join(
-            sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
-        )
-        or "none"
-        for t in tables
-        for row in t.rows
-    }
+    evidence = [_evidence(run_dir, e, out) for e in entries]
+    present = sorted({Outcome(e.outcome) for e in entries if e.outcome}, key=lambda o: -o.severity)
     html = (
         environment(True)
         .get_template("support.html.j2")
         .render(
             **ctx,
-            row_features=row_features,
-            features=sorted({f for e in entries for f in e.features}),
-            outcomes=sorted({e.outcome for e in entries if e.outcome}),
-            evidence=[_evidence(run_dir, e) for e in entries],
+            evidence=evidence,
+            by_outcome=[(o, [x for x in evidence if x["outcome"] == o]) for o in present],
+            waivers=[x for x in evidence if x["waiver"]],
+            all_outcomes=list(Outcome),
             timeline=_timeline(records),
         )
     )
