@@ -174,7 +174,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
             print(
                 lws.render(
-                    lws.manifests(planner, cluster, m.platforms[cases[0].platform], args.image), deployment.model
+                    lws.manifests(
+                        planner,
+                        cluster,
+                        m.platforms[cases[0].platform],
+                        args.image,
+                        Kind.SUPPORTED if args.reference else cases[0].expectation.kind,
+                    ),
+                    deployment.model,
                 ),
                 end="",
             )
