@@ -557,3 +557,80 @@ def test_a_long_case_id_has_a_short_name_with_a_stable_hash():
     assert lws.resource_name(long_id[:-1] + "x") != name
     assert lws.resource_name("a/b") != lws.resource_name("a-b")
     assert lws.resource_name("A/B").startswith("ppconf-a-b-")
+
+
+KUBERNETES = """\
+kubernetes:
+  namespace: vllm-project
+  model_volume: {claim: nv-action-vllm-benchmarks-v2, mount_path: /root/.cache}
+  shm_size: 512Gi
+  requests: {cpu: 125, ephemeral-storage: 100Gi}
+  limits: {memory: 512Gi}
+"""
+
+
+def inventory(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "k8s.yaml"
+    path.write_text((Path(__file__).parents[1] / "clusters" / "a3-2node.yaml").read_text() + extra)
+    return path
+
+
+def test_the_inventorys_kubernetes_settings_reach_every_pod(shipped_m, tmp_path):
+    """vllm-ascend's nightly template as settings: its namespace, the model's volume, a sized
+    /dev/shm and the pods' requests and limits besides the devices."""
+    _, docs = render(shipped_m, "nightly-ascend", GUIDE_MP, load_cluster(inventory(tmp_path, KUBERNETES)))
+    check_objects(docs)
+    assert [d["metadata"]["namespace"] for d in docs] == ["vllm-project"] * 2
+    group = docs[0]["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        pod = group[key]["spec"]
+        assert pod["volumes"] == [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Gi"}},
+            {"name": "model", "persistentVolumeClaim": {"claimName": "nv-action-vllm-benchmarks-v2"}},
+        ]
+        c = pod["containers"][0]
+        assert {"name": "model", "mountPath": "/root/.cache"} in c["volumeMounts"]
+        assert c["resources"] == {
+            "limits": {"memory": "512Gi", "huawei.com/ascend-1980": "8"},
+            "requests": {"cpu": "125", "ephemeral-storage": "100Gi", "huawei.com/ascend-1980": "8"},
+        }
+    header = lws.render(docs, "/root/.cache/models/m")
+    assert "the volume nv-action-vllm-benchmarks-v2 is mounted at /root/.cache" in header
+    host = KUBERNETES.replace("{claim: nv-action-vllm-benchmarks-v2,", "{host_path: /mnt/share,")
+    _, docs = render(shipped_m, "nightly-ascend", GUIDE_MP, load_cluster(inventory(tmp_path, host)))
+    check_objects(docs)
+    volumes = docs[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["volumes"]
+    assert volumes[1] == {"name": "model", "hostPath": {"path": "/mnt/share", "type": "Directory"}}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where", "says"),
+    [
+        (
+            "  namespace: vllm-project",
+            "  namespce: vllm-project",
+            "2:3",
+            "unknown key 'namespce' (did you mean 'namespace'?)",
+        ),
+        ("  namespace: vllm-project", "  namespace: vllm_project", "2:14", "'vllm_project'"),
+        ("shm_size: 512Gi", "shm_size: 512 GB", "4:13", "'512 GB'"),
+        ("{cpu: 125,", "{cpu: 12x,", "5:19", "'12x'"),
+        ("claim: nv-action-vllm-benchmarks-v2,", "claim: pvc, host_path: /mnt,", "3:17", "give one of claim"),
+        ("mount_path: /root/.cache", "mount_path: root/.cache", "3:67", "'root/.cache'"),
+    ],
+)
+def test_kubernetes_settings_are_checked_at_load_with_their_position(tmp_path, old, new, where, says):
+    """``where``: line:column within the kubernetes section, which follows the inventory's lines."""
+    path = inventory(tmp_path, KUBERNETES.replace(old, new))
+    before = len((Path(__file__).parents[1] / "clusters" / "a3-2node.yaml").read_text().splitlines())
+    line, column = map(int, where.split(":"))
+    with pytest.raises(MatrixError) as err:
+        load_cluster(path)
+    message = str(err.value.errors[0])
+    assert f"{path}:{before + line}:{column}:" in message and says in message, message
+
+
+def test_the_device_resource_is_the_plans_not_the_inventorys(shipped_m, tmp_path):
+    extra = "kubernetes:\n  requests: {huawei.com/ascend-1980: 16}\n"
+    with pytest.raises(lws.LwsError, match="name huawei.com/ascend-1980, the platform's device resource"):
+        render(shipped_m, "nightly-ascend", GUIDE_MP, load_cluster(inventory(tmp_path, extra)))
