@@ -634,3 +634,11 @@ def test_the_device_resource_is_the_plans_not_the_inventorys(shipped_m, tmp_path
     extra = "kubernetes:\n  requests: {huawei.com/ascend-1980: 16}\n"
     with pytest.raises(lws.LwsError, match="name huawei.com/ascend-1980, the platform's device resource"):
         render(shipped_m, "nightly-ascend", GUIDE_MP, load_cluster(inventory(tmp_path, extra)))
+
+
+def test_cli_lws_runs_an_expected_rejection_once(capsys):
+    args = ["plan", "--suite", "nightly-ascend", "--case", REJECTED_MP, "--cluster", "a3-pd", "--format", "lws"]
+    assert main([*args, "--image", "img"]) == 0
+    docs = docs_of(capsys.readouterr().out)
+    check_objects(docs)
+    assert docs[0]["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "None"

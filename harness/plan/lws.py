@@ -148,7 +148,7 @@ def _script(
     for peer in sorted(peers):
         # NAME-0.NAME.NS -> NAME-0-i.NAME.NS, as vllm-ascend's get_cluster_dns_list derives it
         steps.append(f'set -- "${{@//{_mark(peer)}/"${{lws%%.*}}-{peer}.${{lws#*.}}"}}"')
-    for argv, launch in zip(argvs[:-1], launches, strict=False):
+    for argv, launch in zip(argvs[:-1], launches[:-1], strict=True):
         steps.append(f'"${{@:1:{len(argv)}}}" & shift {len(argv)}')
         if launch.role == "ray-head" and launches[-1].role == "api":
             # vLLM places its workers on the Ray nodes it finds when it starts: wait for the group
