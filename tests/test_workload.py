@@ -270,7 +270,8 @@ def test_a_perf_gate_against_a_recorded_baseline_fails_with_its_numbers():
     assert v.outcome is Outcome.FAIL and "output throughput 380.2 tok/s" in v.reason
     # the same phase within the gate passes, its gates still named in the evidence
     fast = {"output_tokens_per_s": 401.0, "ttft_p50_s": 0.7, "itl_p50_s": 0.05}
-    rec = phase_record(plan, Compare(), PhaseOutputs([_c(label, [1])], metrics={"peak_running": 2.0}, perf=fast), ref, {})
+    got = PhaseOutputs([_c(label, [1])], metrics={"peak_running": 2.0}, perf=fast)
+    rec = phase_record(plan, Compare(), got, ref, {})
     assert rec.problems == [] and len(rec.gates) == 3
     assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.PASS
 
