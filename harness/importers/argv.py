@@ -21,6 +21,7 @@ class Flag:
     name: str  # the long option, as vLLM spells it (``--tensor-parallel-size`` for ``-tp``)
     value: str | None  # None for a switch
     where: Where | None
+    value_where: Where | None = None  # where the value was written (the flag's place if inline)
 
     def argv(self) -> list[str]:
         return [self.name] if self.value is None else [self.name, self.value]
@@ -57,16 +58,17 @@ def flags_of(tokens: list[tuple[str, Where | None]], parser: Any | None) -> list
                 where, f"server_cmd: vLLM's serve parser has no option {flag!r}{suggest(flag, known)}"
             ) from None
         value: str | None = inline if given else None
+        value_where = where
         if not given and takes is not False and i + 1 < len(tokens):
-            nxt = tokens[i + 1][0]
+            nxt, nxt_where = tokens[i + 1]
             if takes or not nxt.startswith("-") or NUMBER.match(nxt):
-                value = nxt
+                value, value_where = nxt, nxt_where
                 i += 1
         if takes and value is None:
             raise SourceError(where, f"server_cmd: {name} needs a value")
         twice = next((f for f in out if f.name == name), None)
         if twice is not None:
             raise SourceError(where, f"server_cmd: {name} is given twice (first at {twice.where})")
-        out.append(Flag(name, value, where))
+        out.append(Flag(name, value, where, value_where))
         i += 1
     return out

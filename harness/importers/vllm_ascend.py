@@ -61,18 +61,33 @@ SWITCH_FEATURES = {
     "--enable-prefix-caching": "prefix-caching",
     "--enable-expert-parallel": "expert-parallel",
 }
-SPECULATIVE = {"mtp": "mtp", "deepseek_mtp": "mtp", "eagle3": "eagle3", "ngram": "ngram", "dflash": "dflash"}
-SPECULATIVE |= {"dspark": "dspark"}
+SPECULATIVE = {
+    "mtp": "mtp",
+    "deepseek_mtp": "mtp",
+    "eagle3": "eagle3",
+    "ngram": "ngram",
+    "dflash": "dflash",
+    "dspark": "dspark",
+}
 # Sampling settings of a benchmark that AISBench's request config takes.
 GENERATION = ("temperature", "top_p", "top_k", "seed", "min_p", "presence_penalty", "repetition_penalty")
 # Benchmark keys vllm-ascend's runner reads that ppconf's own run decides (request pacing, remote code).
 BENCH_IGNORED = frozenset({"request_rate", "trust_remote_code", "ignore_eos"})
+BENCH_NEEDS = ("case_type", "dataset_conf", "request_conf", "max_out_len", "batch_size")
 BENCH_KEYS = frozenset(
     {"case_type", "dataset_path", "request_conf", "dataset_conf", "max_out_len", "batch_size", "baseline"}
     | {"threshold", "num_prompts", *GENERATION, *BENCH_IGNORED}
 )
-MULTI_NODE_KEYS = ("test_name", "model", "num_nodes", "npu_per_node", "env_common", "deployment", "benchmarks")
-MULTI_NODE_KEYS += ("disaggregated_prefill",)
+MULTI_NODE_KEYS = (
+    "test_name",
+    "model",
+    "num_nodes",
+    "npu_per_node",
+    "env_common",
+    "deployment",
+    "benchmarks",
+    "disaggregated_prefill",
+)
 CASE_KEYS = ("name", "model", "envs", "server_cmd", "server_cmd_extra", "benchmarks")
 PLATFORM = "ascend"
 
@@ -90,7 +105,9 @@ class Imported:
         written = []
         for name, sections in {**self.files, "topologies.yaml": {"topologies": self.topologies}}.items():
             source = self.sources.get(name, ", ".join(sorted(self.sources.values())))
-            head = f"# Imported by `ppconf import vllm-ascend-nightly` from {source}; edit the config and import again.\n"
+            head = (
+                f"# Imported by `ppconf import vllm-ascend-nightly` from {source}; edit the config and import again.\n"
+            )
             path = out / name
             path.write_text(head + yaml.safe_dump(sections, sort_keys=False, width=1000, allow_unicode=True))
             written.append(path)
@@ -186,12 +203,16 @@ class Test:
     nodes: list[Node]  # the api node first
     benchmarks: dict[str, tuple[dict[str, Any], Where]]
     where: Where
-    doc: Document
     prefill: list[int] = field(default_factory=list)  # P/D: host indexes of each instance
     decode: list[int] = field(default_factory=list)
 
 
-def _check_keys(doc: Document, loc: tuple, data: dict, known: tuple[str, ...]) -> None:
+def _check_keys(doc: Document, loc: tuple, data: Any, known: tuple[str, ...], needs: tuple[str, ...]) -> None:
+    if not isinstance(data, dict):
+        raise SourceError(doc.where(loc), "a mapping is expected")
+    missing = [k for k in needs if k not in data]
+    if missing:
+        raise SourceError(doc.where(loc), f"needs {', '.join(missing)}")
     for key in data:
         if str(key).startswith("_"):  # vllm-ascend's YAML anchors live under _names
             continue
@@ -225,7 +246,7 @@ def _tokens_of_string(doc: Document, loc: tuple, text: str) -> list[tuple[str, W
 
 
 def _multi_node(doc: Document, data: dict) -> Test:
-    _check_keys(doc, (), data, MULTI_NODE_KEYS)
+    _check_keys(doc, (), data, MULTI_NODE_KEYS, ("model", "deployment"))
     nodes = []
     deployment = data.get("deployment") or []
     for i, entry in enumerate(deployment):
@@ -235,13 +256,17 @@ def _multi_node(doc: Document, data: dict) -> Test:
         tokens = _tokens_of_string(doc, ("deployment", i, "server_cmd"), text)
         words = [t for t, _ in tokens]
         if words[:2] != ["vllm", "serve"] or len(words) < 3:
-            raise SourceError(doc.value_where(("deployment", i, "server_cmd")), "server_cmd must be `vllm serve MODEL ...`")
+            raise SourceError(
+                doc.value_where(("deployment", i, "server_cmd")), "server_cmd must be `vllm serve MODEL ...`"
+            )
         if words[2] != data.get("model"):
             raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
         env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
         nodes.append(Node(tokens[3:], env, doc.where(("deployment", i))))
     if int(data.get("num_nodes", len(nodes))) != len(nodes):
-        raise SourceError(doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries")
+        raise SourceError(
+            doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
+        )
     test = Test(
         family=slug(str(data.get("test_name") or doc.path.stem)),
         title=str(data.get("test_name") or doc.path.stem),
@@ -249,21 +274,22 @@ def _multi_node(doc: Document, data: dict) -> Test:
         nodes=nodes,
         benchmarks=_benchmarks(doc, ("benchmarks",), data.get("benchmarks")),
         where=doc.where(("test_name",)) if "test_name" in data else doc.where(),
-        doc=doc,
     )
     pd = data.get("disaggregated_prefill") or {}
     if pd.get("enabled"):
         test.prefill = [int(i) for i in pd.get("prefiller_host_index", [])]
         test.decode = [int(i) for i in pd.get("decoder_host_index", [])]
         if not test.prefill or not test.decode:
-            raise SourceError(doc.where(("disaggregated_prefill",)), "needs prefiller_host_index and decoder_host_index")
+            raise SourceError(
+                doc.where(("disaggregated_prefill",)), "needs prefiller_host_index and decoder_host_index"
+            )
     return test
 
 
 def _single_node(doc: Document, data: dict) -> list[Test]:
     tests = []
     for i, case in enumerate(data.get("test_cases") or []):
-        _check_keys(doc, ("test_cases", i), case, CASE_KEYS)
+        _check_keys(doc, ("test_cases", i), case, CASE_KEYS, ("model", "server_cmd"))
         tokens: list[tuple[str, Where | None]] = []
         for key in ("server_cmd", "server_cmd_extra"):
             argv = case.get(key) or []
@@ -280,7 +306,6 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
                 nodes=[node],
                 benchmarks=_benchmarks(doc, ("test_cases", i, "benchmarks"), case.get("benchmarks")),
                 where=doc.where(("test_cases", i, "name")),
-                doc=doc,
             )
         )
     return tests
@@ -289,11 +314,9 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
 def _benchmarks(doc: Document, loc: tuple, body: Any) -> dict[str, tuple[dict[str, Any], Where]]:
     out = {}
     for key, bench in (body or {}).items():
-        if not isinstance(bench, dict):
+        if bench is None:  # vllm-ascend's way of leaving a benchmark out
             continue
-        for k in bench:
-            if k not in BENCH_KEYS:
-                raise SourceError(doc.where((*loc, key, k)), f"benchmarks.{key}.{k}: not mapped{suggest(str(k), BENCH_KEYS)}")
+        _check_keys(doc, (*loc, key), bench, tuple(sorted(BENCH_KEYS)), BENCH_NEEDS)
         out[str(key)] = (bench, doc.where((*loc, key)))
     return out
 
@@ -303,13 +326,17 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     env = _common_env(test)
     if test.prefill:
         topology = _pd_topology(test, per_node)
-        flags = _same_flags(test, [per_node[test.prefill[0]], per_node[test.decode[0]]], ("prefill", "decode"), {"--kv-transfer-config"})
+        flags = _same_flags(
+            test, [per_node[test.prefill[0]], per_node[test.decode[0]]], ("prefill", "decode"), {"--kv-transfer-config"}
+        )
     else:
         topology = _topology(test, per_node[0])
         flags = _same_flags(test, per_node, [f"node {i}" for i in range(len(per_node))], set())
     for f in flags:
         if f.value is not None and "$" in f.value:
-            raise SourceError(f.where, f"{f.name} {f.value!r}: a shell variable ppconf cannot fill (launches are argv lists)")
+            raise SourceError(
+                f.value_where, f"{f.name} {f.value!r}: a shell variable ppconf cannot fill (launches are argv lists)"
+            )
         if f.name == "--kv-transfer-config":
             raise SourceError(f.where, "--kv-transfer-config without disaggregated_prefill: not mapped")
     flags = [_json_normalised(f) for f in flags]
@@ -329,7 +356,11 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
         variant["reference"] = {"kind": "score", "score": score}
     family = {"title": test.title, "variants": {"nightly": variant}}
     name = _topology_name(topology, base, topologies)
-    group: dict[str, Any] = {"families": [test.family], "topologies": [name], "features": ["+".join(features) or "none"]}
+    group: dict[str, Any] = {
+        "families": [test.family],
+        "topologies": [name],
+        "features": ["+".join(features) or "none"],
+    }
     if group_args:
         group["args"] = [a for f in flags if f.name in group_args for a in f.argv()]
     if phases:
@@ -355,11 +386,12 @@ def _common_env(test: Test) -> dict[str, str]:
 def _same_flags(test: Test, nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Flag]:
     """The flags every launch of the test shares, once planned flags are left out: ppconf gives
     each launch of a deployment one set of flags; a flag on one launch only is an error."""
+
     def kept(flags: list[Flag]) -> dict[str, Flag]:
         return {f.name: f for f in flags if f.name not in PLANNED and f.name not in also}
 
     first = kept(nodes[0])
-    for label, flags in zip(labels[1:], nodes[1:]):
+    for label, flags in zip(labels[1:], nodes[1:], strict=True):
         other = kept(flags)
         for name in sorted(set(first) | set(other)):
             a, b = first.get(name), other.get(name)
@@ -380,7 +412,7 @@ def _int(flags: list[Flag], name: str, default: int = 1) -> int:
     try:
         return int(str(f.value))
     except ValueError:
-        raise SourceError(f.where, f"{name} {f.value!r}: not a number") from None
+        raise SourceError(f.value_where, f"{name} {f.value!r}: not a number") from None
 
 
 def _sizes(flags: list[Flag]) -> dict[str, int]:
@@ -392,7 +424,9 @@ def _topology(test: Test, flags: list[Flag]) -> dict[str, Any]:
     backend = next((f for f in flags if f.name == "--distributed-executor-backend"), None)
     if backend is not None:
         if backend.value not in ("mp", "ray"):
-            raise SourceError(backend.where, f"--distributed-executor-backend {backend.value!r}: ppconf plans mp or ray")
+            raise SourceError(
+                backend.value_where, f"--distributed-executor-backend {backend.value!r}: ppconf plans mp or ray"
+            )
         out["backend"] = backend.value
     names = {f.name for f in flags}
     if out["dp"] > 1 and out["nnodes"] > 1:
@@ -450,9 +484,9 @@ def _json(flag: Flag) -> dict[str, Any]:
     try:
         value = json.loads(str(flag.value))
     except json.JSONDecodeError as err:
-        raise SourceError(flag.where, f"{flag.name}: not JSON ({err.msg})") from None
+        raise SourceError(flag.value_where, f"{flag.name}: not JSON ({err.msg})") from None
     if not isinstance(value, dict):
-        raise SourceError(flag.where, f"{flag.name}: a JSON object is expected")
+        raise SourceError(flag.value_where, f"{flag.name}: a JSON object is expected")
     return value
 
 
@@ -460,7 +494,7 @@ def _json_normalised(flag: Flag) -> Flag:
     """A JSON flag written over several lines, as one line of compact JSON."""
     if flag.name[2:] not in JSON_FLAGS:
         return flag
-    return Flag(flag.name, json.dumps(_json(flag), separators=(",", ":")), flag.where)
+    return Flag(flag.name, json.dumps(_json(flag), separators=(",", ":")), flag.where, flag.value_where)
 
 
 def _features(flags: list[Flag], base: Matrix) -> list[str]:
@@ -472,7 +506,10 @@ def _features(flags: list[Flag], base: Matrix) -> list[str]:
         elif f.name == "--speculative-config":
             method = str(_json(f).get("method", ""))
             if method not in SPECULATIVE:
-                raise SourceError(f.where, f"speculative method {method!r}: no feature expresses it{suggest(method, SPECULATIVE)}")
+                raise SourceError(
+                    f.value_where,
+                    f"speculative method {method!r}: no feature expresses it{suggest(method, SPECULATIVE)}",
+                )
             found.append(SPECULATIVE[method])
         elif f.name == "--compilation-config":
             mode = _json(f).get("cudagraph_mode")
@@ -509,7 +546,9 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         source = f"AISBench {bench.get('dataset_conf')} on {bench.get('dataset_path')}"
         if kind == "accuracy":
             if score is not None:
-                raise SourceError(where, f"benchmarks.{key}: a second accuracy benchmark (a case is judged on one score)")
+                raise SourceError(
+                    where, f"benchmarks.{key}: a second accuracy benchmark (a case is judged on one score)"
+                )
             score = {
                 "tool": "aisbench",
                 "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
