@@ -130,11 +130,15 @@ def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
 def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     matrix_dir(
         "cpu/mine.yaml",
-        _suite_with("[{kind: concurrent, min_acceptance_ratio: 0.9}, {kind: batch, max_ttft_s: 2}]"),
+        _suite_with(
+            "[{kind: concurrent, min_acceptance_ratio: 0.9}, {kind: batch, max_ttft_s: 2}, "
+            "{kind: abort, perf_baseline: {output_tokens_per_s: 100}}]"
+        ),
     )
     errors = lint(load_matrix(matrix_dir.root)).errors
     assert any("min_acceptance_ratio" in e and "no --speculative-config" in e for e in errors), errors
     assert any("max_ttft_s is measured on streamed requests" in e for e in errors), errors
+    assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
 
 
 def test_the_shipped_workloads_lint_clean(shipped):

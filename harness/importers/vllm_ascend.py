@@ -326,12 +326,11 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     env = _common_env(test)
     if test.prefill:
         topology = _pd_topology(test, per_node)
-        flags = _same_flags(
-            test, [per_node[test.prefill[0]], per_node[test.decode[0]]], ("prefill", "decode"), {"--kv-transfer-config"}
-        )
+        sides = [per_node[test.prefill[0]], per_node[test.decode[0]]]
+        flags = _same_flags(sides, ("prefill", "decode"), {"--kv-transfer-config"})
     else:
         topology = _topology(test, per_node[0])
-        flags = _same_flags(test, per_node, [f"node {i}" for i in range(len(per_node))], set())
+        flags = _same_flags(per_node, [f"node {i}" for i in range(len(per_node))], set())
     for f in flags:
         if f.value is not None and "$" in f.value:
             raise SourceError(
@@ -344,6 +343,7 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     group_args = _decided_by_config(flags, features, base)
     serve_args = [a for f in flags if f.name not in group_args for a in f.argv()]
     variant: dict[str, Any] = {
+        # the config names a checkpoint, not its architecture: rules on `arch` do not match it
         "architecture": "unknown",
         "supports_pp": True,
         "model": test.model,
@@ -383,7 +383,7 @@ def _common_env(test: Test) -> dict[str, str]:
     return {k: v for k, (v, _) in first.items()}
 
 
-def _same_flags(test: Test, nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Flag]:
+def _same_flags(nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Flag]:
     """The flags every launch of the test shares, once planned flags are left out: ppconf gives
     each launch of a deployment one set of flags; a flag on one launch only is an error."""
 
