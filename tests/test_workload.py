@@ -278,6 +278,10 @@ def test_a_perf_gate_against_a_recorded_baseline_fails_with_its_numbers():
     rec = phase_record(plan, Compare(), got, ref, {})
     assert rec.problems == [] and len(rec.gates) == 3
     assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.PASS
+    from reports.traffic import phase_row
+
+    verdict = phase_row("c", rec)["verdict"]
+    assert verdict.startswith("ok; output throughput 401 tok/s >= 397.158") and "median TPOT 0.05 s <=" in verdict
 
 
 def test_a_perf_gate_needs_a_figure_and_its_measurement():
