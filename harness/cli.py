@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.cases.partition import RULE_SETS
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
 from harness.commands.common import CliError
+from harness.commands.imports import add_import
 from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_ingest, cmd_report, cmd_signoff
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.matrix.source import MatrixError
@@ -214,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=FLAKY_RATE,
         help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})",
     )
+    add_import(add)
     return parser
 
 

@@ -199,7 +199,7 @@ def workload_problems(m: Matrix, case: Case) -> list[str]:
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
                 f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
             )
-        for bound in ("min_throughput_ratio", "max_ttft_s"):
+        for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and phase.kind != "concurrent":
                 out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
     return out

@@ -150,6 +150,24 @@ class StageBounds(Strict):
     max_step_time_ratio: float | None = Field(None, gt=0)
 
 
+class PerfGate(Strict):
+    """A phase's performance against recorded numbers, as vllm-ascend's nightly gates it: output
+    tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
+    output token (inter-token latency) at most the baseline's / ``ratio``."""
+
+    output_tokens_per_s: float | None = Field(None, gt=0)
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    ratio: float = Field(0.97, gt=0, le=1)
+    source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
+
+    @model_validator(mode="after")
+    def _something(self) -> PerfGate:
+        if self.output_tokens_per_s is None and self.ttft_s is None and self.tpot_s is None:
+            raise ValueError("a perf_baseline needs output_tokens_per_s, ttft_s and/or tpot_s")
+        return self
+
+
 # The kinds of traffic a workload phase sends (harness.cases.workload).
 PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
 
@@ -174,6 +192,8 @@ class Phase(Strict):
     min_acceptance_ratio: float | None = Field(None, gt=0)
     min_throughput_ratio: float | None = Field(None, gt=0)
     max_ttft_s: float | None = Field(None, gt=0)
+    # Bounds against recorded numbers rather than the reference (concurrent phases measure them).
+    perf_baseline: PerfGate | None = None
 
     @property
     def label(self) -> str:
@@ -239,6 +259,8 @@ class Score(Strict):
     # units: lm-eval's metrics are fractions (0.75), AISBench's are points (75.0).
     min: float | None = None
     max_drop: float | None = Field(None, ge=0.0)
+    # Two-sided, as vllm-ascend's nightly judges accuracy: |value - reference| <= threshold.
+    threshold: float | None = Field(None, ge=0.0)
     baseline: float | None = None
 
     @model_validator(mode="before")
@@ -273,8 +295,8 @@ class Score(Strict):
                         f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
                         f"Python identifier (ppconf's generated config imports it)"
                     )
-        if self.min is None and self.max_drop is None:
-            raise ValueError("a score needs min and/or max_drop")
+        if self.min is None and self.max_drop is None and self.threshold is None:
+            raise ValueError("a score needs min, max_drop and/or threshold")
         return self
 
 
@@ -301,8 +323,10 @@ class Reference(Strict):
             raise ValueError("reference kind golden needs golden (a file)")
         if self.kind == "score" and self.score is None:
             raise ValueError("reference kind score needs score")
-        if self.kind == "score" and self.score and self.score.max_drop is not None and self.score.baseline is None:
-            raise ValueError("score.max_drop without a reference launch needs score.baseline")
+        if self.kind == "score" and self.score and self.score.baseline is None:
+            for bound in ("max_drop", "threshold"):
+                if getattr(self.score, bound) is not None:
+                    raise ValueError(f"score.{bound} without a reference launch needs score.baseline")
         if self.fold != "none" and self.kind != "counterpart":
             raise ValueError("fold only applies to the counterpart reference")
         return self

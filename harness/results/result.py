@@ -264,6 +264,7 @@ class PhaseRecord(Part):
     error: str | None = None  # the case's requests failed or outlived the phase's deadline
     not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
     problems: list[str] = []  # protocol checks and bounds that failed
+    gates: list[str] = []  # each performance gate against a recorded baseline, held or not, with its numbers
     metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
     reference_metrics: dict[str, float] = {}
     perf: dict[str, float | None] = {}  # streamed phases: output tokens/s, TTFT and ITL percentiles
@@ -282,6 +283,10 @@ class ScoreVerdict(Part):
     detail: str
     task: str | None = None
     metric: str | None = None
+    value: float | None = None
+    reference: float | None = None
+    max_drop: float | None = None
+    threshold: float | None = None
 
 
 class FeatureCheck(Part):
