@@ -134,6 +134,15 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pd && pp > 1 && "pcp" in features',
+        "ascend",
+        "guide-61-layer/pd-p-tp4pp2-d-tp4/auto/pcp",
+        known_issue(("startup",), "AssertionError: pp and pcp cannot open in same time"),
+        "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend kv_p2p/mooncake_connector.py asserts "
+        "it as the worker initialises its KV connector, before MRV2's refusal: a crash, so a known issue",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "pcp" in features',
         "ascend",
         "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
@@ -182,12 +191,31 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
-        'platform == "ascend" && pd && !pd_tp_multiple',
+        'platform == "ascend" && pd && !mla && !pd_tp_multiple',
         "ascend",
-        "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
+        "minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none",
         known_issue(("startup",), "AssertionError: Prefill TP size must be divisible by Decode TP size."),
         "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; vllm-ascend "
-        "ascend_config.py asserts it (not quoted by the guide or measured): a crash, so a known issue",
+        "ascend_config.py asserts it for a model the engine does not treat as MLA (not quoted by the guide "
+        "or measured): a crash, so a known issue",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && !mla && !pd_tp_multiple',
+        "ascend",
+        "minimax-m2.5/pd-p-tp2pp2-d-tp4/auto/none",
+        known_issue(("startup",), "AssertionError: Prefill TP size must be divisible by Decode TP size."),
+        "vllm-ascend ascend_config.py: 2 % 4 is not 0, the same assertion before the connector's own check",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && mla && !pd_tp_multiple && tp < decode_tp',
+        "ascend",
+        "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
+        rejected("startup", "ValueError: prefill_tp_size: 2 must be greater than or equal to the decode_tp_size: 4"),
+        "guide, P/D section: Prefill TP >= Decode TP; vllm-ascend kv_p2p/mooncake_connector.py "
+        "(MooncakeConnectorWorker) refuses a smaller prefill TP with a ValueError, the only check an MLA "
+        "model meets",
     ),
     Row(
         ASCEND,

@@ -359,6 +359,10 @@ class Variant(Strict):
     # None: not known in advance; read from the model's config.json when the case is planned.
     hidden_layers: int | None = Field(None, ge=1)
     supports_pp: bool
+    # Whether the engine treats the model as MLA (vLLM's ModelConfig.is_deepseek_mla: its text
+    # config's model_type is one of the DeepSeek-MLA family's and it carries the latent KV);
+    # vllm-ascend's P/D TP checks differ for it.
+    mla: bool = False
     # "zoo:NAME" for a tiny model ppconf builds offline, else a path or id the nodes can load.
     model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"

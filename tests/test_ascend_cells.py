@@ -1,0 +1,128 @@
+"""The guide's remaining cells on the shipped Ascend matrix: each expands to the case with the
+right claim, and the judge gives that claim the right outcome on recorded observations (log
+excerpts written from vllm-ascend's source as vLLM prints a start-up failure: no NPU here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.cases.expand import expand
+from harness.check import logs
+from harness.check.verdict.judge import judge
+from harness.outcomes import Cause, Outcome
+from harness.plan.cluster import load_cluster
+from harness.plan.deployment import plan
+from harness.results.result import Expectation, Observation
+
+LOGS = Path(__file__).parent / "data" / "logs"
+SUITES = ("nightly-ascend", "release-ascend")
+
+
+@pytest.fixture(scope="module")
+def cases(shipped):
+    return {c.id: c for s in SUITES for c in expand(shipped, s).cases}
+
+
+def claim(cases, cid) -> Expectation:
+    assert cid in cases, f"{cid} is not a case of {', '.join(SUITES)}"
+    return cases[cid].expectation
+
+
+def startup_failure(log: str, exp: Expectation, phase: str = "startup") -> Observation:
+    """What the checks make of a launch that died with this log: its root cause, and the line a
+    claimed rejection's pattern matched."""
+    paths = {"node0-api": LOGS / log}
+    line = logs.search_errors(paths, exp.error) if exp.kind == "rejected" and exp.error else None
+    return Observation(
+        failed_phase=phase,
+        failed_after_s=160.0,
+        exit_codes={"node0-api": 1},
+        engine_started=phase == "startup",
+        root_cause=logs.root_cause(paths),
+        expected_error_line=line,
+        expected_error_after_s=160.0 if line else None,
+    )
+
+
+# -- Mooncake P/D: prefill TP not a multiple of decode TP -------------------------------------
+
+
+def test_the_engine_treats_the_deepseek_glm_and_kimi_families_as_mla(shipped):
+    mla = {(f, v) for f, fam in shipped.families.items() for v, var in fam.variants.items() if var.mla}
+    assert ("guide-61-layer", "default") in mla and ("glm-5.2", "text") in mla and ("kimi-k3", "text") in mla
+    for family in ("minimax-m3", "qwen3.6", "qwen3", "minimax-m2.5"):
+        assert not any(f == family for f, _ in mla), family
+
+
+def test_prefill_tp6_over_decode_tp4_on_a_model_that_is_not_mla_is_the_asserted_known_issue(shipped, cases):
+    case = cases["minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none"]
+    assert (case.attrs["tp"], case.attrs["decode_tp"], case.attrs["mla"]) == (6, 4, False)
+    assert case.attrs["pd_tp_multiple"] is False
+    e = case.expectation
+    assert (e.kind, e.waives) == ("known-issue", ["startup"]) and e.owner and e.until
+    assert "ascend_config.py#L215" in e.link
+    # the heads a TP of 6 must divide (48 attention heads): the connector's check is what it meets
+    d = plan(shipped, case, load_cluster("a3-pd"))
+    prefill, decode, _ = d.launches
+    assert [len(l.env_dict()["ASCEND_RT_VISIBLE_DEVICES"].split(",")) for l in (prefill, decode)] == [12, 4]
+    obs = startup_failure("pd-tp6-d-tp4-assert.log", e, phase="config")
+    assert obs.root_cause.cause is Cause.CRASH
+    v = judge(e, obs)
+    assert v.outcome is Outcome.KNOWN_ISSUE, v.reason
+    assert "Prefill TP size must be divisible by Decode TP size" in v.reason
+
+
+def test_the_same_assertion_claimed_as_a_rejection_would_be_bad_reject(cases):
+    e = claim(cases, "minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none")
+    as_rejection = Expectation(kind="rejected", error=e.error, phase="config", within_s=600)
+    v = judge(as_rejection, startup_failure("pd-tp6-d-tp4-assert.log", as_rejection, phase="config"))
+    assert v.outcome is Outcome.BAD_REJECT and "crash (AssertionError)" in v.reason
+
+
+def test_a_known_issue_met_by_another_failure_is_fail(cases):
+    """The waiver covers the assertion only: the MLA refusal (or any other start-up failure) is
+    not the known issue."""
+    e = claim(cases, "minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none")
+    v = judge(e, startup_failure("pd-mla-tp2-d-tp4-refusal.log", e))
+    assert v.outcome is Outcome.FAIL and "not the waived failure" in v.reason
+
+
+def test_prefill_tp_below_decode_tp_is_asserted_unless_mla_where_it_is_refused(cases):
+    assert claim(cases, "minimax-m2.5/pd-p-tp2pp2-d-tp4/auto/none").kind == "known-issue"
+    e = claim(cases, "guide-61-layer/pd-p-tp2pp2-d-tp4/auto/none")
+    assert (e.kind, e.phase) == ("rejected", "startup")
+    v = judge(e, startup_failure("pd-mla-tp2-d-tp4-refusal.log", e))
+    assert v.outcome is Outcome.XFAIL, v.reason
+    assert "refusal: ValueError" in v.reason
+    # a multiple is plain P/D support
+    assert claim(cases, "minimax-m2.5/pd-p-tp8pp2-d-tp4/auto/none").kind == "supported"
+
+
+# -- Mooncake P/D: PP + PCP on the Prefill ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cid", ["guide-61-layer/pd-p-tp4pp2-d-tp4/auto/pcp", "minimax-m2.5/pd-p-tp4pp2-d-tp4/auto/pcp"]
+)
+def test_pp_and_pcp_on_a_mooncake_prefill_is_the_asserted_known_issue(shipped, cases, cid):
+    e = claim(cases, cid)
+    assert (e.kind, e.waives) == ("known-issue", ["startup"]) and e.owner and e.until
+    assert "mooncake_connector.py#L2077" in e.link
+    d = plan(shipped, cases[cid], load_cluster("a3-pd"))
+    prefill, decode, _ = d.launches
+    # PCP is the Prefill's: TP4 x PP2 x PCP2 fills its node, the Decode runs none
+    assert prefill.argv[prefill.argv.index("--prefill-context-parallel-size") + 1] == "2"
+    assert "--prefill-context-parallel-size" not in decode.argv
+    assert len(prefill.env_dict()["ASCEND_RT_VISIBLE_DEVICES"].split(",")) == 16
+    v = judge(e, startup_failure("pd-pp-pcp-assert.log", e))
+    assert v.outcome is Outcome.KNOWN_ISSUE, v.reason
+
+
+def test_pp_and_pcp_on_a_single_instance_stays_the_refusal_and_the_assertion_is_bad_reject(cases):
+    e = claim(cases, "glm-5.2/text/tp8-pp2-2node-mp/auto/pcp")
+    assert e.kind == "rejected" and not re.search(e.error, "AssertionError: pp and pcp cannot open in same time")
+    v = judge(e, startup_failure("pd-pp-pcp-assert.log", e))
+    assert v.outcome is Outcome.BAD_REJECT and "crash (AssertionError)" in v.reason
