@@ -126,3 +126,71 @@ def test_pp_and_pcp_on_a_single_instance_stays_the_refusal_and_the_assertion_is_
     assert e.kind == "rejected" and not re.search(e.error, "AssertionError: pp and pcp cannot open in same time")
     v = judge(e, startup_failure("pd-pp-pcp-assert.log", e))
     assert v.outcome is Outcome.BAD_REJECT and "crash (AssertionError)" in v.reason
+
+
+# -- graph mode: validated with MTP stacks, and a downgrade is a silent disable ----------------
+
+
+def test_graph_mode_is_claimed_as_validated_only_when_stacked_with_mtp(cases):
+    validated = claim(cases, "deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode+mtp")
+    assert validated.kind == "supported" and not validated.experimental
+    assert "validated with MTP stacks" in validated.why
+    for cid in (
+        "deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode",
+        "kimi-k3/text/tp8-pp2-2node-mp/auto/async-scheduling+graph-mode",
+    ):
+        e = claim(cases, cid)
+        assert e.kind == "supported" and e.experimental, cid
+    # what the guide rejects stays rejected with graph mode stacked
+    assert claim(cases, "deepseek-v4.1/text/tp8-pp2-2node-mp/auto/graph-mode+mtp").kind == "rejected"
+
+
+def test_a_downgraded_graph_mode_fails_the_validated_claim(shipped, cases):
+    paths = {"node0-api": LOGS / "graph-mode-downgraded.log"}
+    found = logs.warnings_matching(paths, shipped.features["graph-mode"].silent_disable)
+    assert [line.line for line in found] == [3]
+    e = claim(cases, "deepseek-v4/text/tp8-pp2-2node-mp/auto/graph-mode+mtp")
+    obs = Observation(ready=True, ready_s=420.0, exit_codes={"node0-api": None}, silent_disable=found)
+    v = judge(e, obs)
+    assert v.outcome is Outcome.FAIL and "setting cudagraph_mode=PIECEWISE" in v.reason
+    # the same deployment without the downgrade passes
+    assert judge(e, Observation(ready=True, ready_s=420.0, exit_codes={"node0-api": None})).outcome is Outcome.PASS
+
+
+def test_graph_mode_patterns_name_only_a_downgrade_of_full_decode_only(shipped):
+    rx = [re.compile(p) for p in shipped.features["graph-mode"].silent_disable]
+    downgrades = (
+        "CUDAGraphMode.FULL_DECODE_ONLY is not supported with AscendAttentionBackend backend (support: "
+        "AttentionCGSupport.NEVER); setting cudagraph_mode=NONE because attention is not compiled piecewise",
+        "KV connector MooncakeConnectorV1 requires PIECEWISE CUDA graph mode due to layerwise async operations "
+        "that cannot be captured in CUDA graphs. Overriding cudagraph_mode from FULL_DECODE_ONLY to PIECEWISE.",
+        "Pooling models do not support full cudagraphs. Overriding cudagraph_mode to PIECEWISE.",
+    )
+    for text in downgrades:
+        assert any(r.search(text) for r in rx), text
+    # the upgrade of a mixed mode to FULL_DECODE_ONLY is not a downgrade of graph mode
+    upgrade = (
+        "CUDAGraphMode.FULL is not supported with AscendAttentionBackend backend (support: "
+        "AttentionCGSupport.UNIFORM_BATCH); setting cudagraph_mode=FULL_DECODE_ONLY"
+    )
+    assert not any(r.search(upgrade) for r in rx)
+
+
+# -- the claims table ---------------------------------------------------------------------------
+
+
+def test_claims_table_says_what_the_guide_does_not_claim_and_what_it_validates(shipped):
+    from reports.feature_table import feature_claims
+
+    nightly = list(expand(shipped, "nightly-ascend").cases)
+    rows = {r.name: (r.symbol, r.text) for r in feature_claims(shipped, nightly)}
+    symbol, text = rows["KV offloading (Sparse KV Cache Offload)"]
+    assert symbol == "✅" and "not a claim of the guide: refused for GLM-5.2" in text
+    e = claim({c.id: c for c in nightly}, "glm-5.2/text/tp8-pp2-2node-mp/auto/kv-offload")
+    assert e.kind == "rejected" and e.undocumented
+    # graph mode: supported (validated with MTP), experimental without it
+    symbol, text = rows["Graph mode (ACL graph)"]
+    assert symbol == "✅" and "experimental in part" in text and "MTP stacks only" in text
+    # a stack decided by graph mode's experimental claim does not make another row experimental
+    assert rows["Async scheduling"] == ("✅", "Supported.")
+    assert rows["P/D disaggregation"][0] == "✅" and "only" not in rows["P/D disaggregation"][1]

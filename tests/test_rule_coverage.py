@@ -294,11 +294,20 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "graph-mode" in features && "mtp" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/graph-mode+mtp",
+        supported(),
+        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY; validated with MTP stacks",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "graph-mode" in features',
         "ascend",
         "kimi-k3/text/tp8-pp2-2node-mp/auto/dcp+graph-mode+prefix-caching",
         supported(),
-        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY",
+        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY (validated with MTP stacks only: "
+        "without MTP the claim is experimental)",
     ),
     Row(
         ASCEND,
