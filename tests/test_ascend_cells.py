@@ -4,6 +4,7 @@ excerpts written from vllm-ascend's source as vLLM prints a start-up failure: no
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -194,3 +195,47 @@ def test_claims_table_says_what_the_guide_does_not_claim_and_what_it_validates(s
     # a stack decided by graph mode's experimental claim does not make another row experimental
     assert rows["Async scheduling"] == ("✅", "Supported.")
     assert rows["P/D disaggregation"][0] == "✅" and "only" not in rows["P/D disaggregation"][1]
+
+
+# -- dynamic chunked PP for long-context prefill ---------------------------------------------
+
+
+def test_dynamic_chunked_pp_is_claimed_with_a_long_prompt_phase_that_must_be_chunked(shipped, cases):
+    from harness.cases.workload import plan_workload, workload_problems
+
+    case = cases["qwen3.6/moe/tp8-pp2-2node-mp/auto/dynamic-chunked-pp"]
+    assert case.expectation.kind == "supported" and "long-context prefill" in case.expectation.why
+    (long,) = [p for p in plan_workload(shipped, case) if p.kind == "long-prompt"]
+    budget = shipped.features["dynamic-chunked-pp"].args
+    chunk = int(budget[budget.index("--max-num-batched-tokens") + 1])
+    assert {len(r.prompt) for r in long.requests} == {65536} and 65536 > 3 * chunk
+    assert workload_problems(shipped, case) == []
+    d = plan(shipped, case, load_cluster("a3-2node"))
+    for launch in d.launches:
+        config = json.loads(launch.argv[launch.argv.index("--additional-config") + 1])
+        assert config == {"scheduler_config": {"profiling_chunk_config": {"enabled": True}}}
+        assert "--enable-chunked-prefill" in launch.argv
+
+
+def test_dynamic_chunked_pp_is_the_prefills_on_a_pd_pair(shipped, cases):
+    prefill, decode, _ = plan(
+        shipped, cases["qwen3.6/moe/pd-p-tp8pp2-d-tp4/auto/dynamic-chunked-pp"], load_cluster("a3-pd")
+    ).launches
+    assert "profiling_chunk_config" in prefill.argv[prefill.argv.index("--additional-config") + 1]
+    assert "--additional-config" not in decode.argv and "--enable-chunked-prefill" not in decode.argv
+
+
+def test_fixed_chunks_after_a_failed_profile_are_a_silent_disable(shipped, cases):
+    paths = {"node0-api": LOGS / "dynamic-chunk-fallback.log"}
+    found = logs.warnings_matching(paths, shipped.features["dynamic-chunked-pp"].silent_disable)
+    assert [line.line for line in found] == [3]
+    e = claim(cases, "qwen3.6/moe/tp8-pp2-2node-mp/auto/dynamic-chunked-pp")
+    v = judge(e, Observation(ready=True, ready_s=300.0, exit_codes={"node0-api": None}, silent_disable=found))
+    assert v.outcome is Outcome.FAIL and "Profiling failed" in v.reason
+
+
+def test_dynamic_chunked_pp_without_pp_is_refused_a_claim_the_guide_does_not_make(cases):
+    e = claim(cases, "qwen3.6/dense/pp1-tp1/auto/dynamic-chunked-pp")
+    assert (e.kind, e.phase, e.undocumented) == ("rejected", "config", True)
+    v = judge(e, startup_failure("dynamic-chunk-pp1-refusal.log", e, phase="config"))
+    assert v.outcome is Outcome.XFAIL and "refusal: ValueError" in v.reason

@@ -286,6 +286,27 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "dynamic-chunked-pp" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/dynamic-chunked-pp+prefix-caching",
+        supported(),
+        "guide, 何时使用 PP / 流水线气泡: for long-context prefill, start with PP, then evaluate dynamic chunked "
+        "pipeline parallel",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp == 1 && "dynamic-chunked-pp" in features',
+        "ascend",
+        "qwen3.6/dense/pp1-tp1/auto/dynamic-chunked-pp",
+        rejected(
+            "config",
+            "ValueError: profiling_chunk_config requires pipeline parallelism (pp > 1). Please set "
+            "--pipeline-parallel-size to a value greater than 1, or disable profiling_chunk_config.",
+        ),
+        "vllm-ascend ascend_config.py: the text, raised while the configuration is built (not in the guide)",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "layersplit" in features',
         "ascend",
         "glm-5.2/text/tp8-pp2-2node-ray/38,40/layersplit+prefix-caching",
