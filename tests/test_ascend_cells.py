@@ -16,7 +16,7 @@ from harness.check.verdict.judge import judge
 from harness.outcomes import Cause, Outcome
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
-from harness.results.result import Expectation, Observation
+from harness.results.result import Expectation, Observation, Stages, WorkerStage
 
 LOGS = Path(__file__).parent / "data" / "logs"
 SUITES = ("nightly-ascend", "release-ascend")
@@ -239,3 +239,87 @@ def test_dynamic_chunked_pp_without_pp_is_refused_a_claim_the_guide_does_not_mak
     assert (e.kind, e.phase, e.undocumented) == ("rejected", "config", True)
     v = judge(e, startup_failure("dynamic-chunk-pp1-refusal.log", e, phase="config"))
     assert v.outcome is Outcome.XFAIL and "refusal: ValueError" in v.reason
+
+
+# -- the drafter on the last stage "on both model runners" -----------------------------------
+
+STAGES = Path(__file__).parent / "data" / "stages"
+PP2_OF_4 = [[0, 2], [2, 4]]  # the 4-layer target of the probe answers in tests/data/stages
+
+
+def probe_answers(name: str, **asked) -> Stages:
+    doc = json.loads((STAGES / name).read_text())
+    return Stages(workers=[WorkerStage.model_validate(w) for w in doc["workers"]], **asked)
+
+
+def served(stages: Stages) -> Observation:
+    return Observation(
+        ready=True,
+        ready_s=400.0,
+        exit_codes={"node0-api": None},
+        partition=PP2_OF_4,
+        partition_expected=PP2_OF_4,
+        accuracy={"equal": True, "summary": "ok"},
+        stages=stages,
+    )
+
+
+def test_mtp_on_model_runner_v1_is_claimed_and_planned_with_v1(shipped, cases):
+    case = cases["glm-5.2/text/tp8-pp2-2node-mp/38,40/model-runner-v1+mtp"]
+    e = case.expectation
+    assert e.kind == "supported" and "On both model runners" in e.why and "last PP stage" in e.why
+    d = plan(shipped, case, load_cluster("a3-2node"))
+    assert {launch.env_dict()["VLLM_USE_V2_MODEL_RUNNER"] for launch in d.launches} == {"0"}
+    # the platform's V2 elsewhere
+    other = plan(shipped, cases["glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp"], load_cluster("a3-2node"))
+    assert {launch.env_dict()["VLLM_USE_V2_MODEL_RUNNER"] for launch in other.launches} == {"1"}
+    # release checks it for every family with an MTP drafter, on both executors
+    release = [c for c in cases.values() if "model-runner-v1" in c.features and c.suite == "release-ascend"]
+    assert {c.family for c in release} == {"deepseek-v4", "glm-5.2", "minimax-m3", "qwen3.6", "kimi-k3"}
+    assert {c.expectation.kind for c in release} == {"supported"}
+
+
+def test_a_drafter_off_the_last_stage_on_model_runner_v1_fails(cases):
+    e = claim(cases, "qwen3.6/moe/tp8-pp2-2node-mp/auto/model-runner-v1+mtp")
+    assert judge(e, served(probe_answers("pp2-dspark-good.json", draft_method="mtp"))).outcome is Outcome.PASS
+    v = judge(e, served(probe_answers("drafter-on-rank0.json", draft_method="mtp")))
+    assert v.outcome is Outcome.FAIL and "it belongs on the last PP stage only" in v.reason
+
+
+# -- DSpark taps on stage 0 under a custom partition -----------------------------------------
+
+
+def test_dspark_with_a_custom_partition_asks_for_a_tap_on_stage_0(shipped, cases):
+    from harness.cases.workload import stage_bounds_of
+
+    for cid in ("glm-5.2/text/tp8-pp2-2node-mp/38,40/dspark", "glm-5.2/text/tp8-pp2-2node-ray/44,34/dspark"):
+        case = cases[cid]
+        assert case.attrs["custom_partition"] and case.expectation.kind == "supported", cid
+        assert case.expectation.stage_bounds == {"tapped_stage": 0}
+        assert stage_bounds_of(shipped, case).tapped_stage == 0
+    # the auto partition makes no such demand
+    assert claim(cases, "deepseek-v4/text/tp8-pp2-2node-mp/auto/dspark").stage_bounds is None
+
+
+def test_taps_on_stage_0_relayed_pass_and_a_missing_relay_fails(cases):
+    e = claim(cases, "glm-5.2/text/tp8-pp2-2node-mp/38,40/dspark")
+    good = probe_answers("pp2-dspark-good.json", draft_method="dspark", draft_tp=1, tapped_stage=0)
+    assert judge(e, served(good)).outcome is Outcome.PASS
+    missing = probe_answers("missing-relayed-tap.json", draft_method="dspark", draft_tp=1, tapped_stage=0)
+    v = judge(e, served(missing))
+    assert v.outcome is Outcome.FAIL and "not relayed to the drafter on the last stage" in v.reason
+
+
+def test_taps_that_all_fall_on_the_last_stage_leave_the_relay_not_exercised(cases):
+    e = claim(cases, "glm-5.2/text/tp8-pp2-2node-mp/38,40/dspark")
+    good = probe_answers("pp2-dspark-good.json", draft_method="dspark", draft_tp=1, tapped_stage=0)
+    # the same drafter tapping only layer 3 (capture numbering): every tap lives on stage 1
+    late = good.model_copy(
+        update={"workers": [w.model_copy(update={"taps": [2], "aux_layers": [3]}) for w in good.workers]}
+    )
+    v = judge(e, served(late))
+    assert v.outcome is Outcome.ERROR and "no tap of the drafter (3) lies on PP stage 0 [0, 2]" in v.reason
+    silent = good.model_copy(
+        update={"workers": [w.model_copy(update={"taps": None, "aux_layers": None}) for w in good.workers]}
+    )
+    assert "reported no taps" in judge(e, served(silent)).reason

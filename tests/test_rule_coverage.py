@@ -277,6 +277,14 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "model-runner-v1" in features && "mtp" in features',
+        "ascend",
+        "kimi-k3/multimodal/tp8-pp2-2node-ray/auto/model-runner-v1+mtp",
+        supported(),
+        "guide, PP with speculative decoding: on both model runners the drafter is loaded on the last PP stage",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "draft-tp1" in features',
         "ascend",
         "glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp",
@@ -353,6 +361,15 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/eagle3+prefix-caching",
         supported(),
         "guide, feature table: EAGLE3 supported for MiniMax-M3 sparse models",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features && custom_partition',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/44,34/dspark",
+        supported(),
+        "guide, notes for speculative decoding with PP: taps on an earlier stage are relayed to the drafter "
+        "on the last stage; keep the tap list inside the target model when customizing the partition",
     ),
     Row(
         ASCEND,

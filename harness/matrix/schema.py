@@ -151,12 +151,16 @@ class Compare(Strict):
 
 
 class StageBounds(Strict):
-    """How uneven a PP deployment's stages may be, from what each stage's workers report: the last
-    stage's peak memory at most this many times the stages' mean (the guide's advice: the output
-    modules and the drafter sit there), the slowest stage's mean forward time likewise."""
+    """What a claim asks of a PP deployment's stages, from what each stage's workers report: the
+    last stage's peak memory at most this many times the stages' mean (the guide's advice: the
+    output modules and the drafter sit there), the slowest stage's mean forward time likewise; and
+    `tapped_stage`, a stage that must hold one of the drafter's taps (DSpark's
+    dspark_target_layer_ids) for the relay to the last stage to be exercised — a case where none
+    lies there is "not exercised", never a PASS."""
 
     max_last_stage_memory_ratio: float | None = Field(None, gt=0)
     max_step_time_ratio: float | None = Field(None, gt=0)
+    tapped_stage: int | None = Field(None, ge=0)
 
 
 # The kinds of traffic a workload phase sends (harness.cases.workload).

@@ -336,6 +336,7 @@ class Stages(Part):
     # the claim's bounds on how uneven the stages may be (``StageBounds``), where it states them
     max_last_stage_memory_ratio: float | None = None
     max_step_time_ratio: float | None = None
+    tapped_stage: int | None = None  # a stage that must hold a drafter tap (``StageBounds``)
 
 
 class Observation(Part):
