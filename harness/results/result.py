@@ -198,6 +198,8 @@ class Tuning(Part):
     stages: list[Stage]
     by_step_time: Advice
     by_memory: Advice
+    # the two reconciled: one next partition, or why they disagree (records before it have none)
+    advice: Advice | None = None
     steps: list[int] = []  # forward passes timed on the stages
 
     @field_validator("stages")
