@@ -15,6 +15,7 @@ the same words the oracle produces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 Rules = Literal["upstream", "ascend-doc"]
@@ -110,7 +111,7 @@ def propose_rebalance(counts: list[int], stage_cost: list[float]) -> list[int] |
 BALANCED = 0.05  # stages within 5% of each other are left as they are
 
 
-def _costliest(costs: list[float | int | None]) -> int:
+def _costliest(costs: Sequence[float | int | None]) -> int:
     return max(range(len(costs)), key=lambda i: (costs[i] or 0, i))
 
 
