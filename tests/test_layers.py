@@ -169,6 +169,7 @@ LAYERS = (
     "harness.run_dir",  # a run directory opened fresh or resumed, and its matrices
     "harness.progress",
     "harness.console",
+    "harness.dispatch",  # deployments side by side, in the schedule's order
     "harness.run",  # one suite run: the steps above in order
     "reports",
     "conformance",

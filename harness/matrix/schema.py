@@ -110,15 +110,6 @@ def _compiled(patterns: list[str]) -> list[str]:
     return patterns
 
 
-# Keys that were settings once, with where their choice lives now: a matrix that still sets one
-# gets this, not a typo suggestion.
-REMOVED_KEYS = {
-    "partition_rules": "a suite does not pick the partition rule set; each case carries both checks "
-    "(`partition_error`: vLLM's, `partition_doc_error`: the Ascend guide's stricter one) "
-    "and the rules say which one decides (see matrices/ascend/rules.yaml)",
-}
-
-
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -588,7 +579,13 @@ class Rule(Strict):
         }.get(self.expect, ())
         missing = [f for f in needs if getattr(self, f) in (None, [])]
         if missing:
-            raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}")
+            hint = ""
+            if "waives" in missing:
+                hint = (
+                    f" (waives: the checks the waiver covers, of {', '.join(CHECKS)}; a waiver once covered "
+                    f"every check: `ppconf lint --migrate` writes those of that time)"
+                )
+            raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}{hint}")
         if self.waives and self.expect not in ("known-issue", "flaky"):
             raise ValueError("waives only applies to expect: known-issue or flaky")
         only_rejected = (
