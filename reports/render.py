@@ -169,6 +169,7 @@ def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
                 "stages": stages,
                 "by_step_time": t.by_step_time.why,
                 "by_memory": t.by_memory.why,
+                "advice": t.advice.why if t.advice else "",
             }
         )
     return rows

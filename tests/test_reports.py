@@ -245,5 +245,9 @@ def test_partition_tuning_advice_is_reported(tmp_path):
     row = next(l for l in md.splitlines() if l.startswith("| qwen3-tiny/pp2-tp1-mp/1,4/none"))
     assert "stage 0: 1 layer, 0.43 ms, 935.0 MiB; stage 1: 4 layers, 0.64 ms, 1763.0 MiB" in row
     assert "try VLLM_PP_LAYER_PARTITION=2,3" in row
+    assert row.rstrip(" |").endswith(
+        "forward time and memory agree: stage 1 is the costliest (48.8% above the cheapest): "
+        "try VLLM_PP_LAYER_PARTITION=2,3"
+    )
     html = (run / "report" / "support.html").read_text()
     assert '<section id="tuning">' in html and "VLLM_PP_LAYER_PARTITION=2,3" in html

@@ -5,7 +5,7 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
-from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of
+from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of, workload_problems
 from harness.check.serving.client import Completion
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
@@ -125,6 +125,21 @@ def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
     report = lint(load_matrix(matrix_dir.root))
     hits = [e for e in report.errors if "mine.yaml:2:" in e and "longer than the 256" in e]
     assert hits, report.errors
+
+
+def test_lint_refuses_a_long_prompt_the_batch_budget_holds_in_one_step(matrix_dir):
+    """A long-prompt phase exercises chunked prefill only with prompts longer than the case's
+    --max-num-batched-tokens (the engine must split them); one that fits is refused."""
+    suite = _suite_with("[{kind: long-prompt, prompt_tokens: 200}]").replace(
+        "platform: cpu\n", 'platform: cpu\n            args: [--max-num-batched-tokens, "200"]\n'
+    )
+    for budget, refused in (("200", True), ("128", False)):
+        matrix_dir("cpu/mine.yaml", suite.replace('"200"]', f'"{budget}"]'))
+        m = load_matrix(matrix_dir.root)
+        problems = [p for c in expand(m, "mine").cases for p in workload_problems(m, c)]
+        assert any("fit in one engine step" in p and f"--max-num-batched-tokens {budget}" in p for p in problems) is (
+            refused
+        ), problems
 
 
 def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):

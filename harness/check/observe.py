@@ -209,6 +209,7 @@ class Observer:
         if obs.stages is not None and bounds is not None:
             obs.stages.max_last_stage_memory_ratio = bounds.max_last_stage_memory_ratio
             obs.stages.max_step_time_ratio = bounds.max_step_time_ratio
+            obs.stages.tapped_stage = bounds.tapped_stage
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
             rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
             obs.partition_expected = [list(r) for r in rng]

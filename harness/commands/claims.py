@@ -126,6 +126,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         if advice:
             print(f"by forward time: {advice['by_step_time']['why']}")
             print(f"by memory: {advice['by_memory']['why']}")
+            print(f"next: {advice['advice']['why']}")
     return 0
 
 

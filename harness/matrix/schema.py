@@ -142,12 +142,16 @@ class Compare(Strict):
 
 
 class StageBounds(Strict):
-    """How uneven a PP deployment's stages may be, from what each stage's workers report: the last
-    stage's peak memory at most this many times the stages' mean (the guide's advice: the output
-    modules and the drafter sit there), the slowest stage's mean forward time likewise."""
+    """What a claim asks of a PP deployment's stages, from what each stage's workers report: the
+    last stage's peak memory at most this many times the stages' mean (the guide's advice: the
+    output modules and the drafter sit there), the slowest stage's mean forward time likewise; and
+    `tapped_stage`, a stage that must hold one of the drafter's taps (DSpark's
+    dspark_target_layer_ids) for the relay to the last stage to be exercised — a case where none
+    lies there is "not exercised", never a PASS."""
 
     max_last_stage_memory_ratio: float | None = Field(None, gt=0)
     max_step_time_ratio: float | None = Field(None, gt=0)
+    tapped_stage: int | None = Field(None, ge=0)
 
 
 class PerfGate(Strict):
@@ -374,6 +378,10 @@ class Variant(Strict):
     # None: not known in advance; read from the model's config.json when the case is planned.
     hidden_layers: int | None = Field(None, ge=1)
     supports_pp: bool
+    # Whether the engine treats the model as MLA (vLLM's ModelConfig.is_deepseek_mla: its text
+    # config's model_type is one of the DeepSeek-MLA family's and it carries the latent KV);
+    # vllm-ascend's P/D TP checks differ for it.
+    mla: bool = False
     # "zoo:NAME" for a tiny model ppconf builds offline, else a path or id the nodes can load.
     model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"

@@ -198,6 +198,8 @@ class Tuning(Part):
     stages: list[Stage]
     by_step_time: Advice
     by_memory: Advice
+    # the two reconciled: one next partition, or why they disagree (records before it have none)
+    advice: Advice | None = None
     steps: list[int] = []  # forward passes timed on the stages
 
     @field_validator("stages")
@@ -341,6 +343,7 @@ class Stages(Part):
     # the claim's bounds on how uneven the stages may be (``StageBounds``), where it states them
     max_last_stage_memory_ratio: float | None = None
     max_step_time_ratio: float | None = None
+    tapped_stage: int | None = None  # a stage that must hold a drafter tap (``StageBounds``)
 
 
 class Observation(Part):
