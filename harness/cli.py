@@ -12,12 +12,25 @@ from pathlib import Path
 from harness.cases.partition import RULE_SETS
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
 from harness.commands.common import CliError
+from harness.commands.imports import add_import
 from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_ingest, cmd_report, cmd_signoff
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.matrix.source import MatrixError
 from harness.results import store
+from harness.results.index import IndexFileError
 from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
         "its config classes, world sizes, env names and ports",
     )
     p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
+    p.add_argument(
+        "--migrate",
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="PATH",
+        help="first rewrite the matrix directory PATH (default: the --matrices given) to this ppconf's "
+        "format, keeping comments, and say what changed",
+    )
     p.add_argument(
         "--cluster",
         help="list every case whose reference cannot be planned on this cluster; with "
@@ -106,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="reuse reference outputs across runs while their launch and every node's stack are unchanged",
+    )
+    p.add_argument(
+        "--max-parallel",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run up to N deployments at once, each on the devices the schedule gives it, in the "
+        "schedule's order (default 1: one after another)",
     )
     p.add_argument(
         "--github",
@@ -197,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=FLAKY_RATE,
         help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})",
     )
+    add_import(add)
     return parser
 
 
@@ -216,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)
         return 2
-    except (CliError, RunRefused, store.RunDirError, RunBusy) as err:
+    except (CliError, RunRefused, store.RunDirError, RunBusy, IndexFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

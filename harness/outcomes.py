@@ -19,7 +19,9 @@ class Outcome(str, Enum):
     - ``label``: how a sentence names it ("known issue");
     - ``symbol``: its square in a history strip;
     - ``severity``: which outcome speaks for a cell holding several cases (the highest);
-    - ``junit``: the element a JUnit test case gets (``failure``, ``skipped``, or none for a pass);
+    - ``colour``: the background of its cells on the evidence page, a light tint of its symbol's;
+    - ``junit``: the element a JUnit test case gets (``failure``; ``error`` where the harness or the
+      infrastructure failed; ``skipped``; or none for a pass, a verified rejection included);
     - ``pytest``: how a conformance item ends (``passed``, ``xfailed``, ``skipped``, ``xpassed``
       — an unexpected pass, failed as pytest's strict XPASS — or ``failed``);
     - ``fails_run``: the product broke a claim, or the harness or infrastructure could not check
@@ -49,6 +51,10 @@ class Outcome(str, Enum):
         return _FACTS[self.value].severity
 
     @property
+    def colour(self) -> str:
+        return _FACTS[self.value].colour
+
+    @property
     def junit(self) -> str | None:
         return _FACTS[self.value].junit
 
@@ -58,27 +64,28 @@ class Outcome(str, Enum):
 
     @property
     def fails_run(self) -> bool:
-        return self.junit == "failure"
+        return self.junit in ("failure", "error")
 
 
 @dataclass(frozen=True)
 class _Facts:
     symbol: str
     severity: int
+    colour: str
     junit: str | None
     pytest: str
 
 
 _FACTS = {
-    "PASS": _Facts("🟩", 0, None, "passed"),
-    "FAIL": _Facts("🟥", 5, "failure", "failed"),
-    "XFAIL": _Facts("🟦", 1, "skipped", "xfailed"),
-    "UNEXPECTED_ACCEPT": _Facts("🟫", 7, "failure", "xpassed"),
-    "BAD_REJECT": _Facts("🟪", 6, "failure", "failed"),
-    "KNOWN_ISSUE": _Facts("🟨", 3, "skipped", "xfailed"),
-    "FLAKY": _Facts("🟧", 4, "skipped", "xfailed"),
-    "SKIP": _Facts("⬜", 2, "skipped", "skipped"),
-    "ERROR": _Facts("⬛", 8, "failure", "failed"),
+    "PASS": _Facts("🟩", 0, "#d9f2d9", None, "passed"),
+    "FAIL": _Facts("🟥", 5, "#f8d0d0", "failure", "failed"),
+    "XFAIL": _Facts("🟦", 1, "#dbe6fa", None, "xfailed"),
+    "UNEXPECTED_ACCEPT": _Facts("🟫", 7, "#eadbcf", "failure", "xpassed"),
+    "BAD_REJECT": _Facts("🟪", 6, "#e8d6f2", "failure", "failed"),
+    "KNOWN_ISSUE": _Facts("🟨", 3, "#fdf0c8", "skipped", "xfailed"),
+    "FLAKY": _Facts("🟧", 4, "#fde0c2", "skipped", "xfailed"),
+    "SKIP": _Facts("⬜", 2, "#f4f4f4", "skipped", "skipped"),
+    "ERROR": _Facts("⬛", 8, "#cfcfcf", "error", "failed"),
 }
 
 

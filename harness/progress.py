@@ -16,6 +16,7 @@ class EventKind(str, Enum):
     LAUNCH = "launch"  # launching a case's deployment
     PHASE = "phase"  # a workload phase sent to a case's deployment
     RESULT = "result"  # a case's verdict: `outcome`, `text` is its reason
+    RUNNING = "running"  # the deployments live now (`count` of them, `text` their first cases), side by side
     RETRY = "retry"  # `count` verdicts are withdrawn: the deployment runs once more
     NOTICE = "notice"  # anything else worth a line (groups reaped, the stack changed)
 

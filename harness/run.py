@@ -2,15 +2,18 @@
 judge every case, append results. Every entry point (``ppconf run``, the pytest plugin) runs a
 suite through ``SuiteRun``, so each gets the plan check, run.json, resume and reaping alike.
 
-One deployment is live at a time on a host (a vLLM server wants all its cores). Cases whose
-launches are identical share one deployment and every check runs on it; each supported case is
-compared with its own reference (``harness.check.references.goldens``), launched once per run and cached.
+Cases whose launches are identical share one deployment and every check runs on it; each
+supported case is compared with its own reference (``harness.check.references.goldens``),
+launched once per run and cached. By default one deployment is live at a time; with
+``max_parallel`` > 1 the deployments run side by side on the places the schedule gives them
+(``harness.dispatch``), and the outcomes are the same.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -52,6 +55,7 @@ class RunConfig:
     resume: bool = False
     reference_cache: Path | None = None
     cluster_ref: str | None = None  # the inventory as given (a file or a shipped name), for run.json
+    max_parallel: int = 1  # deployments live at once, on the schedule's places (1: one after another)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -94,6 +98,7 @@ class SuiteRun:
         self.versions: dict[str, dict[str, str]] = {}
         self.by_id: dict[str, Case] = {}
         self.plans_checked = False
+        self._recording = threading.Lock()  # one writer of results, whichever thread judged them
         self.launcher = Launcher(cfg.cluster, cfg.run_dir, self.suite.request_timeout_s)
         self.references = ReferenceRuns(
             self.m,
@@ -214,26 +219,29 @@ class SuiteRun:
         plan_key: str | None = None,
         harness_error: str | None = None,
     ) -> Result:
-        if d is not None:
-            self.launcher.redactor.learn(d)
-        result = make_result(
-            self.m,
-            self.run_dir,
-            case,
-            d,
-            obs,
-            started,
-            duration,
-            self.versions,
-            plan_key,
-            harness_error,
-            self.launcher.redactor,
-        )
-        store.append(self.run_dir, result.to_json(), self.launcher.redactor)
-        outcome = result.outcome.value
-        self.summary.outcomes[outcome] = self.summary.outcomes.get(outcome, 0) + 1
-        self.progress(Event(EventKind.RESULT, result.reason, case, outcome=outcome))
-        return result
+        with self._recording:  # one writer, whichever thread judged the case
+            if self.launcher.stopping.is_set():  # interrupted mid-check: not a verdict, a resume runs it
+                raise KeyboardInterrupt
+            if d is not None:
+                self.launcher.redactor.learn(d)
+            result = make_result(
+                self.m,
+                self.run_dir,
+                case,
+                d,
+                obs,
+                started,
+                duration,
+                self.versions,
+                plan_key,
+                harness_error,
+                self.launcher.redactor,
+            )
+            store.append(self.run_dir, result.to_json(), self.launcher.redactor)
+            outcome = result.outcome.value
+            self.summary.outcomes[outcome] = self.summary.outcomes.get(outcome, 0) + 1
+            self.progress(Event(EventKind.RESULT, result.reason, case, outcome=outcome))
+            return result
 
     def execute(self, d: Deployment) -> list[Result]:
         """Launch one deployment, check it, judge and record each of its cases. An infrastructure
@@ -241,8 +249,9 @@ class SuiteRun:
         results = self._execute_once(d)
         infra = [r for r in results if r.outcome is Outcome.ERROR and r.observation.infra_error]
         if infra:
-            for r in results:  # the retry's verdict replaces these in the summary (both stay in the results)
-                self.summary.outcomes[r.outcome.value] -= 1
+            with self._recording:  # the retry's verdict replaces these in the summary (both stay in the results)
+                for r in results:
+                    self.summary.outcomes[r.outcome.value] -= 1
             self.progress(
                 Event(
                     EventKind.RETRY,
@@ -268,9 +277,10 @@ class SuiteRun:
             fault = traceback.format_exc()
             log.error("harness fault while checking %s", d.case_ids, exc_info=True)
             observed = {c.id: Observation(harness_error=f"{type(err).__name__}: {err}") for c in group}
-        self.summary.launches = self.launcher.launches
-        self.summary.reference_launches = self.references.launched
-        self.summary.references_reused = self.references.reused
+        with self._recording:
+            self.summary.launches = self.launcher.launches
+            self.summary.reference_launches = self.references.launched
+            self.summary.references_reused = self.references.reused
         for obs in observed.values():
             obs.notes += [f"retried after an infrastructure error: {why}" for why in retry_of or []]
         return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key, fault) for c in group]
@@ -279,9 +289,25 @@ class SuiteRun:
         from harness.check.serving.watch import sigterm_as_interrupt
 
         with sigterm_as_interrupt():
-            for d in self.begin():
-                self.execute(d)
+            deployments = self.begin()
+            if self.cfg.max_parallel <= 1 or len(deployments) <= 1:
+                for d in deployments:
+                    self.execute(d)
+            else:
+                self._run_parallel(deployments)
         return self.summary
+
+    def _run_parallel(self, deployments: list[Deployment]) -> None:
+        from harness.dispatch import run_parallel, scheduled
+        from harness.plan.schedule import durations_from_results
+
+        slots = scheduled(deployments, self.cfg.cluster, durations_from_results(self.run_dir))
+        self._notice(f"{len(slots)} deployments, up to {self.cfg.max_parallel} at once, in the schedule's order")
+
+        def running(labels: list[str]) -> None:
+            self.progress(Event(EventKind.RUNNING, "; ".join(labels), count=len(labels)))
+
+        run_parallel(slots, self.execute, self.launcher.stop_all, self.cfg.max_parallel, running)
 
     def reap_left_behind(self) -> None:
         """Stop the process groups a killed ppconf of this run left running; their record is

@@ -8,6 +8,8 @@ A cell whose observation contradicts its claim is marked and footnoted.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,6 +41,34 @@ class Claim(Protocol):
 # A waiver of these checks says the deployment does not start or does not answer (a known crash):
 # the cell is not supported, whatever kind of claim carries it.
 NOT_SERVING = ("startup", "request")
+
+
+def anchor(*parts: str) -> str:
+    """An HTML id for a cell or a case: readable, and unique through a hash of the whole (parts
+    that differ only in characters the slug folds, ``1,4`` and ``1;4``, still differ)."""
+    whole = "\x1f".join(parts)
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", "-".join(parts))[:100]
+    return f"{slug}-{hashlib.sha256(whole.encode()).hexdigest()[:8]}"
+
+
+def claim_text(exp: Expectation) -> str:
+    """A claim as one line: its kind, the error and phase of a rejection, why, and its rule."""
+    text = exp.kind.value
+    if exp.error:
+        text += f" /{exp.error}/ at {exp.phase}"
+    if exp.why:
+        text += f" — {exp.why}"
+    if exp.where:
+        text += f" ({exp.where})"
+    return text
+
+
+def waiver_text(exp: Expectation) -> str | None:
+    """What waives a case, who owns the waiver and until when; None for a claim that waives nothing."""
+    if exp.kind not in WAIVER_KINDS:
+        return None
+    until = f"until {exp.until.isoformat()}" if exp.until else "no expiry"
+    return f"{exp.kind.value} {exp.link or '(no link)'}, owner {exp.owner or 'none'}, {until}"
 
 
 def claim_symbol(exp: Claim) -> str:
@@ -92,6 +122,20 @@ class Entry:
         model = "" if self.variant == "default" else f"{self.variant} · "
         return f"{model}{self.topology} · {self.platform}"
 
+    @property
+    def anchor(self) -> str:
+        """The id of its evidence on the HTML page."""
+        return "ev-" + anchor(self.case)
+
+    @property
+    def cell_anchor(self) -> str:
+        """The id of its cell in its family's table."""
+        return cell_anchor(self.family, self.row, self.column)
+
+
+def cell_anchor(family: str, row: str, column: str) -> str:
+    return "cell-" + anchor(family, row, column)
+
 
 @dataclass
 class Cell:
@@ -106,6 +150,10 @@ class Cell:
     def fails_run(self) -> bool:
         return self.outcome in FAILS_RUN
 
+    @property
+    def worst(self) -> Entry:
+        return _worst(self.entries)
+
 
 @dataclass
 class Table:
@@ -119,13 +167,26 @@ class Table:
     def cell(self, row: str, column: str) -> Cell | None:
         return self.cells.get((row, column))
 
+    def anchor(self, row: str, column: str) -> str:
+        return cell_anchor(self.family, row, column)
+
+    @property
+    def id(self) -> str:
+        """The id of its section on the HTML page."""
+        return "family-" + anchor(self.family)
+
+
+def _worst(entries: list[Entry]) -> Entry:
+    """The case that speaks for a cell: the one of the highest severity."""
+    return max(entries, key=lambda e: severity(e.outcome))
+
 
 def _notes(e: Entry) -> list[str]:
     return e.record.observation.notes if e.record else []
 
 
 def _cell(entries: list[Entry]) -> Cell:
-    worst = max(entries, key=lambda e: severity(e.outcome))  # the worst speaks for the cell
+    worst = _worst(entries)
     claimed = claim_symbol(worst.expectation)
     # claims-only entries carry no outcome: the cell shows the claim itself
     symbol = claimed if all(e.outcome is None for e in entries) else observed_symbol(worst.expectation, worst.outcome)

@@ -51,12 +51,14 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
             refused = sorted(f for f in per if f not in ok)
             silent = sorted(f for f in refused if all(c.expectation.undocumented for c in per[f]))
             rule_about = subject_of(matrix, kind, keys)[1]
-            waived = [
-                c.expectation
-                for c in about
-                if c.expectation.kind in WAIVER_KINDS and rule_about(rules[c.expectation.rule].when)
-            ]
-            experimental = any(c.expectation.experimental for c in about)
+            own = [c for c in about if c.expectation.rule is not None and rule_about(rules[c.expectation.rule].when)]
+            waived = [c.expectation for c in own if c.expectation.kind in WAIVER_KINDS]
+            # a refusal the guide does not state, where the row is otherwise supported
+            unstated = [c for c in own if c.family in ok and c.expectation.undocumented]
+            # the row's own claims say whether it is experimental (all of them), or in part (some)
+            serving = [c for c in own if claim_symbol(c.expectation) != REJECTED]
+            tentative = [c for c in serving if c.expectation.experimental]
+            experimental = bool(tentative) and len(tentative) == len(serving)
             if not ok:
                 symbol, text = REJECTED, "Not supported."
             else:
@@ -67,6 +69,13 @@ def feature_claims(matrix, cases) -> list[FeatureClaim]:
                 if silent:
                     text = text.rstrip(".") + (
                         f"; the guide is silent about {_and([titles[f] for f in silent])}, where it is refused."
+                    )
+                if tentative and not experimental:
+                    text = text.rstrip(".") + f"; experimental in part ({tentative[0].expectation.why.rstrip('.')})."
+                if unstated:
+                    text = text.rstrip(".") + (
+                        f"; not a claim of the guide: refused for {_and(sorted({titles[c.family] for c in unstated}))}"
+                        f" ({unstated[0].expectation.why.rstrip('.')})."
                     )
                 if waived:
                     w = waived[0]

@@ -1,5 +1,6 @@
-"""A run as GitHub Actions shows it: an ``::error`` annotation per failing case, and a Markdown
-job summary (for the file ``$GITHUB_STEP_SUMMARY`` names).
+"""A run as GitHub Actions shows it: an ``::error`` annotation per failing case, a ``::warning``
+per waived case, and a Markdown job summary with the support tables (for the file
+``$GITHUB_STEP_SUMMARY`` names).
 
 Escaping follows GitHub's workflow-command rules (``escapeData`` / ``escapeProperty`` of the
 Actions toolkit's ``@actions/core``, undone by the runner's ``ActionCommand``): in a message ``%``,
@@ -12,13 +13,15 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.outcomes import WAIVED, Outcome
 from harness.results.result import Result
 
 from . import markdown
+from .cells import LEGEND, build_tables, entries_from_results, waiver_text
+from .render import environment
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one more.
 MAX_ANNOTATIONS = 10
@@ -56,30 +59,47 @@ def _claim_position(where: str, workspace: Path | None) -> dict[str, str]:
     return {"file": path.as_posix(), "line": m["line"]}
 
 
-def error_annotations(records: list[Result], env: Mapping[str, str] | None = None) -> list[str]:
-    """One ``::error`` per failing case (title: outcome and case id; message: the reason), placed
-    on the matrix rule that claimed it when that file is in the checkout."""
-    env = os.environ if env is None else env
-    workspace = Path(env["GITHUB_WORKSPACE"]) if env.get("GITHUB_WORKSPACE") else None
-    bad = failing(records)
+def _annotations(
+    name: str, chosen: list[Result], message: Callable[[Result], str], what: str, ws: Path | None
+) -> list[str]:
+    """One ``::NAME`` per record (title: outcome and case id), placed on the matrix rule that
+    claimed it when that file is in the checkout; past GitHub's limit, one more counts the rest."""
     out = [
-        command(
-            "error",
-            r.reason,
-            title=f"{r.outcome.value} {r.case}",
-            **_claim_position(r.expectation.where, workspace),
-        )
-        for r in bad[:MAX_ANNOTATIONS]
+        command(name, message(r), title=f"{r.outcome.value} {r.case}", **_claim_position(r.expectation.where, ws))
+        for r in chosen[:MAX_ANNOTATIONS]
     ]
-    if len(bad) > MAX_ANNOTATIONS:
+    if len(chosen) > MAX_ANNOTATIONS:
         out.append(
             command(
-                "error",
-                "the job summary lists every failing case with its reason",
-                title=f"{len(bad) - MAX_ANNOTATIONS} more failing cases",
+                name,
+                f"the job summary lists every {what} case",
+                title=f"{len(chosen) - MAX_ANNOTATIONS} more {what} cases",
             )
         )
     return out
+
+
+def _workspace(env: Mapping[str, str] | None) -> Path | None:
+    env = os.environ if env is None else env
+    return Path(env["GITHUB_WORKSPACE"]) if env.get("GITHUB_WORKSPACE") else None
+
+
+def error_annotations(records: list[Result], env: Mapping[str, str] | None = None) -> list[str]:
+    """One ``::error`` per failing case, its reason as the message."""
+    return _annotations("error", failing(records), lambda r: r.reason, "failing", _workspace(env))
+
+
+def warning_annotations(records: list[Result], env: Mapping[str, str] | None = None) -> list[str]:
+    """One ``::warning`` per waived case (known issue, flaky): its reason and what waived it."""
+    waived = [r for r in records if r.outcome in WAIVED]
+    return _annotations(
+        "warning", waived, lambda r: f"{r.reason} — waived: {waiver_text(r.expectation)}", "waived", _workspace(env)
+    )
+
+
+def all_annotations(records: list[Result], env: Mapping[str, str] | None = None) -> list[str]:
+    """Every annotation of a run: the failing cases' errors, then the waived cases' warnings."""
+    return error_annotations(records, env) + warning_annotations(records, env)
 
 
 def run_url(env: Mapping[str, str]) -> str | None:
@@ -90,9 +110,9 @@ def run_url(env: Mapping[str, str]) -> str | None:
 
 
 def job_summary(suite: str, records: list[Result], report: Path, env: Mapping[str, str] | None = None) -> str:
-    """Markdown for the job summary: the counts per outcome, every failing case with its reason,
-    every waived case with its waiver's owner and expiry, and where the report is. Text a run
-    recorded renders as itself (``reports.markdown``)."""
+    """Markdown for the job summary: the counts per outcome, the support table of each model
+    family, every failing case with its reason, every waived case with its waiver's owner and
+    expiry, and where the report is. Text a run recorded renders as itself (``reports.markdown``)."""
     env = os.environ if env is None else env
     counts = Counter(r.outcome for r in records)
     bad = failing(records)
@@ -106,6 +126,10 @@ def job_summary(suite: str, records: list[Result], report: Path, env: Mapping[st
         "|---|---:|---|",
     ]
     lines += [f"| {o.value} | {counts[o]} | {'yes' if o.fails_run else 'no'} |" for o in Outcome if counts[o]]
+    tables = build_tables(entries_from_results(records))
+    if tables:
+        support = environment(False).get_template("tables.md.j2").module.support_tables(tables, "###")  # type: ignore[attr-defined]
+        lines += ["", f"Support ({LEGEND}):", "", str(support).rstrip("\n")]
     if bad:
         lines += ["", "### Failing cases", "", "| outcome | case | reason |", "|---|---|---|"]
         lines += [f"| {r.outcome.value} | {markdown.text(r.case)} | {markdown.text(r.reason)} |" for r in bad]

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from harness.check import logs
-from harness.outcomes import Outcome
+from harness.outcomes import WAIVER_KINDS, Outcome, symbol
 from harness.plan.launch import LaunchSpec, PlanError
 from harness.results import redact
 from harness.results import store as results
@@ -21,21 +19,11 @@ from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
 from reports import traffic
 
-from . import markdown
-from .cells import LEGEND, Entry, Table, build_tables, entries_from_claims, entries_from_results
+from . import junit, links, markdown
+from .cells import LEGEND, Entry, Table, build_tables, claim_text, entries_from_claims, entries_from_results
 from .feature_table import feature_claims
 
 TEMPLATES = Path(__file__).parent / "templates"
-
-
-# characters XML 1.0 cannot hold at all, not even escaped
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml(value: Any) -> str:
-    """Text an XML 1.0 document can hold: colour codes dropped, other forbidden characters
-    written as \\xNN."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", markdown.ANSI.sub("", str(value)))
 
 
 def environment(autoescape: bool) -> jinja2.Environment:
@@ -46,6 +34,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["md"] = markdown.text  # Markdown cells: text a run recorded renders as itself
+    env.filters["outcome_symbol"] = symbol
     return env
 
 
@@ -87,7 +76,20 @@ def _excerpt(run_dir: Path, obs: Observation, line: LogLine | None, title: str) 
     return {"title": f"{title} — {line.log} line {line.line}", "text": redact.text(text)}
 
 
-def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
+def _waiver(e: Entry) -> dict[str, Any] | None:
+    exp = e.expectation
+    if exp.kind not in WAIVER_KINDS:
+        return None
+    return {
+        "kind": exp.kind.value,
+        "link": exp.link,
+        "href": links.web(exp.link),
+        "owner": exp.owner or "none",
+        "until": f"until {exp.until.isoformat()}" if exp.until else "no expiry",
+    }
+
+
+def _evidence(run_dir: Path | None, e: Entry, page_dir: Path) -> dict[str, Any]:
     r = e.record
     obs = r.observation if r else Observation()
     launches = []
@@ -103,14 +105,6 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
             note = f"# {p.name} (sha256 {p.sha256[:12]}) was written into this launch's directory, first on PYTHONPATH"
             shell = f"{note}\n{shell}"
         launches.append({"name": l.name, "role": l.role, "node": l.node, "shell": shell})
-    exp = e.expectation
-    claim = exp.kind.value
-    if exp.error:
-        claim += f" /{exp.error}/ at {exp.phase}"
-    if exp.why:
-        claim += f" — {exp.why}"
-    if exp.where:
-        claim += f" ({exp.where})"
     excerpts = (
         [
             x
@@ -125,9 +119,16 @@ def _evidence(run_dir: Path | None, e: Entry) -> dict[str, Any]:
     )
     return {
         "case": e.case,
+        "anchor": e.anchor,
+        "cell": e.cell_anchor,
+        "where": f"{e.family} / {e.row} / {e.column}",
+        "symbol": symbol(e.outcome),
+        "waiver": _waiver(e),
+        "logs": links.log_links(run_dir, r, page_dir),
+        "bundle": links.bundle_links(run_dir, r, page_dir),
         "outcome": e.outcome,
         "reason": e.reason,
-        "claim": claim,
+        "claim": claim_text(e.expectation),
         "duration": r.duration_s if r else None,
         "ready_s": obs.ready_s,
         "partition": obs.partition,
@@ -168,6 +169,7 @@ def _tuning(entries: list[Entry]) -> list[dict[str, Any]]:
                 "stages": stages,
                 "by_step_time": t.by_step_time.why,
                 "by_memory": t.by_memory.why,
+                "advice": t.advice.why if t.advice else "",
             }
         )
     return rows
@@ -219,23 +221,17 @@ def render(
         "plots": traffic.plots(records),
     }
     results.write_text(out / "support.md", environment(False).get_template("support.md.j2").render(**ctx))
-    row_features = {
-        (t.family, row): " ".join(
-            sorted({f for c in t.cells.values() if c.entries[0].row == row for e in c.entries for f in e.features})
-        )
-        or "none"
-        for t in tables
-        for row in t.rows
-    }
+    evidence = [_evidence(run_dir, e, out) for e in entries]
+    present = sorted({Outcome(e.outcome) for e in entries if e.outcome}, key=lambda o: -o.severity)
     html = (
         environment(True)
         .get_template("support.html.j2")
         .render(
             **ctx,
-            row_features=row_features,
-            features=sorted({f for e in entries for f in e.features}),
-            outcomes=sorted({e.outcome for e in entries if e.outcome}),
-            evidence=[_evidence(run_dir, e) for e in entries],
+            evidence=evidence,
+            by_outcome=[(o, [x for x in evidence if x["outcome"] == o]) for o in present],
+            waivers=[x for x in evidence if x["waiver"]],
+            all_outcomes=list(Outcome),
             timeline=_timeline(records),
         )
     )
@@ -243,7 +239,7 @@ def render(
     results.write_text(
         out / "summary.json", json.dumps(summary(tables, entries, head), indent=2, sort_keys=True, default=str)
     )
-    write_junit(entries, out / "junit.xml")
+    junit.write_junit(entries, out / "junit.xml", run_dir)
     return tables
 
 
@@ -281,43 +277,6 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
             for (row, col), c in t.cells.items()
         ],
     }
-
-
-def write_junit(entries: list[Entry], path: Path) -> None:
-    suite = ET.Element("testsuite", name="ppconf", tests=str(len(entries)))
-    failures = skipped = 0
-    for e in entries:
-        r = e.record
-        obs = r.observation if r else Observation()
-        tc = ET.SubElement(
-            suite,
-            "testcase",
-            classname=_xml(f"ppconf.{e.family}"),
-            name=_xml(e.case),
-            time=_xml(r.duration_s if r and r.duration_s else 0),
-        )
-        props = ET.SubElement(tc, "properties")
-        for key, value in (
-            ("outcome", e.outcome),
-            ("claim", json.dumps(e.expectation.to_json(), sort_keys=True)),
-            ("partition", json.dumps(obs.partition)),
-            ("root_cause", obs.root_cause.text if obs.root_cause else None),
-        ):
-            if value is not None:
-                ET.SubElement(props, "property", name=key, value=_xml(value))
-        # the outcome says which element it gets; a case not run is skipped
-        element = Outcome(e.outcome).junit if e.outcome is not None else "skipped"
-        if element == "failure":
-            failures += 1
-            failure = ET.SubElement(tc, "failure", message=_xml(f"{e.outcome}: {e.reason}"[:2000]), type=str(e.outcome))
-            failure.text = _xml(e.reason)
-        elif element == "skipped":
-            skipped += 1
-            ET.SubElement(tc, "skipped", message=_xml(f"{e.outcome or 'not run'}: {e.reason}"[:2000]))
-    suite.set("failures", str(failures))
-    suite.set("skipped", str(skipped))
-    body = ET.tostring(suite, encoding="unicode")
-    results.write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + body)
 
 
 def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:

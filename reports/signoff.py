@@ -14,7 +14,7 @@ from harness.target.versions import differences, stack
 from harness.target.versions import unknown as versions_unknown
 
 from . import markdown
-from .cells import Entry, entries_from_results
+from .cells import Entry, entries_from_results, waiver_text
 from .render import header, load_meta
 
 
@@ -80,9 +80,7 @@ def _one_line(text: object) -> str:
 
 def waiver(e: Entry) -> str:
     """A waived case as sign-off lists it: what waived it, who owns it, until when."""
-    exp = e.expectation
-    until = f"until {exp.until.isoformat()}" if exp.until else "no expiry"
-    return f"{e.outcome} {e.case}: {exp.kind.value} {exp.link or '(no link)'}, owner {exp.owner or 'none'}, {until}"
+    return f"{e.outcome} {e.case}: {waiver_text(e.expectation)}"
 
 
 def _verdicts(run_dir: Path, suite: str | None, records: list[Result]) -> list[str]:

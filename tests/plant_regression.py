@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 from harness.outcomes import Outcome
@@ -51,6 +52,7 @@ def plant(src: Path, dst: Path, by: datetime.timedelta = datetime.timedelta(hour
         raise ValueError(f"{src / store.META}: no 'started' or no vLLM version to move")
     shutil.copytree(src, dst)
     meta["started"] = _later(meta["started"], by)
+    meta["run_id"] = str(uuid.uuid4())  # another run: a copy alone would be the same one
     store.write_json_atomic(dst / store.META, meta)
     lines = []
     for r in records:

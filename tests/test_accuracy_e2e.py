@@ -45,6 +45,7 @@ rules:
     workload:
       - {kind: sequential}
       - {kind: concurrent, requests: 4, prompt_tokens: 16, max_tokens: 32, deadline_s: 120}
+      - {kind: concurrent, name: one-at-a-time, requests: 1, prompt_tokens: 16, max_tokens: 32, deadline_s: 120}
 suites:
   perturb-cpu:
     title: the accuracy check shown able to fail
@@ -87,7 +88,7 @@ def test_a_perturbed_last_stage_fails_and_a_concurrency_only_fault_fails_only_un
     assert alone["observation"]["accuracy"]["equal"] and alone["observation"]["accuracy"]["mode"] == "exact"
     assert loaded["outcome"] == "FAIL", loaded["reason"]
     assert loaded["observation"]["accuracy"]["equal"]  # its sequential requests passed too
-    (phase,) = loaded["observation"]["workload"]
+    phase, alone_phase = loaded["observation"]["workload"]
     assert phase["kind"] == "concurrent" and phase["mismatched"] >= 1, phase
     assert "phase concurrent:" in loaded["reason"] and "requests differ from the reference" in loaded["reason"]
     # the requests were in flight together, by the engine's own counters: more tokens generated
@@ -95,6 +96,12 @@ def test_a_perturbed_last_stage_fails_and_a_concurrency_only_fault_fails_only_un
     m = phase["metrics"]
     assert m["generation_tokens"] > m["steps"] > 0, m
     assert phase["not_exercised"] is None
+    # and the same counters can say no: one request in flight never gives a step two tokens
+    assert alone_phase["name"] == "one-at-a-time", alone_phase
+    assert alone_phase.get("mismatched", 0) == 0 and alone_phase["exact"] >= 1, alone_phase
+    one = alone_phase["metrics"]
+    assert one["steps"] > 0 and one["generation_tokens"] <= one["steps"], one
+    assert one.get("peak_running", 0.0) <= 1, one
     diff = phase["diffs"][0]
     assert diff["request"].startswith("concurrent:") and 7 in diff["observed_ids"], diff
     # each PP deployment against its own counterpart; the shared one answered both cases' requests

@@ -117,6 +117,41 @@ def test_annotations_stop_at_githubs_limit_and_count_the_rest():
     assert lines[-1].startswith("::error title=3 more failing cases::")
 
 
+def test_a_warning_per_waived_case_with_its_waiver():
+    waived = {"kind": "known-issue", "link": "https://x/1", "owner": "alice", "until": "2099-01-01"}
+    records = [
+        result("q/a", "KNOWN_ISSUE", reason="failed at startup", expectation={**waived, "where": "m/r.yaml:3:1"}),
+        result("q/b", "FLAKY", reason="one of 3 differed", expectation={"kind": "flaky"}),
+        result("q/c", "FAIL", reason="broken"),
+        result("q/d", "KNOWN_ISSUE", kind="known-issue", reason="fine now"),
+        result("q/e", "PASS", expectation=waived),  # a waiver that was not needed warns of nothing
+    ]
+    lines = github.warning_annotations(records, env={"GITHUB_WORKSPACE": "/w"})
+    assert lines[0] == (
+        "::warning title=KNOWN_ISSUE q/a,file=m/r.yaml,line=3::"
+        "failed at startup — waived: known-issue https://x/1, owner alice, until 2099-01-01"
+    )
+    assert lines[1] == "::warning title=FLAKY q/b::one of 3 differed — waived: flaky (no link), owner none, no expiry"
+    assert len(lines) == 3
+    errors, warnings = github.error_annotations(records, env={}), github.warning_annotations(records, env={})
+    assert github.all_annotations(records, env={}) == errors + warnings
+    many = github.warning_annotations([result(f"q/{i}", "FLAKY", expectation={"kind": "flaky"}) for i in range(12)], {})
+    assert len(many) == github.MAX_ANNOTATIONS + 1 and many[-1].startswith("::warning title=2 more waived cases::")
+
+
+def test_the_job_summary_has_the_support_table():
+    records = [
+        result("q/pp2/auto/none", "PASS", family="qwen3.6"),
+        result("q/pp2/1,2/none", "XFAIL", family="qwen3.6", partition="1,2", expectation={"kind": "rejected"}),
+        result("q/pp2/auto/x|y", "FAIL", family="qwen3.6", features=["x|y"]),
+    ]
+    text = github.job_summary("nightly", records, Path("r"), {})
+    assert "### qwen3.6\n\n| Feature stacked with PP | pp2-tp1-mp · cpu |\n|---|---|\n" in text
+    assert "| PP | ✅ |" in text and "| PP, partition 1,2 | ❌ |" in text
+    assert "| x\\|y | ❌❗ [1] |" in text  # a failing cell is marked, its note below, text escaped
+    assert "1. claimed ✅, observed FAIL: because" in text
+
+
 def test_the_job_summary_counts_lists_failures_and_links_the_report():
     records = [
         result("q/pp2/1,4/none", "FAIL", reason="a | b\n<script>"),
@@ -141,6 +176,7 @@ def test_github_output_of_a_finished_run(tmp_path, capsys, monkeypatch):
         record("q/a", "ERROR", reason="first try"),
         record("q/a", "FAIL", reason="the retry's verdict"),
         record("q/b", "PASS"),
+        record("q/c", "KNOWN_ISSUE", kind="known-issue", reason="waived"),
     ]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = tmp_path / "summary.md"
@@ -148,9 +184,12 @@ def test_github_output_of_a_finished_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
     github_output("s", run)
-    assert capsys.readouterr().out == "::error title=FAIL q/a::the retry's verdict\n"  # the case's last verdict
+    assert capsys.readouterr().out == (
+        "::error title=FAIL q/a::the retry's verdict\n"  # the case's last verdict
+        "::warning title=KNOWN_ISSUE q/c::waived — waived: known-issue (no link), owner none, no expiry\n"
+    )
     text = summary.read_text()
-    assert text.startswith("earlier step\n## ppconf: s\n") and "2 cases, **1 failing**" in text  # appended
+    assert text.startswith("earlier step\n## ppconf: s\n") and "3 cases, **1 failing**" in text  # appended
 
 
 @pytest.mark.slow

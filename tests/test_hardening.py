@@ -316,7 +316,9 @@ def test_log_excerpts_resolve_in_the_run_and_nothing_outside_is_read(tmp_path, m
     html = (tmp_path / "out" / "support.html").read_text()
     assert "ValueError: inside-the-run" in html.split("root cause — api line 2")[1]
     assert "outside-the-run" not in html
-    assert html.count("in the run directory") == 3  # each refused log says so, not an empty block
+    # each refused log says so, in its excerpt and where the full logs are linked, not an empty block
+    assert html.count("in the run directory") == 6
+    assert html.count(">api</a>") == 1  # only the log inside the run is linked
 
 
 def test_log_refs_are_relative_to_the_run(tmp_path, monkeypatch):

@@ -146,8 +146,10 @@ def test_junit_is_valid_xml_when_a_log_line_carries_control_characters(tmp_path)
 
     report = _run_with_a_hostile_log_line(tmp_path)
     root = ET.parse(report / "junit.xml").getroot()  # raises on an invalid document
-    failure = root.find("testcase/failure")
+    failure = root.find("testsuite/testcase/failure")
     assert "ValueError: bad \\x01\\x0b\\x1f byte" in failure.text and "\x1b" not in failure.text
+    out = root.find("testsuite/testcase/system-out").text  # the root cause line is evidence too
+    assert "root cause: a line 1: ERROR ValueError: bad \\x01\\x0b\\x1f byte" in out and "\x1b" not in out
 
 
 def test_support_md_carries_no_raw_html_from_log_lines(tmp_path):

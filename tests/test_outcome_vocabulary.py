@@ -11,12 +11,20 @@ def test_every_outcome_has_distinct_facts():
     assert Outcome.KNOWN_ISSUE.label == "known issue"
 
 
-def test_what_fails_a_run_is_a_junit_failure_and_a_failed_item():
+def test_what_fails_a_run_is_a_junit_failure_or_error_and_a_failed_item():
     assert set(FAILS_RUN) == {Outcome.FAIL, Outcome.UNEXPECTED_ACCEPT, Outcome.BAD_REJECT, Outcome.ERROR}
     for o in Outcome:
-        assert o.fails_run == (o.junit == "failure") == (o.pytest in ("failed", "xpassed"))
+        assert o.fails_run == (o.junit in ("failure", "error")) == (o.pytest in ("failed", "xpassed"))
     assert {o for o in Outcome if o.pytest == "xfailed"} == {Outcome.XFAIL, *WAIVED}
     assert Outcome.PASS.junit is None and Outcome.SKIP.pytest == "skipped"
+    # a verified rejection is a passed JUnit test (the claim held); only the harness's failure is an error
+    assert Outcome.XFAIL.junit is None and {o for o in Outcome if o.junit == "error"} == {Outcome.ERROR}
+    assert {o for o in Outcome if o.junit == "skipped"} == {Outcome.SKIP, *WAIVED}
+
+
+def test_a_verified_rejection_and_a_waived_case_differ_in_symbol_and_colour():
+    assert len({o.colour for o in Outcome}) == len(Outcome)
+    assert Outcome.XFAIL.symbol != Outcome.KNOWN_ISSUE.symbol and Outcome.XFAIL.colour != Outcome.KNOWN_ISSUE.colour
 
 
 def test_a_record_value_reads_as_its_outcome_and_not_run_is_below_all():

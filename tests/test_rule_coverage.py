@@ -134,6 +134,15 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pd && pp > 1 && "pcp" in features',
+        "ascend",
+        "guide-61-layer/pd-p-tp4pp2-d-tp4/auto/pcp",
+        known_issue(("startup",), "AssertionError: pp and pcp cannot open in same time"),
+        "guide, 兼容性与限制: PP cannot be combined with PCP; vllm-ascend kv_p2p/mooncake_connector.py asserts "
+        "it as the worker initialises its KV connector, before MRV2's refusal: a crash, so a known issue",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "pcp" in features',
         "ascend",
         "minimax-m3/sparse-text/tp8-pp2-2node-mp/auto/pcp",
@@ -182,12 +191,31 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
-        'platform == "ascend" && pd && !pd_tp_multiple',
+        'platform == "ascend" && pd && !mla && !pd_tp_multiple',
         "ascend",
-        "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
+        "minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none",
         known_issue(("startup",), "AssertionError: Prefill TP size must be divisible by Decode TP size."),
         "guide, P/D section: Prefill TP >= Decode TP and an integer multiple of it; vllm-ascend "
-        "ascend_config.py asserts it (not quoted by the guide or measured): a crash, so a known issue",
+        "ascend_config.py asserts it for a model the engine does not treat as MLA (not quoted by the guide "
+        "or measured): a crash, so a known issue",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && !mla && !pd_tp_multiple',
+        "ascend",
+        "minimax-m2.5/pd-p-tp2pp2-d-tp4/auto/none",
+        known_issue(("startup",), "AssertionError: Prefill TP size must be divisible by Decode TP size."),
+        "vllm-ascend ascend_config.py: 2 % 4 is not 0, the same assertion before the connector's own check",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pd && mla && !pd_tp_multiple && tp < decode_tp',
+        "ascend",
+        "guide-61-layer/pd-p-tp2pp2-d-tp4/32,29/none",
+        rejected("startup", "ValueError: prefill_tp_size: 2 must be greater than or equal to the decode_tp_size: 4"),
+        "guide, P/D section: Prefill TP >= Decode TP; vllm-ascend kv_p2p/mooncake_connector.py "
+        "(MooncakeConnectorWorker) refuses a smaller prefill TP with a ValueError, the only check an MLA "
+        "model meets",
     ),
     Row(
         ASCEND,
@@ -249,12 +277,41 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "model-runner-v1" in features && "mtp" in features',
+        "ascend",
+        "kimi-k3/multimodal/tp8-pp2-2node-ray/auto/model-runner-v1+mtp",
+        supported(),
+        "guide, PP with speculative decoding: on both model runners the drafter is loaded on the last PP stage",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "draft-tp1" in features',
         "ascend",
         "glm-5.2/text/tp8-pp2-2node-mp/38,40/draft-tp1+mtp",
         supported(),
         "guide, PP with speculative decoding: draft_tensor_parallel_size sets only the "
         "drafter's TP size, not a PP partition of the drafter",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dynamic-chunked-pp" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/dynamic-chunked-pp+prefix-caching",
+        supported(),
+        "guide, 何时使用 PP / 流水线气泡: for long-context prefill, start with PP, then evaluate dynamic chunked "
+        "pipeline parallel",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp == 1 && "dynamic-chunked-pp" in features',
+        "ascend",
+        "qwen3.6/dense/pp1-tp1/auto/dynamic-chunked-pp",
+        rejected(
+            "config",
+            "ValueError: profiling_chunk_config requires pipeline parallelism (pp > 1). Please set "
+            "--pipeline-parallel-size to a value greater than 1, or disable profiling_chunk_config.",
+        ),
+        "vllm-ascend ascend_config.py: the text, raised while the configuration is built (not in the guide)",
     ),
     Row(
         ASCEND,
@@ -266,11 +323,20 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "graph-mode" in features && "mtp" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/graph-mode+mtp",
+        supported(),
+        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY; validated with MTP stacks",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "graph-mode" in features',
         "ascend",
         "kimi-k3/text/tp8-pp2-2node-mp/auto/dcp+graph-mode+prefix-caching",
         supported(),
-        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY",
+        "guide, feature table: Graph mode supported with FULL_DECODE_ONLY (validated with MTP stacks only: "
+        "without MTP the claim is experimental)",
     ),
     Row(
         ASCEND,
@@ -295,6 +361,15 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "minimax-m3/multimodal/tp8-pp2-2node-mp/auto/eagle3+prefix-caching",
         supported(),
         "guide, feature table: EAGLE3 supported for MiniMax-M3 sparse models",
+    ),
+    Row(
+        ASCEND,
+        'platform == "ascend" && pp > 1 && "dspark" in features && custom_partition',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-ray/44,34/dspark",
+        supported(),
+        "guide, notes for speculative decoding with PP: taps on an earlier stage are relayed to the drafter "
+        "on the last stage; keep the tap list inside the target model when customizing the partition",
     ),
     Row(
         ASCEND,

@@ -44,8 +44,16 @@ def test_sigint_during_a_real_launch_leaves_nothing_and_loses_nothing(tmp_path):
     assert started, "vLLM never started"
     time.sleep(3)
     started |= {k.pid for k in me.children(recursive=True)}
+    interrupt_and_check(p, out, started)
+
+
+def interrupt_and_check(p: subprocess.Popen, out, started: set[int]) -> None:
+    """Ctrl-C to a running `ppconf run` (``p``, writing to ``out``): it exits 130 saying how to
+    resume, none of the ``started`` processes lives on, and no case was recorded."""
+    import psutil
+
     p.send_signal(signal.SIGINT)
-    output, _ = p.communicate(timeout=60)
+    output, _ = p.communicate(timeout=120)
     assert p.returncode == 130, output
     assert f"Resume with: ppconf run --resume {out}" in output
     alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

@@ -33,6 +33,7 @@ class Score:  # the fields of the matrix's Score entry
     limit: int | None = None
     min: float | None = None
     max_drop: float | None = None
+    threshold: float | None = None
     baseline: float | None = None
 
 
@@ -81,6 +82,25 @@ def test_both_thresholds_must_hold():
     verdict = judge_score(0.3, 0.5, Score("t", min=0.25, max_drop=0.05))
     assert not verdict["ok"] and verdict["detail"].startswith("lm-eval: drop 0.2 from reference 0.5")
     assert judge_score(0.3, 0.31, Score("t", min=0.25, max_drop=0.05))["ok"]
+
+
+def test_threshold_is_two_sided_as_vllm_ascend_judges_accuracy():
+    # Qwen3-235B-A22B's nightly: gsm8k baseline 95, threshold 3 (AISBench points)
+    spec = Score("t", threshold=3.0, baseline=95.0)
+    assert judge_score(92.0, None, spec)["ok"]
+    assert judge_score(97.5, None, spec)["ok"]
+    low = judge_score(91.2, None, spec)
+    assert not low["ok"] and "|score 91.2 - baseline 95| = 3.8 > threshold 3" in low["detail"]
+    # a score far above the baseline is as suspect as one below it (max_drop would pass it)
+    high = judge_score(99.0, None, spec)
+    assert not high["ok"] and "= 4 > threshold 3" in high["detail"]
+    assert judge_score(99.0, None, Score("t", max_drop=3.0, baseline=95.0))["ok"]
+    assert high["threshold"] == 3.0
+
+
+def test_threshold_without_any_reference_is_not_ok():
+    verdict = judge_score(95.0, None, Score("t", threshold=3.0))
+    assert not verdict["ok"] and "threshold 3 is set but there is no reference score" in verdict["detail"]
 
 
 def test_a_score_without_threshold_cannot_pass():

@@ -76,7 +76,7 @@ def test_shipped_score_entries_keep_their_meaning(shipped):
         ("{dataset: d.jsonl, min: 0.5}", "tool: lm-eval needs task"),
         ("{tool: aisbench, dataset_config: gsm8k-gen, min: 50}", "dataset_config 'gsm8k-gen' must be an AISBench"),
         ("{tool: aisbench, dataset_config: x, request_config: 'a b.py', min: 5}", "request_config 'a b.py' must be"),
-        ("{tool: aisbench, dataset_config: gsm8k_gen}", "a score needs min and/or max_drop"),
+        ("{tool: aisbench, dataset_config: gsm8k_gen}", "a score needs min, max_drop and/or threshold"),
         ("{tool: aisbench, dataset_config: x, batch_size: 0, min: 1}", "batch_size: Input should be greater than"),
         ("{tool: aisbench, dataset_config: x, generation_kwargs: {top_k: [1]}, min: 1}", "generation_kwargs.top_k"),
     ],

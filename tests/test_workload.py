@@ -5,7 +5,7 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
-from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of
+from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of, workload_problems
 from harness.check.serving.client import Completion
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
@@ -13,7 +13,7 @@ from harness.check.traffic.evidence import not_exercised, phase_record
 from harness.check.traffic.phases import PhaseOutputs
 from harness.check.verdict.judge import judge
 from harness.matrix.load import load_matrix
-from harness.matrix.schema import Compare, Phase
+from harness.matrix.schema import Compare, PerfGate, Phase
 from harness.matrix.source import MatrixError
 from harness.outcomes import Outcome
 from harness.results.result import Comparison, Expectation, Observation
@@ -127,14 +127,33 @@ def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
     assert hits, report.errors
 
 
+def test_lint_refuses_a_long_prompt_the_batch_budget_holds_in_one_step(matrix_dir):
+    """A long-prompt phase exercises chunked prefill only with prompts longer than the case's
+    --max-num-batched-tokens (the engine must split them); one that fits is refused."""
+    suite = _suite_with("[{kind: long-prompt, prompt_tokens: 200}]").replace(
+        "platform: cpu\n", 'platform: cpu\n            args: [--max-num-batched-tokens, "200"]\n'
+    )
+    for budget, refused in (("200", True), ("128", False)):
+        matrix_dir("cpu/mine.yaml", suite.replace('"200"]', f'"{budget}"]'))
+        m = load_matrix(matrix_dir.root)
+        problems = [p for c in expand(m, "mine").cases for p in workload_problems(m, c)]
+        assert any("fit in one engine step" in p and f"--max-num-batched-tokens {budget}" in p for p in problems) is (
+            refused
+        ), problems
+
+
 def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     matrix_dir(
         "cpu/mine.yaml",
-        _suite_with("[{kind: concurrent, min_acceptance_ratio: 0.9}, {kind: batch, max_ttft_s: 2}]"),
+        _suite_with(
+            "[{kind: concurrent, min_acceptance_ratio: 0.9}, {kind: batch, max_ttft_s: 2}, "
+            "{kind: abort, perf_baseline: {output_tokens_per_s: 100}}]"
+        ),
     )
     errors = lint(load_matrix(matrix_dir.root)).errors
     assert any("min_acceptance_ratio" in e and "no --speculative-config" in e for e in errors), errors
     assert any("max_ttft_s is measured on streamed requests" in e for e in errors), errors
+    assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
 
 
 def test_the_shipped_workloads_lint_clean(shipped):
@@ -251,6 +270,41 @@ def test_bounds_against_the_reference():
     assert any("throughput 50.0 tok/s < 0.8 x the reference's 100.0" in p for p in rec.problems), rec.problems
     assert any("time to first token 0.900 s > 0.5 s" in p for p in rec.problems), rec.problems
     assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.FAIL
+
+
+def test_a_perf_gate_against_a_recorded_baseline_fails_with_its_numbers():
+    # Qwen3-32B-QuaRot-eagle3's nightly gate: output throughput >= 0.97 x 409.4417 tok/s
+    gate = PerfGate(output_tokens_per_s=409.4417, ttft_s=0.8, tpot_s=0.05, ratio=0.97, source="AISBench gsm8k")
+    plan = plan_phase(Phase(kind="concurrent", requests=1, perf_baseline=gate), 2)
+    label = plan.requests[0].label
+    slow = {"output_tokens_per_s": 380.2, "ttft_p50_s": 0.7, "itl_p50_s": 0.06}
+    got = PhaseOutputs([_c(label, [1])], metrics={"peak_running": 2.0}, perf=slow)
+    ref = PhaseOutputs([_c(label, [1])], perf={"output_tokens_per_s": 400.0})
+    rec = phase_record(plan, Compare(), got, ref, {})
+    assert "output throughput 380.2 tok/s < 397.158 (0.97 x baseline 409.442 (AISBench gsm8k))" in rec.problems
+    assert any(p.startswith("median TPOT 0.06 s > 0.0515464") for p in rec.problems), rec.problems
+    assert any(g.startswith("median TTFT 0.7 s <= 0.824742") for g in rec.gates), rec.gates
+    assert len(rec.gates) == 3
+    v = judge(Expectation(kind="supported"), _served(workload=[rec]))
+    assert v.outcome is Outcome.FAIL and "output throughput 380.2 tok/s" in v.reason
+    # the same phase within the gate passes, its gates still named in the evidence
+    fast = {"output_tokens_per_s": 401.0, "ttft_p50_s": 0.7, "itl_p50_s": 0.05}
+    got = PhaseOutputs([_c(label, [1])], metrics={"peak_running": 2.0}, perf=fast)
+    rec = phase_record(plan, Compare(), got, ref, {})
+    assert rec.problems == [] and len(rec.gates) == 3
+    assert judge(Expectation(kind="supported"), _served(workload=[rec])).outcome is Outcome.PASS
+    from reports.traffic import phase_row
+
+    verdict = phase_row("c", rec)["verdict"]
+    assert verdict.startswith("ok; output throughput 401 tok/s >= 397.158") and "median TPOT 0.05 s <=" in verdict
+
+
+def test_a_perf_gate_needs_a_figure_and_its_measurement():
+    with pytest.raises(ValueError, match="needs output_tokens_per_s, ttft_s and/or tpot_s"):
+        PerfGate(ratio=0.9)
+    plan = plan_phase(Phase(kind="batch", perf_baseline=PerfGate(ttft_s=1.0)), 1)
+    rec = phase_record(plan, Compare(), PhaseOutputs([]), None, {})
+    assert rec.problems == ["median TTFT not measured (a concurrent phase measures it)"]
 
 
 def test_every_feature_check_the_schema_admits_is_run_or_shapes_the_requests(shipped):

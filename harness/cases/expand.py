@@ -185,6 +185,7 @@ def _attrs(
         "arch": v.architecture,
         "origin": v.origin,
         "supports_pp": v.supports_pp,
+        "mla": v.mla,
         "layers": n,
         "topology": topo_name,
         "tp": t.tp,

@@ -15,6 +15,7 @@ the same words the oracle produces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 Rules = Literal["upstream", "ascend-doc"]
@@ -110,11 +111,63 @@ def propose_rebalance(counts: list[int], stage_cost: list[float]) -> list[int] |
 BALANCED = 0.05  # stages within 5% of each other are left as they are
 
 
+def _costliest(costs: Sequence[float | int | None]) -> int:
+    return max(range(len(costs)), key=lambda i: (costs[i] or 0, i))
+
+
+def _receiver(counts: list[int], proposal: str) -> int:
+    """The stage a proposed partition gives the moved layer to."""
+    return next(i for i, (n, m) in enumerate(zip(counts, map(int, proposal.split(",")), strict=True)) if m > n)
+
+
+def reconcile(
+    counts: list[int],
+    step_s: list[float | None],
+    peak_bytes: list[int | None],
+    by_time: dict,
+    by_memory: dict,
+) -> dict:
+    """One next partition from the two advices, or why there is none. Agreeing advices, or one
+    where the other measure is balanced or unmeasured, give their move. Two different moves: the
+    forward time's, unless it hands the layer to the stage holding the most memory (the slowest
+    stage bounds the pipeline, and the guide warns against choosing a partition by memory alone);
+    then the memory's, unless that hands it to the slowest stage; else they disagree, and the
+    advice says how."""
+    t, m = by_time.get("next"), by_memory.get("next")
+    if t and t == m:
+        return {"next": t, "why": f"forward time and memory agree: {by_time['why']}"}
+    if not (t and m):
+        if not (t or m):
+            return {"next": None, "why": f"no move: by forward time {by_time['why']}; by memory {by_memory['why']}"}
+        basis, chosen, other = ("forward time", by_time, by_memory) if t else ("memory", by_memory, by_time)
+        return {"next": t or m, "why": f"by {basis}: {chosen['why']} (by the other measure: {other['why']})"}
+    slowest, heaviest = _costliest(step_s), _costliest(peak_bytes)
+    if _receiver(counts, t) != heaviest:
+        return {
+            "next": t,
+            "why": f"by forward time {t} (stage {slowest} is the slowest), not memory's {m}: the move leaves stage "
+            f"{heaviest}, which holds the most memory, as it is, and the slowest stage bounds the pipeline",
+        }
+    if _receiver(counts, m) != slowest:
+        return {
+            "next": m,
+            "why": f"by memory {m} (stage {heaviest} holds the most), not forward time's {t}, which would give "
+            f"stage {heaviest} another layer; the memory move leaves the slowest stage {slowest} as it is",
+        }
+    return {
+        "next": None,
+        "why": f"the advices disagree: by forward time stage {slowest} is the slowest and should give a layer to "
+        f"stage {heaviest} ({t}), by memory stage {heaviest} holds the most and should give one to stage "
+        f"{slowest} ({m}); each move worsens the other measure. Decide by what limits the deployment (an OOM: "
+        f"memory; throughput: forward time) and measure again",
+    }
+
+
 def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: list[int | None]) -> dict:
     """The guide's tuning advice for one served partition, from each stage's mean forward time and
-    peak memory: the stages, and the next partition to try by time (a stage slower than the
-    others by more than BALANCED gives one layer to its cheaper neighbour) and by memory (the
-    same for the stage holding the most)."""
+    peak memory: the stages, the next partition to try by time (a stage slower than the others by
+    more than BALANCED gives one layer to its cheaper neighbour) and by memory (the same for the
+    stage holding the most), and the two reconciled into one (``reconcile``)."""
     stages = [
         {
             "stage": i,
@@ -144,4 +197,5 @@ def tuning_advice(counts: list[int], step_s: list[float | None], peak_bytes: lis
                 "why": f"stage {slowest} is the costliest ({spread:.1%} above the cheapest): "
                 f"try VLLM_PP_LAYER_PARTITION={','.join(map(str, nxt))}",
             }
+    out["advice"] = reconcile(counts, step_s, peak_bytes, out["by_step_time"], out["by_memory"])
     return out

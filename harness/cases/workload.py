@@ -150,19 +150,26 @@ def plan_workload(m: Matrix, case: Case) -> list[PhasePlan]:
     return [plan_phase(p, pp) for p in workload_of(m, case) if p.kind != "sequential"]
 
 
+def _given(m: Matrix, case: Case, flag: str) -> int | None:
+    """The number a flag of the case's launch gives (its rule's over its layers'), if any."""
+    from harness.cases.merge import matrix_layers, merge
+
+    merged = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group))
+    given = merged.value(flag)
+    rule = next((e.rule for e in m.rules if e.index == case.expectation.rule), None)
+    if rule is not None and flag in rule.args[:-1]:
+        given = rule.args[rule.args.index(flag) + 1]
+    return int(given) if given is not None and given.isdigit() else None
+
+
 def max_model_len(m: Matrix, case: Case) -> int | None:
     """The longest sequence the case's server takes, where the matrix shows it: its
     `--max-model-len` flag, else a tiny zoo model's `max_position_embeddings`; None if unknown."""
-    from harness.cases.merge import matrix_layers, merge
     from harness.target.zoo import ZooError, spec_of
 
-    merged = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group))
-    given = merged.value("--max-model-len")
-    rule = next((e.rule for e in m.rules if e.index == case.expectation.rule), None)
-    if rule is not None and "--max-model-len" in rule.args[:-1]:
-        given = rule.args[rule.args.index("--max-model-len") + 1]
-    if given is not None and given.isdigit():
-        return int(given)
+    given = _given(m, case, "--max-model-len")
+    if given is not None:
+        return given
     model = m.variant(case.family, case.variant).model
     if model.startswith("zoo:"):
         try:
@@ -184,10 +191,12 @@ def drafts(m: Matrix, feature: str) -> bool:
 
 def workload_problems(m: Matrix, case: Case) -> list[str]:
     """Why the case's workload cannot be sent as written (lint's question, before any launch):
-    a request longer than the model holds, a bound on a figure the phase or the case does not
-    produce."""
+    a request longer than the model holds, a long prompt the engine would prefill in one step
+    (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
+    the phase or the case does not produce."""
     out = []
     limit = max_model_len(m, case)
+    budget = _given(m, case, "--max-num-batched-tokens")
     speculative = any(drafts(m, f) for f in case.features)
     for phase in workload_of(m, case):
         name = f"phase {phase.label} ({phase.kind})"
@@ -198,12 +207,19 @@ def workload_problems(m: Matrix, case: Case) -> list[str]:
                     f"{name}: a request of {longest} tokens (prompt and output) is longer than the "
                     f"{limit} the model of {case.family}/{case.variant} holds"
                 )
+        if phase.kind == "long-prompt" and budget is not None:
+            tokens = phase.prompt_tokens or DEFAULTS["long-prompt"][1]
+            if tokens <= budget:
+                out.append(
+                    f"{name}: its prompts of {tokens} tokens fit in one engine step of the case's "
+                    f"--max-num-batched-tokens {budget}: their prefill is not chunked (send longer prompts)"
+                )
         if phase.min_acceptance_ratio is not None and not speculative:
             out.append(
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
                 f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
             )
-        for bound in ("min_throughput_ratio", "max_ttft_s"):
+        for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and phase.kind != "concurrent":
                 out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
     return out

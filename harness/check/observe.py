@@ -88,8 +88,9 @@ class Observer:
         # references only now, once this deployment's devices are free, and only for cases that
         # served their requests: a case that never answered has nothing to compare
         judged = [c for c in cases if c.expectation.kind in NEEDS_REFERENCE and obs.ready and not obs.request_error]
-        self.references.prefetch([(c, self._asked_ids(c, outputs)) for c in judged])
-        refs = {c.id: self.references.for_case(c, self._asked_ids(c, outputs)) for c in judged}
+        with self.references.near([name for name, _ in real.placement.nodes] if real.placement else []):
+            self.references.prefetch([(c, self._asked_ids(c, outputs)) for c in judged])
+            refs = {c.id: self.references.for_case(c, self._asked_ids(c, outputs)) for c in judged}
         return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs, phases) for c in cases}
 
     def _asked_ids(self, case: Case, outputs: dict[str, Outputs]) -> list[list[int]] | None:
@@ -208,6 +209,7 @@ class Observer:
         if obs.stages is not None and bounds is not None:
             obs.stages.max_last_stage_memory_ratio = bounds.max_last_stage_memory_ratio
             obs.stages.max_step_time_ratio = bounds.max_step_time_ratio
+            obs.stages.tapped_stage = bounds.tapped_stage
         if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
             rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
             obs.partition_expected = [list(r) for r in rng]

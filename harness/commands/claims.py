@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
@@ -21,6 +22,10 @@ from harness.preflight import lint_plans, references_unfit
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
+    if args.migrate is not None:
+        from harness.matrix.migrate import migrate_for_lint  # ruamel.yaml, only when migrating
+
+        args.matrices = migrate_for_lint(args.migrate if isinstance(args.migrate, Path) else None, args.matrices)
     m = matrix(args)
     report = lint(m)
     for w in report.warnings:
@@ -121,6 +126,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         if advice:
             print(f"by forward time: {advice['by_step_time']['why']}")
             print(f"by memory: {advice['by_memory']['why']}")
+            print(f"next: {advice['advice']['why']}")
     return 0
 
 
@@ -169,7 +175,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
             print(
                 lws.render(
-                    lws.manifests(planner, cluster, m.platforms[cases[0].platform], args.image), deployment.model
+                    lws.manifests(
+                        planner,
+                        cluster,
+                        m.platforms[cases[0].platform],
+                        args.image,
+                        Kind.SUPPORTED if args.reference else cases[0].expectation.kind,
+                    ),
+                    deployment.model,
                 ),
                 end="",
             )

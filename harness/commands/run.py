@@ -58,6 +58,7 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
         resume=bool(args.resume),
         reference_cache=args.reference_cache,
         cluster_ref=args.cluster,
+        max_parallel=args.max_parallel,
     )
     runner = SuiteRun(cfg)
     try:
@@ -96,11 +97,11 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
 
 
 def github_output(suite: str, run_dir: Path) -> None:
-    """Annotations for the failing cases, and the job summary where GitHub Actions asks for one."""
+    """Annotations for the failing and the waived cases, and the job summary where GitHub Actions asks for one."""
     from reports import github
 
     records = store.read(run_dir)  # the whole run, a resumed run's earlier cases included
-    for line in github.error_annotations(records):
+    for line in github.all_annotations(records):
         print(line, flush=True)
     github.write_job_summary(github.job_summary(suite, records, run_dir / "report" / "support.html"))
 

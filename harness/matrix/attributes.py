@@ -14,6 +14,7 @@ ATTRIBUTES: dict[str, type] = {
     "arch": str,
     "origin": str,
     "supports_pp": bool,
+    "mla": bool,  # the engine treats the model as MLA (vLLM's is_deepseek_mla)
     "layers": int,
     "topology": str,
     "tp": int,

@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from harness.matrix import changes
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.schema import (
     NAME,
-    REMOVED_KEYS,
     SECTIONS,
     DiagnosisRule,
     Family,
@@ -116,21 +116,25 @@ class Matrix:
         }
 
 
-def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Valid keys of the (nested) model that ``loc`` points into, for typo suggestions."""
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The (nested) model that ``loc`` points into, or None where it points into no model."""
     current: Any = model
     for step in loc:
         if isinstance(current, type) and issubclass(current, BaseModel):
             if step not in current.model_fields:
-                return []
+                return None
             current = current.model_fields[step].annotation
         # unwrap Optional[...], list[...], dict[str, ...] down to a model class
         while typing.get_origin(current) in (typing.Union, types.UnionType, list, dict):
             args = [a for a in typing.get_args(current) if a is not type(None)]
             current = args[-1] if args else None
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid keys of the (nested) model that ``loc`` points into, for typo suggestions."""
+    found = _model_at(model, loc)
+    return list(found.model_fields) if found else []
 
 
 def validation_errors(
@@ -138,9 +142,10 @@ def validation_errors(
     model: type[BaseModel],
     base: tuple[Any, ...],
     err: ValidationError,
-    removed: Mapping[str, str] = REMOVED_KEYS,
+    removed: Mapping[str, str] | None = None,
 ) -> list[SourceError]:
-    """Positioned messages; a key of ``removed`` (once a setting) says where its choice went."""
+    """Positioned messages; a key that moved or went (``harness.matrix.changes``, or a key of
+    ``removed``: once a setting) says where its choice lives now."""
     out = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -148,8 +153,15 @@ def validation_errors(
         dotted = ".".join(str(p) for p in full)
         if e["type"] == "extra_forbidden":
             key = loc[-1]
-            if isinstance(key, str) and key in removed:
-                out.append(SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: {removed[key]}"))
+            holder = _model_at(model, loc[:-1])
+            change = changes.key_change(holder.__name__, str(key)) if holder else None
+            if change:
+                out.append(SourceError(doc.where(full), changes.describe(change, dotted)))
+                continue
+            if isinstance(key, str) and key in (removed or {}):
+                out.append(
+                    SourceError(doc.where(full), f"{dotted}: '{key}' is no longer a setting: {(removed or {})[key]}")
+                )
                 continue
             out.append(
                 SourceError(
@@ -168,7 +180,7 @@ def validation_errors(
     return out
 
 
-def _matrix_files(root: Path) -> list[Path]:
+def matrix_files(root: Path) -> list[Path]:
     """Every *.yaml / *.yml under ``root``, through symlinked folders too (a private matrix
     linked in); a link back into a folder already read is not followed twice."""
     files: list[Path] = []
@@ -209,7 +221,7 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
         if not base.is_dir():
             errors.append(SourceError(None, f"matrix directory not found: {base}"))
             continue
-        files = [p for p in _matrix_files(base) if not DATA_DIRS.intersection(p.relative_to(base).parts[:-1])]
+        files = [p for p in matrix_files(base) if not DATA_DIRS.intersection(p.relative_to(base).parts[:-1])]
         if not files:
             errors.append(SourceError(None, f"no *.yaml files in matrix directory {base}"))
             continue
@@ -255,7 +267,14 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
     data = doc.root
     if not isinstance(data, dict):
         return [SourceError(doc.where(), "a matrix file must be a mapping of sections")]
+    problem = changes.format_problem(data[changes.MARK]) if changes.MARK in data else None
+    if problem:  # alone: the keys of a format this ppconf does not know would only be misread
+        inner, message = problem
+        mark = (changes.MARK, inner) if inner else (changes.MARK,)
+        return [SourceError(doc.value_where(mark) if inner else doc.where(mark), message)]
     for section, body in data.items():
+        if section == changes.MARK:
+            continue
         if section == "rules":
             if not isinstance(body, list):
                 errors.append(SourceError(doc.where(("rules",)), "rules must be a list"))
@@ -277,7 +296,7 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
             errors.append(
                 SourceError(
                     doc.where((section,)),
-                    f"unknown section '{section}'{suggest(section, [*SECTIONS, 'rules', 'diagnosis'])}",
+                    f"unknown section '{section}'{suggest(section, [*SECTIONS, 'rules', 'diagnosis', changes.MARK])}",
                 )
             )
             continue

@@ -110,15 +110,6 @@ def _compiled(patterns: list[str]) -> list[str]:
     return patterns
 
 
-# Keys that were settings once, with where their choice lives now: a matrix that still sets one
-# gets this, not a typo suggestion.
-REMOVED_KEYS = {
-    "partition_rules": "a suite does not pick the partition rule set; each case carries both checks "
-    "(`partition_error`: vLLM's, `partition_doc_error`: the Ascend guide's stricter one) "
-    "and the rules say which one decides (see matrices/ascend/rules.yaml)",
-}
-
-
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -151,12 +142,34 @@ class Compare(Strict):
 
 
 class StageBounds(Strict):
-    """How uneven a PP deployment's stages may be, from what each stage's workers report: the last
-    stage's peak memory at most this many times the stages' mean (the guide's advice: the output
-    modules and the drafter sit there), the slowest stage's mean forward time likewise."""
+    """What a claim asks of a PP deployment's stages, from what each stage's workers report: the
+    last stage's peak memory at most this many times the stages' mean (the guide's advice: the
+    output modules and the drafter sit there), the slowest stage's mean forward time likewise; and
+    `tapped_stage`, a stage that must hold one of the drafter's taps (DSpark's
+    dspark_target_layer_ids) for the relay to the last stage to be exercised — a case where none
+    lies there is "not exercised", never a PASS."""
 
     max_last_stage_memory_ratio: float | None = Field(None, gt=0)
     max_step_time_ratio: float | None = Field(None, gt=0)
+    tapped_stage: int | None = Field(None, ge=0)
+
+
+class PerfGate(Strict):
+    """A phase's performance against recorded numbers, as vllm-ascend's nightly gates it: output
+    tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
+    output token (inter-token latency) at most the baseline's / ``ratio``."""
+
+    output_tokens_per_s: float | None = Field(None, gt=0)
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    ratio: float = Field(0.97, gt=0, le=1)
+    source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
+
+    @model_validator(mode="after")
+    def _something(self) -> PerfGate:
+        if self.output_tokens_per_s is None and self.ttft_s is None and self.tpot_s is None:
+            raise ValueError("a perf_baseline needs output_tokens_per_s, ttft_s and/or tpot_s")
+        return self
 
 
 # The kinds of traffic a workload phase sends (harness.cases.workload).
@@ -183,6 +196,8 @@ class Phase(Strict):
     min_acceptance_ratio: float | None = Field(None, gt=0)
     min_throughput_ratio: float | None = Field(None, gt=0)
     max_ttft_s: float | None = Field(None, gt=0)
+    # Bounds against recorded numbers rather than the reference (concurrent phases measure them).
+    perf_baseline: PerfGate | None = None
 
     @property
     def label(self) -> str:
@@ -248,6 +263,8 @@ class Score(Strict):
     # units: lm-eval's metrics are fractions (0.75), AISBench's are points (75.0).
     min: float | None = None
     max_drop: float | None = Field(None, ge=0.0)
+    # Two-sided, as vllm-ascend's nightly judges accuracy: |value - reference| <= threshold.
+    threshold: float | None = Field(None, ge=0.0)
     baseline: float | None = None
 
     @model_validator(mode="before")
@@ -282,8 +299,8 @@ class Score(Strict):
                         f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
                         f"Python identifier (ppconf's generated config imports it)"
                     )
-        if self.min is None and self.max_drop is None:
-            raise ValueError("a score needs min and/or max_drop")
+        if self.min is None and self.max_drop is None and self.threshold is None:
+            raise ValueError("a score needs min, max_drop and/or threshold")
         return self
 
 
@@ -310,8 +327,10 @@ class Reference(Strict):
             raise ValueError("reference kind golden needs golden (a file)")
         if self.kind == "score" and self.score is None:
             raise ValueError("reference kind score needs score")
-        if self.kind == "score" and self.score and self.score.max_drop is not None and self.score.baseline is None:
-            raise ValueError("score.max_drop without a reference launch needs score.baseline")
+        if self.kind == "score" and self.score and self.score.baseline is None:
+            for bound in ("max_drop", "threshold"):
+                if getattr(self.score, bound) is not None:
+                    raise ValueError(f"score.{bound} without a reference launch needs score.baseline")
         if self.fold != "none" and self.kind != "counterpart":
             raise ValueError("fold only applies to the counterpart reference")
         return self
@@ -359,6 +378,10 @@ class Variant(Strict):
     # None: not known in advance; read from the model's config.json when the case is planned.
     hidden_layers: int | None = Field(None, ge=1)
     supports_pp: bool
+    # Whether the engine treats the model as MLA (vLLM's ModelConfig.is_deepseek_mla: its text
+    # config's model_type is one of the DeepSeek-MLA family's and it carries the latent KV);
+    # vllm-ascend's P/D TP checks differ for it.
+    mla: bool = False
     # "zoo:NAME" for a tiny model ppconf builds offline, else a path or id the nodes can load.
     model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
@@ -592,7 +615,13 @@ class Rule(Strict):
         }.get(self.expect, ())
         missing = [f for f in needs if getattr(self, f) in (None, [])]
         if missing:
-            raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}")
+            hint = ""
+            if "waives" in missing:
+                hint = (
+                    f" (waives: the checks the waiver covers, of {', '.join(CHECKS)}; a waiver once covered "
+                    f"every check: `ppconf lint --migrate` writes those of that time)"
+                )
+            raise ValueError(f"expect: {self.expect} needs {', '.join(missing)}{hint}")
         if self.waives and self.expect not in ("known-issue", "flaky"):
             raise ValueError("waives only applies to expect: known-issue or flaky")
         only_rejected = (

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, StringConstraints, ValidationError, model_validator
 
 from harness.matrix.load import validation_errors
 from harness.matrix.schema import Env, OneLine, Strict
@@ -41,12 +41,64 @@ class Node(Strict):
     devices: list[int] = Field(min_length=1)
     reach: Literal["local", "ssh", "ray"] = "local"
     ssh: Ssh | None = None
-    # The command that runs vLLM's CLI on this node; "auto" resolves it from the local environment.
+    # The command that runs vLLM's CLI on this node. "auto": on a local node, the vLLM installed
+    # for its python (this Python's by default); on another node, `vllm` on its PATH.
     vllm: list[OneLine] = ["auto"]
     python: OneLine = "python3"
     set_env: OneLine | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
     env: Env = {}
     bind: OneLine | None = None  # --host for API servers on this node
+
+
+def _number_as_text(v: object) -> object:
+    # `cpu: 125` is a YAML number; Kubernetes reads the same quantity from "125"
+    return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+
+
+# Kubernetes' resource.Quantity ("125", "0.5", "512Gi", "100M", "1e3"), its names as the API
+# validates them: a namespace is a DNS-1123 label, a claim a DNS-1123 subdomain, a resource a
+# qualified name ("cpu", "ephemeral-storage", "rdma/hca").
+Quantity = Annotated[
+    str,
+    BeforeValidator(_number_as_text),
+    StringConstraints(
+        pattern=r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"
+    ),
+]
+DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+DnsSubdomain = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
+]
+ResourceName = Annotated[
+    str, StringConstraints(pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+]
+AbsPath = Annotated[OneLine, StringConstraints(pattern=r"^/")]
+
+
+class ModelVolume(Strict):
+    """The volume that holds the model, mounted in every pod: a PersistentVolumeClaim or a
+    directory of each Kubernetes node (vllm-ascend's nightly mounts one at /root/.cache)."""
+
+    claim: DnsSubdomain | None = None
+    host_path: AbsPath | None = None
+    mount_path: AbsPath
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelVolume:
+        if (self.claim is None) == (self.host_path is None):
+            raise ValueError("give one of claim (a PersistentVolumeClaim) or host_path (a directory of the node)")
+        return self
+
+
+class Kubernetes(Strict):
+    """How `plan --format lws` writes the manifests for this inventory's cluster."""
+
+    namespace: DnsLabel | None = None  # of every object; without it, kubectl's current namespace
+    model_volume: ModelVolume | None = None
+    shm_size: Quantity | None = None  # the /dev/shm volume's size limit (memory-backed)
+    # besides the devices, which the plan requests per pod as the platform's k8s_resource
+    requests: dict[ResourceName, Quantity] = {}
+    limits: dict[ResourceName, Quantity] = {}
 
 
 class Cluster(Strict):
@@ -61,6 +113,7 @@ class Cluster(Strict):
     ray_address: str | None = None
     # P/D proxy command, run on the first node with --port and the instance addresses appended.
     pd_proxy: list[str] = ["python3", "load_balance_proxy_server_example.py"]
+    kubernetes: Kubernetes = Kubernetes()
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
@@ -111,4 +164,19 @@ def load_cluster(ref: str | Path | None) -> Cluster:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise MatrixError([SourceError(doc.where(("nodes",)), f"duplicate node names: {', '.join(sorted(dupes))}")])
-    return cluster
+    return cluster.model_copy(update={"nodes": [_with_vllm(n) for n in cluster.nodes]})
+
+
+def _with_vllm(node: Node) -> Node:
+    """``node`` with an ``auto`` vLLM command resolved."""
+    if node.vllm != ["auto"]:
+        return node
+    if node.reach != "local":
+        return node.model_copy(update={"vllm": ["vllm"]})
+    from harness.target.vllm_cpu import detect_launcher
+
+    try:
+        vllm = detect_launcher(sys.executable if node.python == "python3" else node.python)
+    except RuntimeError:
+        vllm = ["vllm"]  # plans still print; a run reports the missing installation when it launches
+    return node.model_copy(update={"vllm": vllm})

@@ -3,10 +3,17 @@ results.jsonl.
 
     ppconf ingest runs/nightly-* --index runs/index.sqlite
 
-A run is keyed by ``run_id``, the first 16 hex digits of sha256(started, suite, absolute path of
-the run directory): ingesting a run again (after a resume added cases, or by mistake) replaces
-that run's rows, never adds a second copy. Records are read through the results store, so they
-are validated, one per case (the last repeat wins), with reasons already masked.
+A run is keyed by ``run_id``, the UUID its run.json got when it started (runs written before
+that have none: the first 16 hex digits of sha256(started, suite, absolute path of the run
+directory) stand in): ingesting a run again (after a resume added cases, by mistake, or a copy
+of its directory) replaces that run's rows, never adds a second copy. Records are read through
+the results store, so they are validated, one per case (the last repeat wins), with reasons
+already masked.
+
+The file is ppconf's own: ``PRAGMA application_id`` = ``APPLICATION_ID`` marks it (an index of
+version 1 from before the mark, with its three tables, is marked when opened), and any other
+SQLite database is refused, never given tables of its own. A file another writer holds locked
+longer than ``BUSY_TIMEOUT_S`` is an ``IndexFileError`` saying so.
 
 Schema (``PRAGMA user_version`` = ``VERSION``)::
 
@@ -37,6 +44,8 @@ import datetime
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +56,9 @@ from harness.results.result import Expectation, Observation, RecordError
 
 DEFAULT_INDEX = Path("runs") / "index.sqlite"
 VERSION = 1
+APPLICATION_ID = 0x70706366  # "ppcf"
+TABLES = frozenset({"runs", "cases", "stages"})
+BUSY_TIMEOUT_S = 5.0  # how long a write waits for another writer (a concurrent ingest) to finish
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -107,6 +119,45 @@ class IndexedCase:
     stages: tuple[tuple[int, int, float | None, float | None], ...] = ()
 
 
+@contextmanager
+def answering(path: Path | str) -> Iterator[None]:
+    """SQLite's errors on the index at ``path`` as one-line ``IndexFileError``s: a lock another
+    writer holds, or a file that is not a database."""
+    try:
+        yield
+    except sqlite3.OperationalError as err:
+        if "locked" in str(err) or "busy" in str(err):
+            raise IndexFileError(
+                f"{path}: locked by another writer (another `ppconf ingest`?) for over {BUSY_TIMEOUT_S:g} s; "
+                f"try again when it is done"
+            ) from None
+        raise IndexFileError(f"{path}: {err}") from None
+    except sqlite3.DatabaseError as err:
+        raise IndexFileError(f"{path}: not a results index ({err})") from None
+
+
+def _file(conn: sqlite3.Connection) -> str:
+    return next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main") or "the index"
+
+
+def _claim(conn: sqlite3.Connection, path: Path) -> None:
+    """Make ``conn``'s database an index of this version, or refuse one that is not ppconf's."""
+    app, version = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if app not in (0, APPLICATION_ID) or (app == 0 and tables and not (version == 1 and TABLES <= tables)):
+        held = f"its tables: {', '.join(sorted(tables))}" if tables else f"application_id {app:#x}"
+        raise IndexFileError(
+            f"{path}: an SQLite database that is not a ppconf results index ({held}); "
+            f"give --index a new file or an index ppconf made"
+        )
+    if version not in (0, VERSION):
+        raise IndexFileError(f"{path}: an index of schema version {version}; this ppconf reads version {VERSION}")
+    with conn:
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {VERSION}")
+
+
 def connect(path: Path, create: bool = True) -> sqlite3.Connection:
     """The index at ``path``, its schema in place. Without ``create``, a missing file is an error."""
     if not path.exists() and not create:
@@ -114,17 +165,11 @@ def connect(path: Path, create: bool = True) -> sqlite3.Connection:
     if path.exists() and not path.is_file():
         raise IndexFileError(f"{path} is not a file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, VERSION):
-            raise IndexFileError(f"{path}: an index of schema version {version}; this ppconf reads version {VERSION}")
-        conn.executescript(_SCHEMA)
-        conn.execute(f"PRAGMA user_version = {VERSION}")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as err:
-        conn.close()
-        raise IndexFileError(f"{path}: not a results index ({err})") from None
+        with answering(path):
+            _claim(conn, path)
+            conn.execute("PRAGMA foreign_keys = ON")
     except IndexFileError:
         conn.close()
         raise
@@ -139,7 +184,10 @@ def _utc(text: str) -> str:
     return t.astimezone(datetime.UTC).isoformat(timespec="seconds")
 
 
-def run_id(started: str, suite: str, run_dir: Path) -> str:
+def run_id(meta: dict[str, Any], started: str, suite: str, run_dir: Path) -> str:
+    """run.json's UUID; for a run from before it, derived from where and when the run was made."""
+    if meta.get("run_id"):
+        return str(meta["run_id"])
     key = "\0".join((_utc(started), suite, str(Path(run_dir).resolve())))
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -172,7 +220,7 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         for node, v in r.versions.items():
             versions.setdefault(node, v)
     run = IndexedRun(
-        run_id(started, suite, run_dir),
+        run_id(meta, started, suite, run_dir),
         str(Path(run_dir).resolve()),
         suite,
         _utc(started),
@@ -180,7 +228,7 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         meta.get("network"),
         versions,
     )
-    with conn:
+    with answering(_file(conn)), conn:
         existed = conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,)).rowcount > 0
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -234,13 +282,19 @@ def _json(text: Any, what: str) -> Any:
         raise IndexFileError(f"{what} in the index is not JSON ({str(err).split(':')[0]}): {text!r:.60}") from None
 
 
+def _rows(conn: sqlite3.Connection, sql: str, params: tuple) -> list[Any]:
+    with answering(_file(conn)):
+        return conn.execute(sql, params).fetchall()
+
+
 def runs(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedRun]:
     """Every run (of ``suite``), oldest first."""
     where, params = ("WHERE suite = ?", (suite,)) if suite else ("", ())
-    rows = conn.execute(
+    rows = _rows(
+        conn,
         f"SELECT run_id, path, suite, started, cluster, network, versions FROM runs {where} ORDER BY started, run_id",
         params,
-    ).fetchall()
+    )
     return [
         IndexedRun(run_id, path, suite_, started, cluster, network, _json(versions, f"run {run_id}: versions"))
         for run_id, path, suite_, started, cluster, network, versions in rows
@@ -251,14 +305,16 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
     """The cases of every run (of ``suite``), with their stage timings."""
     where, params = ("WHERE r.suite = ?", (suite,)) if suite else ("", ())
     stages: dict[tuple[str, str], list] = {}
-    for run, case, *s in conn.execute(
+    for run, case, *s in _rows(
+        conn,
         f"SELECT s.run_id, s.case_id, stage, layers, step_ms, peak_mib FROM stages s "
         f"JOIN runs r USING (run_id) {where} ORDER BY stage",
         params,
     ):
         stages.setdefault((run, case), []).append(tuple(s))
     out = []
-    for row in conn.execute(
+    for row in _rows(
+        conn,
         f"SELECT c.run_id, case_id, c.suite, family, variant, topology, platform, partition, "
         f"features, expectation, waiver, outcome, reason, fails_run, duration_s, ready_s, "
         f"plan_key FROM cases c JOIN runs r USING (run_id) {where} ORDER BY case_id",

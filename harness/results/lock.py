@@ -5,7 +5,9 @@ A run (``ppconf run``, ``--resume``, or a pytest session) holds an exclusive ``f
 SIGKILL, so a stale lock never blocks a resume. A second ppconf on the same directory would
 reap the first one's servers and append to its results, so it is refused. A run recorded in
 run.json by a process that is still alive (a ppconf from before this lock existed) is refused
-too.
+too. The pid is checked only on the host run.json names with it (a run directory on a shared
+file system may have been started elsewhere, where the same number is another process): a run
+of another host is named in a warning, not probed here.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import datetime
 import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 LOCK = "run.lock"
+log = logging.getLogger(__name__)
 
 
 class RunBusy(Exception):
@@ -39,11 +43,21 @@ def _process_started(pid: int) -> float | None:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
+def foreign_owner(meta: dict[str, Any]) -> str | None:
+    """The ppconf process run.json names when it ran on another host (which no check here can
+    see), as "process PID on HOST"; None when it ran on this one, or run.json names no host."""
+    host, pid = meta.get("host"), meta.get("pid")
+    if not isinstance(host, str) or host == socket.gethostname() or not isinstance(pid, int):
+        return None
+    return f"process {pid} on {host}"
+
+
 def live_owner(meta: dict[str, Any]) -> int | None:
     """The pid run.json names if that process is alive on this host and is the one that started
-    the run (it was running when the run started: a reused pid started later), else None."""
+    the run (it was running when the run started: a reused pid started later), else None. A pid
+    of another host is never looked up here (``foreign_owner``)."""
     pid = meta.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
+    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0 or foreign_owner(meta):
         return None
     began = _process_started(pid)
     if began is None:
@@ -75,6 +89,15 @@ def run_lock(run_dir: Path, meta: dict[str, Any] | None = None) -> Iterator[None
                 f"{run_dir} is in use by a running ppconf ({holder}); wait for it to finish, or stop it, then resume"
             ) from None
         pid = live_owner(meta or {})
+        elsewhere = foreign_owner(meta or {})
+        if elsewhere:
+            log.warning(
+                "%s was started by ppconf %s, which cannot be checked from %s: if it is still running "
+                "there, stop it (run.lock keeps it out only where the file system shares locks)",
+                run_dir,
+                elsewhere,
+                socket.gethostname(),
+            )
         if pid is not None:
             raise RunBusy(
                 f"{run_dir} belongs to ppconf process {pid}, which is still running; "

@@ -1,9 +1,14 @@
-"""run.json: what a run was asked to do and on which stack, written when it starts."""
+"""run.json: what a run was asked to do and on which stack, written when it starts.
+
+A run is identified by ``run_id``, a UUID drawn when it starts: a copy of its directory is the
+same run (the results index keys runs on it), and ``pid`` is the ppconf process on ``host``."""
 
 from __future__ import annotations
 
 import datetime
 import os
+import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,16 @@ def now() -> str:
 
 
 def write_meta(run_dir: Path, suite: str, cluster: str, matrices: list[str], extra: dict[str, Any]) -> None:
-    meta = {"suite": suite, "cluster": cluster, "matrices": matrices, "started": now(), "pid": os.getpid(), **extra}
+    meta = {
+        "run_id": str(uuid.uuid4()),
+        "suite": suite,
+        "cluster": cluster,
+        "matrices": matrices,
+        "started": now(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        **extra,
+    }
     write_json_atomic(run_dir / META, meta)
 
 

@@ -198,6 +198,8 @@ class Tuning(Part):
     stages: list[Stage]
     by_step_time: Advice
     by_memory: Advice
+    # the two reconciled: one next partition, or why they disagree (records before it have none)
+    advice: Advice | None = None
     steps: list[int] = []  # forward passes timed on the stages
 
     @field_validator("stages")
@@ -264,6 +266,7 @@ class PhaseRecord(Part):
     error: str | None = None  # the case's requests failed or outlived the phase's deadline
     not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
     problems: list[str] = []  # protocol checks and bounds that failed
+    gates: list[str] = []  # each performance gate against a recorded baseline, held or not, with its numbers
     metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
     reference_metrics: dict[str, float] = {}
     perf: dict[str, float | None] = {}  # streamed phases: output tokens/s, TTFT and ITL percentiles
@@ -282,6 +285,10 @@ class ScoreVerdict(Part):
     detail: str
     task: str | None = None
     metric: str | None = None
+    value: float | None = None
+    reference: float | None = None
+    max_drop: float | None = None
+    threshold: float | None = None
 
 
 class FeatureCheck(Part):
@@ -336,6 +343,7 @@ class Stages(Part):
     # the claim's bounds on how uneven the stages may be (``StageBounds``), where it states them
     max_last_stage_memory_ratio: float | None = None
     max_step_time_ratio: float | None = None
+    tapped_stage: int | None = None  # a stage that must hold a drafter tap (``StageBounds``)
 
 
 class Observation(Part):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -49,13 +50,21 @@ def describe(err: ValidationError) -> str:
     return f"{where}: {e['msg']} (got {got})"
 
 
+def uuid_text(v: str | None) -> str | None:
+    if v is not None:
+        uuid.UUID(v)  # ValueError: "badly formed hexadecimal UUID string"
+    return v
+
+
 class RunMeta(Checked):
+    run_id: str | None = None  # a UUID; runs written before it have none (the index derives one)
     suite: str | None = None
     cluster: str | None = None
     # one directory, or several where --matrices was given more than once
     matrices: str | list[str] | None = None
     started: str | None = None
     pid: int | None = None
+    host: str | None = None  # where pid runs; runs written before it have none (taken as this host)
     versions: dict[str, dict[str, str | None]] = {}
     cases: list[str] | None = None
     select: str | None = None
@@ -64,6 +73,7 @@ class RunMeta(Checked):
     reference_cache: str | None = None
 
     _started = field_validator("started")(iso_datetime)
+    _run_id = field_validator("run_id")(uuid_text)
 
 
 def problem(model: type[BaseModel], data: Any) -> str | None:

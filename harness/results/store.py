@@ -193,14 +193,22 @@ def log_ref(run_dir: Path, path: Path) -> str:
 def log_path(run_dir: Path, ref: str) -> Path | None:
     """The log file a record's reference names, or None when there is none inside the run
     directory (reports read nothing else, whatever a record says)."""
+    return run_path(run_dir, ref, "logs")
+
+
+def run_path(run_dir: Path, ref: str, folder: str, is_dir: bool = False) -> Path | None:
+    """The file (or, with ``is_dir``, the folder) a record names under the run's ``folder``
+    (``logs``, ``repro``), or None when there is none inside the run directory."""
+    if not ref:
+        return None
     root = Path(run_dir).resolve()
     parts = Path(ref).parts
     # records written before references were relative to the run name the file from where
-    # ppconf ran (``runs/X/logs/...``): try that, and the part from the run's logs/ folder on
-    candidates = [root / ref, Path(ref)] + [root.joinpath(*parts[i:]) for i, p in enumerate(parts) if p == "logs"]
+    # ppconf ran (``runs/X/logs/...``): try that, and the part from the run's folder on
+    candidates = [root / ref, Path(ref)] + [root.joinpath(*parts[i:]) for i, p in enumerate(parts) if p == folder]
     for candidate in candidates:
         path = candidate.resolve()
-        if path.is_relative_to(root) and path.is_file():
+        if path.is_relative_to(root) and (path.is_dir() if is_dir else path.is_file()):
             return path
     return None
 

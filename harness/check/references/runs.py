@@ -5,11 +5,13 @@ unjudged."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,30 @@ class ReferenceRuns:
         self._source: dict[str, str] = {}  # how a launched key's outputs came, for its first case
         self.launched = 0
         self.reused = 0
+        # deployments checked side by side (`ppconf run --max-parallel`) may want one reference at
+        # once: its key's lock makes the second wait for the first's answers instead of launching
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.RLock] = {}
+        self._near = threading.local()
+
+    @contextlib.contextmanager
+    def near(self, nodes: Sequence[str]) -> Iterator[None]:
+        """References launched by this thread inside the block try ``nodes`` first (their case's:
+        the devices it just gave back) when they fit on one node."""
+        self._near.nodes = tuple(nodes)
+        try:
+            yield
+        finally:
+            self._near.nodes = ()
+
+    @contextlib.contextmanager
+    def _holding(self, keys: Sequence[str]) -> Iterator[None]:
+        with self._guard:
+            locks = [self._locks.setdefault(k, threading.RLock()) for k in sorted(set(keys))]
+        with contextlib.ExitStack() as stack:
+            for lock in locks:  # in one global order: two threads never wait on each other
+                stack.enter_context(lock)
+            yield
 
     def for_case(self, case: Case, id_prompts: list[list[int]] | None = None) -> ReferenceResult:
         """The reference's answers to what the case was asked (``id_prompts``: the case's
@@ -158,7 +184,9 @@ class ReferenceRuns:
                 members.append(_Ask(case, ref, key, planned, ids or None))
         for members in groups.values():
             if len(members) > 1:
-                self._launch(members)
+                with self._holding([a.key for a in members]):
+                    if not any(a.key in self._memo for a in members):  # another thread launched it meanwhile
+                        self._launch(members)
 
     def _launched(
         self, case: Case, ref: ResolvedReference, evidence: dict[str, Any], id_prompts: list[list[int]] | None
@@ -171,6 +199,18 @@ class ReferenceRuns:
         if left_out:
             # meant not to change outputs: the comparison also shows that they did not
             evidence["features_left_out"] = left_out
+        with self._holding([key]):
+            return self._known_or_launched(case, ref, evidence, id_prompts, planned, key)
+
+    def _known_or_launched(
+        self,
+        case: Case,
+        ref: ResolvedReference,
+        evidence: dict[str, Any],
+        id_prompts: list[list[int]] | None,
+        planned: Deployment,
+        key: str,
+    ) -> Outputs:
         known = self._memo.get(key)
         if isinstance(known, str):
             raise ReferenceUnavailable(known)
@@ -179,7 +219,8 @@ class ReferenceRuns:
             return known
         stored = self._stored(key, case)
         if stored is not None:
-            self.reused += 1
+            with self._guard:
+                self.reused += 1
             evidence["source"] = f"reused from {stored[1]}"
             self._memo[key] = stored[0]
             return stored[0]
@@ -193,7 +234,8 @@ class ReferenceRuns:
         suite = self.m.suite(first.case.suite)
         log_dir = self.run_dir / "logs" / "references" / first.key
         self.progress(f"reference of {first.case.id}: {first.ref.describe()}")
-        self.launched += 1
+        with self._guard:
+            self.launched += 1
         shared = f" (one launch answering {len(asks)} sets of requests)" if len(asks) > 1 else ""
         try:
             with self.launcher.serve(
@@ -201,6 +243,7 @@ class ReferenceRuns:
                 first.planned.placement,
                 f"reference {first.key}",
                 log_dir,
+                prefer=getattr(self._near, "nodes", ()),
             ) as live:
                 why = live.why_not_ready(suite.startup_timeout_s)
                 if why:

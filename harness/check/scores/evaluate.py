@@ -55,7 +55,8 @@ def missing_files(score: Any, base_dir: Path) -> str | None:
 
 
 def judge_score(value: float, reference_value: float | None, score: Any) -> dict[str, Any]:
-    """Judge a score by ``score.min`` and ``score.max_drop`` (reference − value). The reference
+    """Judge a score by ``score.min``, ``score.max_drop`` (reference − value) and ``score.threshold``
+    (|value − reference|, both ways: vllm-ascend's rule). The reference
     is ``reference_value`` (the reference launch's score) or else ``score.baseline`` (recorded)."""
     if reference_value is not None:
         reference, source = reference_value, "reference"
@@ -79,8 +80,21 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
             (passed if ok else problems).append(
                 f"drop {drop:g} from {source} {reference:g} {'<=' if ok else '>'} max_drop {score.max_drop:g}"
             )
-    if score.min is None and score.max_drop is None:
-        problems.append("no threshold: set min and/or max_drop")
+    if score.threshold is not None:
+        if reference is None:
+            problems.append(
+                f"threshold {score.threshold:g} is set but there is no reference score "
+                f"(no reference run and no recorded baseline)"
+            )
+        else:
+            off = abs(value - reference)
+            ok = off <= score.threshold + DROP_EPS
+            (passed if ok else problems).append(
+                f"|score {value:g} - {source} {reference:g}| = {off:g} {'<=' if ok else '>'} "
+                f"threshold {score.threshold:g}"
+            )
+    if score.min is None and score.max_drop is None and score.threshold is None:
+        problems.append("no threshold: set min, max_drop and/or threshold")
     tool = getattr(score, "tool", "lm-eval")
     return {
         "ok": not problems,
@@ -90,6 +104,7 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
         "reference_source": source if reference is not None else None,
         "min": score.min,
         "max_drop": score.max_drop,
+        "threshold": score.threshold,
         "detail": f"{TOOL_NAMES.get(tool, tool)}: " + "; ".join(problems or passed),
     }
 

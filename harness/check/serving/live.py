@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,7 @@ class LiveDeployment:
             host = (node.bind or "127.0.0.1") if node.reach == "local" else node.address
         self.client = Client(f"http://{host}:{api.port}", timeout_s)
         self.model_name: str | None = None
+        self._stop_lock = threading.Lock()
 
     def _reach(self, node_name: str) -> str:
         return self.cluster.node(node_name).reach if self.cluster else "local"
@@ -114,8 +116,10 @@ class LiveDeployment:
         return f"did not start ({state} after {elapsed:.0f} s): {cause.text if cause else 'no error line in its log'}"
 
     def stop(self) -> None:
-        for h in reversed(self.handles):
-            h.stop()
-        for runner in self.runners.values():
-            runner.close()
-        self.client.close()
+        """Stop every process group (idempotent; ``Launcher.stop_all`` may call it from another thread)."""
+        with self._stop_lock:
+            for h in reversed(list(self.handles)):
+                h.stop()
+            for runner in self.runners.values():
+                runner.close()
+            self.client.close()

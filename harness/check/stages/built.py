@@ -85,21 +85,22 @@ def _holds(w: WorkerStage, tap: int) -> bool:
     return w.start_layer is not None and w.end_layer is not None and w.start_layer <= tap <= w.end_layer
 
 
-def _taps(stages: Stages) -> list[str]:
-    """A tap is judged in the target model's capture numbering (``aux_layers``) where the engine
-    gave it, else as the drafter's config names it; the stage whose range holds it (its end
-    included: a stage captures what leaves its last layer) must collect it."""
+def _named_taps(stages: Stages) -> tuple[list[WorkerStage], list[int] | None]:
+    """The first TP rank of each stage, and the drafter's taps in the target model's capture
+    numbering (``aux_layers``) where the engine gave it, else as the drafter's config names them."""
     heads = [w for w in stages.workers if w.tp_rank == 0]
-    named = next((w.aux_layers or w.taps for w in heads if w.aux_layers or w.taps), None)
+    return heads, next((w.aux_layers or w.taps for w in heads if w.aux_layers or w.taps), None)
+
+
+def _taps(stages: Stages) -> list[str]:
+    """The stage whose range holds a tap (its end included: a stage captures what leaves its last
+    layer) must collect it."""
+    heads, named = _named_taps(stages)
     if not named:
         return []
     out = []
     for tap in named:
-        owners = [
-            w
-            for w in heads
-            if w.start_layer is not None and w.end_layer is not None and w.start_layer <= tap <= w.end_layer
-        ]
+        owners = [w for w in heads if _holds(w, tap)]
         if not owners:
             out.append(f"the drafter taps layer {tap}, which no PP stage holds")
             continue
@@ -113,6 +114,27 @@ def _taps(stages: Stages) -> list[str]:
                 f"(it collects: {collected})"
             )
     return out
+
+
+def not_exercised(stages: Stages) -> str | None:
+    """Why the stages did not show the relay the claim is about (its ``tapped_stage`` holds none
+    of the drafter's taps, or nothing says so); None when they did, or the claim names no stage."""
+    n = stages.tapped_stage
+    if n is None:
+        return None
+    heads, named = _named_taps(stages)
+    if not named:
+        return f"the drafter reported no taps: a relay from PP stage {n} was not shown"
+    stage = next((w for w in heads if w.pp_rank == n and w.start_layer is not None and w.end_layer is not None), None)
+    if stage is None:
+        return f"no worker of PP stage {n} reported its layer range: its taps cannot be placed"
+    if not any(_holds(stage, tap) for tap in named):
+        return (
+            f"no tap of the drafter ({_span(named)}) lies on PP stage {n} [{stage.start_layer}, "
+            f"{stage.end_layer}]: the relay from it to the last stage was not exercised (choose a "
+            f"partition that puts a tap there)"
+        )
+    return None
 
 
 def problems(stages: Stages, expected: list[list[int]] | None) -> list[str]:

@@ -9,7 +9,7 @@ from harness.cases.workload import PhasePlan
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
 from harness.check.traffic.phases import PhaseOutputs
-from harness.matrix.schema import Compare
+from harness.matrix.schema import Compare, PerfGate
 from harness.results.result import PhaseRecord
 
 
@@ -92,6 +92,39 @@ def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
     return out
 
 
+# A gate's measured figure (PhaseRecord.perf), and whether more of it is better.
+PERF_GATES = {
+    "output_tokens_per_s": ("output_tokens_per_s", "output throughput", "tok/s", True),
+    "ttft_s": ("ttft_p50_s", "median TTFT", "s", False),
+    "tpot_s": ("itl_p50_s", "median TPOT", "s", False),
+}
+
+
+def perf_gates(gate: PerfGate | None, perf: dict[str, float | None]) -> tuple[list[str], list[str]]:
+    """The phase's figures against a recorded baseline: (held, failed), each naming the numbers."""
+    held: list[str] = []
+    failed: list[str] = []
+    if gate is None:
+        return held, failed
+    for key, (measured, label, unit, higher) in PERF_GATES.items():
+        baseline = getattr(gate, key)
+        if baseline is None:
+            continue
+        value = perf.get(measured)
+        if value is None:
+            failed.append(f"{label} not measured (a concurrent phase measures it)")
+            continue
+        bound = gate.ratio * baseline if higher else baseline / gate.ratio
+        ok = value >= bound if higher else value <= bound
+        sign = (">=" if ok else "<") if higher else ("<=" if ok else ">")
+        op = "x" if higher else "/"
+        source = f" ({gate.source})" if gate.source else ""
+        (held if ok else failed).append(
+            f"{label} {value:g} {unit} {sign} {bound:g} ({gate.ratio:g} {op} baseline {baseline:g}{source})"
+        )
+    return held, failed
+
+
 def phase_record(
     plan: PhasePlan, compare: Compare, got: PhaseOutputs, ref: PhaseOutputs | None, stages: dict[str, Any]
 ) -> PhaseRecord:
@@ -107,8 +140,11 @@ def phase_record(
         "error": got.error,
         **stages,
     }
+    held, failed = perf_gates(plan.phase.perf_baseline, got.perf)
+    rec["gates"] = held + failed
     if not got.error:
         rec["not_exercised"] = not_exercised(plan, got)
+        rec["problems"] = failed
     if not got.error and ref is not None:
         problems: list[str] = []
         labels = [r.label for r in plan.compared()]
@@ -120,6 +156,6 @@ def phase_record(
             "reference_wall_s": ref.wall_s,
             "reference_metrics": ref.metrics,
             "reference_perf": ref.perf,
-            "problems": problems + _bounds(plan, got, ref),
+            "problems": problems + _bounds(plan, got, ref) + failed,
         }
     return PhaseRecord.of(rec)

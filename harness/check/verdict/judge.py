@@ -131,6 +131,8 @@ def _judge(exp: Expectation, obs: Observation) -> Verdict:
         # the case did all it could; what it is compared with did not: no verdict on its accuracy
         return Verdict(Outcome.ERROR, f"accuracy not judged: {obs.reference_error}")
     idle = [f"phase {p.name}: {p.not_exercised}" for p in obs.workload if p.not_exercised]
+    relay = built.not_exercised(obs.stages) if obs.stages is not None else None
+    idle += [f"stages: {relay}"] if relay else []
     if not failed and idle:
         # the checks passed on traffic that did not do what the claim needs: no verdict either way
         return Verdict(Outcome.ERROR, f"not exercised: {'; '.join(idle)}")

@@ -1,0 +1,39 @@
+"""`ppconf import`: another suite's test configs written as a matrix directory of their own,
+to layer over the shipped matrices (``--matrices matrices --matrices DIR``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.commands.common import matrix
+from harness.importers.vllm_ascend import import_configs
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.plan.validate import engine
+
+SOURCES = ("vllm-ascend-nightly",)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    base = matrix(args)
+    eng = engine()
+    if isinstance(eng, str):
+        print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
+    imported = import_configs(args.files, base, None if isinstance(eng, str) else eng.parser)
+    written = imported.write(args.out)
+    layers = [*(args.matrices or [DEFAULT_MATRICES]), args.out]
+    load_matrix(layers)  # what was written loads over the matrices it was imported against
+    for path in written:
+        print(f"wrote {path}")
+    flags = " ".join(f"--matrices {p}" for p in layers)
+    suites = sorted(s for f in imported.files.values() for s in f["suites"])
+    print(f"{len(suites)} suites ({', '.join(suites)}); check them with: ppconf lint --plans {flags}")
+    return 0
+
+
+def add_import(add) -> None:
+    p = add("import", cmd_import, "turn another suite's test configs into a matrix directory to layer over this one")
+    p.add_argument("source", choices=SOURCES, help="the configs' format: vllm-ascend's nightly test YAML")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE", help="config files (multi-node or test_cases)")
+    p.add_argument("--out", type=Path, required=True, help="matrix directory to write (one file per config)")

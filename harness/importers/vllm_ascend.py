@@ -1,0 +1,587 @@
+"""vllm-ascend's nightly test configs as a matrix directory that layers over the shipped one.
+
+vllm-ascend describes a multi-node test as one YAML file (``test_name``, ``model``,
+``num_nodes``, ``npu_per_node``, ``env_common``, a ``deployment`` entry per node with its
+``envs`` and ``server_cmd``, ``disaggregated_prefill`` host indexes, AISBench ``benchmarks``),
+and single-node tests as ``test_cases`` whose ``server_cmd`` (and ``server_cmd_extra``) are argv
+lists. Each test becomes a family (its model and serve flags, the env every node gets), a
+topology (its parallel sizes, node count, executor backend, DP layout, P/D instances), a feature
+stack recognised from its flags, and a group of the file's suite; an ``accuracy`` benchmark
+becomes the variant's AISBench score (|score − baseline| ≤ threshold), a ``performance`` one a
+concurrent phase gated on the baseline's output throughput. What cannot be mapped is a
+SourceError at its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.importers.argv import Flag, flags_of
+from harness.matrix.load import Matrix
+from harness.matrix.schema import JSON_FLAGS, NAME
+from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
+
+# Flags ppconf plans itself from the topology and the cluster: dropped from the family's flags.
+PARALLEL = {
+    "--tensor-parallel-size": "tp",
+    "--pipeline-parallel-size": "pp",
+    "--data-parallel-size": "dp",
+}
+PLANNED = frozenset(
+    {
+        *PARALLEL,
+        "--distributed-executor-backend",
+        "--host",
+        "--port",
+        "--headless",
+        "--data-parallel-size-local",
+        "--data-parallel-address",
+        "--data-parallel-rpc-port",
+        "--data-parallel-start-rank",
+        "--data-parallel-rank",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+    }
+)
+# Env that only fed the flags above (vllm-ascend's runner fills $SERVER_PORT into --port).
+PLANNED_ENV = frozenset({"SERVER_PORT"})
+# Switches that are a feature of the shipped matrix, and speculative methods by feature.
+SWITCH_FEATURES = {
+    "--enforce-eager": "enforce-eager",
+    "--async-scheduling": "async-scheduling",
+    "--enable-prefix-caching": "prefix-caching",
+    "--enable-expert-parallel": "expert-parallel",
+}
+SPECULATIVE = {
+    "mtp": "mtp",
+    "deepseek_mtp": "mtp",
+    "eagle3": "eagle3",
+    "ngram": "ngram",
+    "dflash": "dflash",
+    "dspark": "dspark",
+}
+# Sampling settings of a benchmark that AISBench's request config takes.
+GENERATION = ("temperature", "top_p", "top_k", "seed", "min_p", "presence_penalty", "repetition_penalty")
+# Benchmark keys vllm-ascend's runner reads that ppconf's own run decides (request pacing, remote code).
+BENCH_IGNORED = frozenset({"request_rate", "trust_remote_code", "ignore_eos"})
+BENCH_NEEDS = ("case_type", "dataset_conf", "request_conf", "max_out_len", "batch_size")
+BENCH_KEYS = frozenset(
+    {"case_type", "dataset_path", "request_conf", "dataset_conf", "max_out_len", "batch_size", "baseline"}
+    | {"threshold", "num_prompts", *GENERATION, *BENCH_IGNORED}
+)
+MULTI_NODE_KEYS = (
+    "test_name",
+    "model",
+    "num_nodes",
+    "npu_per_node",
+    "env_common",
+    "deployment",
+    "benchmarks",
+    "disaggregated_prefill",
+)
+CASE_KEYS = ("name", "model", "envs", "server_cmd", "server_cmd_extra", "benchmarks")
+PLATFORM = "ascend"
+
+
+@dataclass
+class Imported:
+    """The matrix sections one import writes: a file per config, and the topologies they share."""
+
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)  # file name -> sections
+    topologies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # file name -> the config it came from
+
+    def write(self, out: Path) -> list[Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, sections in {**self.files, "topologies.yaml": {"topologies": self.topologies}}.items():
+            source = self.sources.get(name, ", ".join(sorted(self.sources.values())))
+            head = (
+                f"# Imported by `ppconf import vllm-ascend-nightly` from {source}; edit the config and import again.\n"
+            )
+            path = out / name
+            path.write_text(head + yaml.safe_dump(sections, sort_keys=False, width=1000, allow_unicode=True))
+            written.append(path)
+        return written
+
+
+def slug(text: str) -> str:
+    """A matrix name from a test's name: lower case, runs of other characters as one '-'."""
+    s = re.sub(r"[^a-z0-9._]+", "-", text.lower()).strip("-._")
+    return re.sub(r"^test-", "", s) or "test"
+
+
+def import_configs(paths: list[Path], base: Matrix, parser: Any | None) -> Imported:
+    """The matrix sections of the configs at ``paths``, over the matrix ``base`` (its features
+    are recognised, its names not redefined). ``parser``: vLLM's serve parser, or None for the
+    plain split. Raises MatrixError with every problem found."""
+    imported = Imported()
+    errors: list[SourceError] = []
+    for path in paths:
+        try:
+            doc = load_document(path, str(path))
+            name, sections = _config(doc, base, parser, imported.topologies)
+        except MatrixError as err:
+            errors.extend(err.errors)
+            continue
+        except SourceError as err:
+            errors.append(err)
+            continue
+        if name in imported.files:
+            errors.append(SourceError(doc.where(), f"a second config named {name!r} (file names give the suites)"))
+            continue
+        imported.files[name] = sections
+        imported.sources[name] = str(path)
+    if errors:
+        raise MatrixError(errors)
+    return imported
+
+
+def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -> tuple[str, dict[str, Any]]:
+    data = doc.root
+    if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
+        raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
+    suite = slug(doc.path.stem)
+    tests = _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
+    families: dict[str, Any] = {}
+    groups: list[dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
+    for test in tests:
+        family, group = _test(test, base, parser, topologies)
+        if test.family in families or test.family in base.families:
+            raise SourceError(test.where, f"family {test.family!r} is already defined (rename the test)")
+        families[test.family] = family
+        groups.append(group)
+        # the test as vllm-ascend runs it is their claim; other layouts of it (a PP topology
+        # added in a layer above) are decided by the matrices' own rules
+        rules.append(
+            {
+                "when": f'family == "{test.family}" && topology == "{group["topologies"][0]}"',
+                "expect": "supported",
+                "why": f"vllm-ascend's nightly runs this test ({doc.path.name}: {test.title})",
+            }
+        )
+    title = str(data.get("test_name") or doc.path.stem)
+    return f"{suite}.yaml", {
+        "families": families,
+        "suites": {
+            suite: {
+                "title": f"vllm-ascend nightly: {title}",
+                "platform": PLATFORM,
+                "startup_timeout_s": 1800,
+                "request_timeout_s": 600,
+                "groups": groups,
+            }
+        },
+        "rules": rules,
+    }
+
+
+@dataclass
+class Node:
+    """One `vllm serve` of a test: its flags and env as written."""
+
+    tokens: list[tuple[str, Where | None]]  # the serve flags as written, model left out
+    env: dict[str, tuple[str, Where]]
+    where: Where
+
+
+@dataclass
+class Test:
+    family: str
+    title: str
+    model: str
+    nodes: list[Node]  # the api node first
+    benchmarks: dict[str, tuple[dict[str, Any], Where]]
+    where: Where
+    prefill: list[int] = field(default_factory=list)  # P/D: host indexes of each instance
+    decode: list[int] = field(default_factory=list)
+
+
+def _check_keys(doc: Document, loc: tuple, data: Any, known: tuple[str, ...], needs: tuple[str, ...]) -> None:
+    if not isinstance(data, dict):
+        raise SourceError(doc.where(loc), "a mapping is expected")
+    missing = [k for k in needs if k not in data]
+    if missing:
+        raise SourceError(doc.where(loc), f"needs {', '.join(missing)}")
+    for key in data:
+        if str(key).startswith("_"):  # vllm-ascend's YAML anchors live under _names
+            continue
+        if key not in known:
+            raise SourceError(doc.where((*loc, key)), f"{key!r}: not mapped{suggest(str(key), known)}")
+
+
+def _env(doc: Document, loc: tuple, env: Any) -> dict[str, tuple[str, Where]]:
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise SourceError(doc.where(loc), "envs must be a mapping of NAME: value")
+    return {str(k): (str(v), doc.value_where((*loc, k))) for k, v in env.items() if k not in PLANNED_ENV}
+
+
+def _tokens_of_string(doc: Document, loc: tuple, text: str) -> list[tuple[str, Where | None]]:
+    """A command line written as one (folded) string: its tokens, each with the line it starts on."""
+    start = doc.value_where(loc)
+    lines = doc.path.read_text().splitlines()[start.line - 1 :]
+    out: list[tuple[str, Where | None]] = []
+    row = 0
+    for token in shlex.split(text):
+        probe = token.split()[0] if token.split() else token
+        at = next((r for r in range(row, len(lines)) if probe in lines[r]), None)
+        if at is None:
+            out.append((token, start))
+            continue
+        row = at
+        out.append((token, Where(start.file, start.line + at, lines[at].index(probe) + 1)))
+    return out
+
+
+def _multi_node(doc: Document, data: dict) -> Test:
+    _check_keys(doc, (), data, MULTI_NODE_KEYS, ("model", "deployment"))
+    nodes = []
+    deployment = data.get("deployment") or []
+    for i, entry in enumerate(deployment):
+        text = entry.get("server_cmd") if isinstance(entry, dict) else None
+        if not isinstance(text, str):
+            raise SourceError(doc.where(("deployment", i)), "deployment entry needs server_cmd (a vllm serve line)")
+        tokens = _tokens_of_string(doc, ("deployment", i, "server_cmd"), text)
+        words = [t for t, _ in tokens]
+        if words[:2] != ["vllm", "serve"] or len(words) < 3:
+            raise SourceError(
+                doc.value_where(("deployment", i, "server_cmd")), "server_cmd must be `vllm serve MODEL ...`"
+            )
+        if words[2] != data.get("model"):
+            raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
+        env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
+        nodes.append(Node(tokens[3:], env, doc.where(("deployment", i))))
+    if int(data.get("num_nodes", len(nodes))) != len(nodes):
+        raise SourceError(
+            doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
+        )
+    test = Test(
+        family=slug(str(data.get("test_name") or doc.path.stem)),
+        title=str(data.get("test_name") or doc.path.stem),
+        model=str(data["model"]),
+        nodes=nodes,
+        benchmarks=_benchmarks(doc, ("benchmarks",), data.get("benchmarks")),
+        where=doc.where(("test_name",)) if "test_name" in data else doc.where(),
+    )
+    pd = data.get("disaggregated_prefill") or {}
+    if pd.get("enabled"):
+        test.prefill = [int(i) for i in pd.get("prefiller_host_index", [])]
+        test.decode = [int(i) for i in pd.get("decoder_host_index", [])]
+        if not test.prefill or not test.decode:
+            raise SourceError(
+                doc.where(("disaggregated_prefill",)), "needs prefiller_host_index and decoder_host_index"
+            )
+    return test
+
+
+def _single_node(doc: Document, data: dict) -> list[Test]:
+    tests = []
+    for i, case in enumerate(data.get("test_cases") or []):
+        _check_keys(doc, ("test_cases", i), case, CASE_KEYS, ("model", "server_cmd"))
+        tokens: list[tuple[str, Where | None]] = []
+        for key in ("server_cmd", "server_cmd_extra"):
+            argv = case.get(key) or []
+            if not isinstance(argv, list):
+                raise SourceError(doc.where(("test_cases", i, key)), f"{key} must be an argv list")
+            tokens += [(str(t), doc.value_where(("test_cases", i, key, j))) for j, t in enumerate(argv)]
+        name = str(case.get("name") or f"{doc.path.stem}-{i}")
+        node = Node(tokens, _env(doc, ("test_cases", i, "envs"), case.get("envs")), doc.where(("test_cases", i)))
+        tests.append(
+            Test(
+                family=slug(name),
+                title=name,
+                model=str(case["model"]),
+                nodes=[node],
+                benchmarks=_benchmarks(doc, ("test_cases", i, "benchmarks"), case.get("benchmarks")),
+                where=doc.where(("test_cases", i, "name")),
+            )
+        )
+    return tests
+
+
+def _benchmarks(doc: Document, loc: tuple, body: Any) -> dict[str, tuple[dict[str, Any], Where]]:
+    out = {}
+    for key, bench in (body or {}).items():
+        if bench is None:  # vllm-ascend's way of leaving a benchmark out
+            continue
+        _check_keys(doc, (*loc, key), bench, tuple(sorted(BENCH_KEYS)), BENCH_NEEDS)
+        out[str(key)] = (bench, doc.where((*loc, key)))
+    return out
+
+
+def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+    per_node = [flags_of(n.tokens, parser) for n in test.nodes]
+    env = _common_env(test)
+    if test.prefill:
+        topology = _pd_topology(test, per_node)
+        sides = [per_node[test.prefill[0]], per_node[test.decode[0]]]
+        flags = _same_flags(sides, ("prefill", "decode"), {"--kv-transfer-config"})
+    else:
+        topology = _topology(test, per_node[0])
+        flags = _same_flags(per_node, [f"node {i}" for i in range(len(per_node))], set())
+    for f in flags:
+        if f.value is not None and "$" in f.value:
+            raise SourceError(
+                f.value_where, f"{f.name} {f.value!r}: a shell variable ppconf cannot fill (launches are argv lists)"
+            )
+        if f.name == "--kv-transfer-config":
+            raise SourceError(f.where, "--kv-transfer-config without disaggregated_prefill: not mapped")
+    flags = [_json_normalised(f) for f in flags]
+    features = _features(flags, base)
+    group_args = _decided_by_config(flags, features, base)
+    serve_args = [a for f in flags if f.name not in group_args for a in f.argv()]
+    variant: dict[str, Any] = {
+        # the config names a checkpoint, not its architecture: rules on `arch` do not match it
+        "architecture": "unknown",
+        "supports_pp": True,
+        "model": test.model,
+        "platforms": [PLATFORM],
+        "serve_args": serve_args,
+        "env": env,
+    }
+    score, phases = _scores(test)
+    if score is not None:
+        variant["reference"] = {"kind": "score", "score": score}
+    family = {"title": test.title, "variants": {"nightly": variant}}
+    name = _topology_name(topology, base, topologies)
+    group: dict[str, Any] = {
+        "families": [test.family],
+        "topologies": [name],
+        "features": ["+".join(features) or "none"],
+    }
+    if group_args:
+        group["args"] = [a for f in flags if f.name in group_args for a in f.argv()]
+    if phases:
+        group["workload"] = [{"kind": "sequential"}, *phases]
+    return family, group
+
+
+def _common_env(test: Test) -> dict[str, str]:
+    first = test.nodes[0].env
+    for node in test.nodes[1:]:
+        for name in sorted(set(first) ^ set(node.env)):
+            where = (first.get(name) or node.env[name])[1]
+            raise SourceError(where, f"env {name} is set on some nodes only: ppconf gives every node one env")
+        for name, (value, where) in node.env.items():
+            if value != first[name][0]:
+                raise SourceError(where, f"env {name}={value!r} differs from the first node's {first[name][0]!r}")
+    bad = next((n for n in first if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)), None)
+    if bad:
+        raise SourceError(first[bad][1], f"env name {bad!r} is not a shell identifier")
+    return {k: v for k, (v, _) in first.items()}
+
+
+def _same_flags(nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Flag]:
+    """The flags every launch of the test shares, once planned flags are left out: ppconf gives
+    each launch of a deployment one set of flags; a flag on one launch only is an error."""
+
+    def kept(flags: list[Flag]) -> dict[str, Flag]:
+        return {f.name: f for f in flags if f.name not in PLANNED and f.name not in also}
+
+    first = kept(nodes[0])
+    for label, flags in zip(labels[1:], nodes[1:], strict=True):
+        other = kept(flags)
+        for name in sorted(set(first) | set(other)):
+            a, b = first.get(name), other.get(name)
+            if a is None or b is None or a.value != b.value:
+                where = (b or a).where  # type: ignore[union-attr]
+                raise SourceError(
+                    where,
+                    f"{name} is {a.value if a else 'not given'!s} on {labels[0]} and {b.value if b else 'not given'!s} "
+                    f"on {label}: ppconf gives every launch of a test the same flags (only the parallel sizes differ)",
+                )
+    return list(first.values())
+
+
+def _int(flags: list[Flag], name: str, default: int = 1) -> int:
+    f = next((f for f in flags if f.name == name), None)
+    if f is None:
+        return default
+    try:
+        return int(str(f.value))
+    except ValueError:
+        raise SourceError(f.value_where, f"{name} {f.value!r}: not a number") from None
+
+
+def _sizes(flags: list[Flag]) -> dict[str, int]:
+    return {key: _int(flags, flag) for flag, key in PARALLEL.items()}
+
+
+def _topology(test: Test, flags: list[Flag]) -> dict[str, Any]:
+    out: dict[str, Any] = {**_sizes(flags), "nnodes": len(test.nodes)}
+    backend = next((f for f in flags if f.name == "--distributed-executor-backend"), None)
+    if backend is not None:
+        if backend.value not in ("mp", "ray"):
+            raise SourceError(
+                backend.value_where, f"--distributed-executor-backend {backend.value!r}: ppconf plans mp or ray"
+            )
+        out["backend"] = backend.value
+    names = {f.name for f in flags}
+    if out["dp"] > 1 and out["nnodes"] > 1:
+        out["dp_mode"] = "external" if "--data-parallel-rank" in names else "internal"
+    return out
+
+
+def _pd_topology(test: Test, per_node: list[list[Flag]]) -> dict[str, Any]:
+    for i in [*test.prefill, *test.decode]:
+        if i >= len(per_node):
+            raise SourceError(test.where, f"disaggregated_prefill names host {i}, the config has {len(per_node)}")
+    prefill, decode = per_node[test.prefill[0]], per_node[test.decode[0]]
+    kv = next((f for f in prefill if f.name == "--kv-transfer-config"), None)
+    if kv is None:
+        raise SourceError(test.nodes[test.prefill[0]].where, "a prefill host without --kv-transfer-config")
+    connector = _json(kv).get("kv_connector")
+    if not connector:
+        raise SourceError(kv.where, "--kv-transfer-config names no kv_connector")
+    out: dict[str, Any] = {**_sizes(prefill), "nnodes": len(test.prefill)}
+    out["decode"] = {**_sizes(decode), "nnodes": len(test.decode)}
+    out["connector"] = connector
+    return out
+
+
+def _topology_name(topology: dict[str, Any], base: Matrix, topologies: dict) -> str:
+    """The shipped topology of these values, or a new one named after them."""
+    for name, t in base.topologies.items():
+        mine = t.model_dump(exclude={"title", "aliases"}, exclude_defaults=True)
+        if mine == _defaults_out(topology):
+            return name
+    parts = [f"tp{topology['tp']}"]
+    parts += [f"{k}{topology[k]}" for k in ("pp", "dp") if topology[k] > 1]
+    if topology["nnodes"] > 1:
+        parts.append(f"{topology['nnodes']}node")
+    if "decode" in topology:
+        d = topology["decode"]
+        parts = ["pd", "p", *parts, "d", f"tp{d['tp']}"] + [f"{k}{d[k]}" for k in ("pp", "dp") if d[k] > 1]
+    parts += [topology[k] for k in ("backend", "dp_mode") if k in topology]
+    name = "-".join(str(p) for p in parts) + "-nightly"
+    entry = {"title": f"vllm-ascend nightly layout {name}", **topology}
+    if topologies.get(name, entry) != entry:
+        raise SourceError(None, f"two configs need topologies both named {name!r}")
+    topologies[name] = entry
+    return name
+
+
+def _defaults_out(topology: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in topology.items() if not (k in ("tp", "pp", "dp", "nnodes") and v == 1)}
+    if "decode" in out:
+        out["decode"] = {k: v for k, v in out["decode"].items() if v != 1}
+    return out
+
+
+def _json(flag: Flag) -> dict[str, Any]:
+    try:
+        value = json.loads(str(flag.value))
+    except json.JSONDecodeError as err:
+        raise SourceError(flag.value_where, f"{flag.name}: not JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise SourceError(flag.value_where, f"{flag.name}: a JSON object is expected")
+    return value
+
+
+def _json_normalised(flag: Flag) -> Flag:
+    """A JSON flag written over several lines, as one line of compact JSON."""
+    if flag.name[2:] not in JSON_FLAGS:
+        return flag
+    return Flag(flag.name, json.dumps(_json(flag), separators=(",", ":")), flag.where, flag.value_where)
+
+
+def _features(flags: list[Flag], base: Matrix) -> list[str]:
+    """The shipped features the flags express (those the matrix defines)."""
+    found = []
+    for f in flags:
+        if f.name in SWITCH_FEATURES:
+            found.append(SWITCH_FEATURES[f.name])
+        elif f.name == "--speculative-config":
+            method = str(_json(f).get("method", ""))
+            if method not in SPECULATIVE:
+                raise SourceError(
+                    f.value_where,
+                    f"speculative method {method!r}: no feature expresses it{suggest(method, SPECULATIVE)}",
+                )
+            found.append(SPECULATIVE[method])
+        elif f.name == "--compilation-config":
+            mode = _json(f).get("cudagraph_mode")
+            if mode is not None and str(mode).upper() != "NONE":
+                found.append("graph-mode")
+    return [name for name in found if name in base.features]
+
+
+def _differs(fragment: Any, given: Any) -> bool:
+    if isinstance(fragment, dict):
+        return not isinstance(given, dict) or any(_differs(v, given.get(k)) for k, v in fragment.items())
+    return fragment != given
+
+
+def _decided_by_config(flags: list[Flag], features: list[str], base: Matrix) -> set[str]:
+    """The JSON flags whose values a recognised feature would change: they go to the suite group,
+    which decides over features, so the launch keeps the config's values."""
+    by_name = {f.name: f for f in flags}
+    out = set()
+    for name in features:
+        for flag, fragment in base.features[name].configs.items():
+            given = by_name.get("--" + flag)
+            if given is not None and _differs(fragment, _json(given)):
+                out.add(given.name)
+    return out
+
+
+def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The AISBench accuracy score and the performance phases of a test's benchmarks."""
+    score = None
+    phases = []
+    for key, (bench, where) in test.benchmarks.items():
+        kind = bench.get("case_type")
+        source = f"AISBench {bench.get('dataset_conf')} on {bench.get('dataset_path')}"
+        if kind == "accuracy":
+            if score is not None:
+                raise SourceError(
+                    where, f"benchmarks.{key}: a second accuracy benchmark (a case is judged on one score)"
+                )
+            score = {
+                "tool": "aisbench",
+                "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                "request_config": str(bench["request_conf"]),
+                "max_out_len": int(bench["max_out_len"]),
+                "batch_size": int(bench["batch_size"]),
+                "baseline": float(bench.get("baseline", 1)),
+                "threshold": float(bench.get("threshold", 1)),
+            }
+            if "num_prompts" in bench:
+                score["limit"] = int(bench["num_prompts"])
+            kwargs = {k: bench[k] for k in GENERATION if k in bench}
+            if kwargs:
+                score["generation_kwargs"] = kwargs
+        elif kind == "performance":
+            phase: dict[str, Any] = {
+                "kind": "concurrent",
+                "name": slug(key),
+                "requests": int(bench["batch_size"]),
+                "max_tokens": int(bench["max_out_len"]),
+                "deadline_s": 3600,
+            }
+            baseline = float(bench.get("baseline", 0))
+            if baseline > 0:  # a baseline of 0 is a warm-up: vllm-ascend's gate holds at once
+                phase["perf_baseline"] = {
+                    "output_tokens_per_s": baseline,
+                    "ratio": float(bench.get("threshold", 0.97)),
+                    "source": source,
+                }
+            phases.append(phase)
+        else:
+            raise SourceError(where, f"benchmarks.{key}.case_type {kind!r}: accuracy or performance")
+    for phase in phases:
+        if not re.fullmatch(NAME, phase["name"]):
+            raise SourceError(test.where, f"benchmark name {phase['name']!r} cannot name a phase")
+    return score, phases

@@ -1,0 +1,232 @@
+"""`ppconf import vllm-ascend-nightly`: vllm-ascend's own nightly configs (tests/data/vllm-ascend,
+their source and commit in its README.txt) as matrices that layer over the shipped ones."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.cases.expand import expand
+from harness.importers.vllm_ascend import import_configs
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.matrix.source import MatrixError
+from harness.plan.cluster import load_cluster
+from harness.plan.deployment import plan
+
+DATA = Path(__file__).parent / "data" / "vllm-ascend"
+MULTI = DATA / "Qwen3-235B-A22B.yaml"
+PD = DATA / "Qwen3-235B-disagg-pd.yaml"
+EAGLE3 = DATA / "Qwen3-32B-QuaRot-eagle3.yaml"
+INT8 = DATA / "Qwen3-32B-Int8.yaml"
+KEPT = [MULTI, EAGLE3, INT8]
+A3_PD = Path(__file__).parents[1] / "clusters" / "a3-pd.yaml"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_matrix()
+
+
+def imported(tmp_path: Path, shipped, *paths: Path) -> Path:
+    out = tmp_path / "imported"
+    import_configs(list(paths), shipped, None).write(out)
+    return out
+
+
+def variant(m, family):
+    return m.variant(family, "nightly")
+
+
+def planned(m, suite):
+    cluster = load_cluster(str(A3_PD))
+    return {c.id: plan(m, c, cluster) for c in expand(m, suite).cases}
+
+
+def test_a_multi_node_config_becomes_family_topology_and_suite(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, MULTI)])
+    v = variant(m, "qwen3-235b-a22b-multi-dp")
+    assert v.model == "Qwen/Qwen3-235B-A22B"
+    # the flags ppconf plans itself (sizes, addresses, ports, headless) left to the topology
+    assert v.serve_args[:2] == ["--seed", "1024"] and "--no-enable-prefix-caching" in v.serve_args
+    assert not {"--port", "--host", "--headless", "--tensor-parallel-size"} & set(v.serve_args)
+    assert not any(a.startswith("--data-parallel") for a in v.serve_args)
+    # env_common as every node's env, $SERVER_PORT's variable left out (ppconf picks ports)
+    assert v.env["HCCL_BUFFSIZE"] == "1024" and v.env["VLLM_USE_MODELSCOPE"] == "True"
+    assert "SERVER_PORT" not in v.env
+    (group,) = m.suites["qwen3-235b-a22b"].groups
+    topology = m.topologies[group.topologies[0]]
+    assert (topology.tp, topology.pp, topology.dp, topology.nnodes, topology.dp_mode) == (8, 1, 4, 2, "internal")
+    assert group.features == ["expert-parallel"]
+    # accuracy: AISBench's gsm8k within 3 points of 95, both ways; performance: >= 0.97 x baseline
+    score = v.reference.score
+    assert (score.tool, score.dataset_config, score.baseline, score.threshold) == (
+        "aisbench",
+        "gsm8k_gen_0_shot_cot_chat_prompt",
+        95.0,
+        3.0,
+    )
+    perf = next(p for p in group.workload if p.label == "perf")
+    assert (perf.kind, perf.requests, perf.max_tokens) == ("concurrent", 700, 1500)
+    assert (perf.perf_baseline.output_tokens_per_s, perf.perf_baseline.ratio) == (2209.9211, 0.97)
+
+
+def test_plans_carry_the_configs_flags_and_env_on_every_node(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, MULTI)])
+    (deployment,) = planned(m, "qwen3-235b-a22b").values()
+    api, headless = deployment.launches
+    for launch in (api, headless):
+        argv = list(launch.argv)
+        for flag, value in (("--seed", "1024"), ("--max-num-seqs", "32"), ("--tensor-parallel-size", "8")):
+            assert argv[argv.index(flag) + 1] == value, argv
+        assert "--enable-expert-parallel" in argv and argv[argv.index("serve") + 1] == "Qwen/Qwen3-235B-A22B"
+        assert launch.env_dict()["HCCL_OP_EXPANSION_MODE"] == "AIV"
+        assert launch.env_dict()["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
+    assert "--headless" in headless.argv and "--headless" not in api.argv
+
+
+def test_single_node_test_cases_each_become_a_family_with_their_features(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, EAGLE3, INT8)])
+    groups = {g.families[0]: g for s in ("qwen3-32b-int8", "qwen3-32b-quarot-eagle3") for g in m.suites[s].groups}
+    assert groups["qwen3-32b-w8a8-aclgraph-a3"].features == ["graph-mode"]
+    assert groups["qwen3-32b-w8a8-single-a3"].features == ["enforce-eager"]
+    assert groups["qwen3-32b-quarot"].features == ["enforce-eager+eagle3"]
+    # server_cmd_extra is part of the launch; the capture sizes the graph-mode feature does not set stay
+    graph = variant(m, "qwen3-32b-w8a8-aclgraph-a3").serve_args
+    config = graph[graph.index("--compilation-config") + 1]
+    assert '"cudagraph_capture_sizes":[1,12,16' in config and "--block-size" in graph
+    eagle = variant(m, "qwen3-32b-quarot")
+    spec = eagle.serve_args[eagle.serve_args.index("--speculative-config") + 1]
+    assert '"model":"RedHatAI/Qwen3-32B-speculator.eagle3"' in spec
+    topology = m.topologies[groups["qwen3-32b-quarot"].topologies[0]]
+    assert (topology.tp, topology.backend, topology.nnodes) == (2, "mp", 1)
+    # the two test cases of one file share their TP4 layout
+    assert groups["qwen3-32b-w8a8-aclgraph-a3"].topologies == groups["qwen3-32b-w8a8-single-a3"].topologies
+    plans = planned(m, "qwen3-32b-quarot-eagle3")
+    (launch,) = next(iter(plans.values())).launches
+    assert launch.env_dict()["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert '"num_speculative_tokens":3' in " ".join(launch.argv)
+
+
+def test_a_feature_that_would_change_the_configs_value_leaves_it_to_the_suite_group(tmp_path, shipped):
+    text = EAGLE3.read_text().replace('"num_speculative_tokens": 3', '"num_speculative_tokens": 2')
+    config = tmp_path / "eagle3-two.yaml"
+    config.write_text(text)
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
+    (group,) = m.suites["eagle3-two"].groups
+    assert group.args[0] == "--speculative-config" and '"num_speculative_tokens":2' in group.args[1]
+    (deployment,) = planned(m, "eagle3-two").values()
+    argv = " ".join(deployment.launches[0].argv)
+    assert '"num_speculative_tokens": 2' in argv or '"num_speculative_tokens":2' in argv, argv
+
+
+def test_pd_from_disaggregated_prefill_and_what_it_cannot_map_at_its_line(tmp_path, shipped):
+    with pytest.raises(MatrixError) as err:
+        import_configs([PD], shipped, None)
+    (e,) = err.value.errors
+    line = next(i for i, t in enumerate(PD.read_text().splitlines(), 1) if "--compilation-config" in t)
+    assert str(e).startswith(f"{PD}:{line}:") and "not given on prefill" in str(e)
+    # without the decode-only graph mode, the pair maps to a P/D topology of its own
+    config = tmp_path / "pd.yaml"
+    config.write_text(PD.read_text().replace("""--compilation-config '{"cudagraph_mode":"FULL_DECODE_ONLY"}'""", ""))
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
+    topology = m.topologies[m.suites["pd"].groups[0].topologies[0]]
+    assert (topology.tp, topology.dp, topology.connector) == (8, 2, "MooncakeConnectorV1")
+    assert (topology.decode.tp, topology.decode.dp) == (4, 4)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (('"method": "eagle3"', '"method": "eagle"'), "speculative method 'eagle': no feature expresses it"),
+        (('- "8192"', '- "$MAX_LEN"'), "a shell variable ppconf cannot fill"),
+        (("    benchmarks:", "    benchmark:\n      {}\n    benchmarks:"), "'benchmark': not mapped (did you mean"),
+        (("request_rate: 0", "request_rat: 0"), "not mapped (did you mean 'request_rate'?)"),
+    ],
+)
+def test_what_cannot_be_mapped_is_an_error_at_its_line(tmp_path, shipped, edit, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(EAGLE3.read_text().replace(*edit, 1))
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], shipped, None)
+    (e,) = err.value.errors
+    assert message in str(e)
+    line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
+    written = config.read_text().splitlines()[line - 1]
+    assert any(part.strip('"- ') and part.strip('"- ') in written for part in edit[1].split("\n")), (written, e)
+
+
+def test_a_pp_topology_in_a_private_layer_gives_pp_cases_of_their_own_test(tmp_path, shipped):
+    out = imported(tmp_path, shipped, MULTI)
+    private = tmp_path / "private"
+    private.mkdir()
+    # the imported suite again, with the shipped two-node TP8 x PP2 layout beside the config's own
+    (private / "pp.yaml").write_text(
+        """suites:
+  qwen3-235b-a22b:
+    title: test Qwen3-235B-A22B multi-dp, and with PP
+    platform: ascend
+    groups:
+      - families: [qwen3-235b-a22b-multi-dp]
+        topologies: [tp8-dp4-2node-internal-nightly, tp8-pp2-2node-mp]
+        features: [expert-parallel]
+"""
+    )
+    m = load_matrix([DEFAULT_MATRICES, out, private])
+    cases = {c.id: c for c in expand(m, "qwen3-235b-a22b").cases}
+    pp = cases["qwen3-235b-a22b-multi-dp/nightly/tp8-pp2-2node-mp/auto/expert-parallel"]
+    assert pp.attrs["pp"] == 2 and pp.family == "qwen3-235b-a22b-multi-dp"
+    assert cases["qwen3-235b-a22b-multi-dp/nightly/tp8-dp4-2node-internal-nightly/auto/expert-parallel"]
+    deployment = plan(m, pp, load_cluster(str(A3_PD)))
+    for launch in deployment.launches:
+        argv = list(launch.argv)
+        assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+        assert argv[argv.index("--seed") + 1] == "1024" and "--no-enable-prefix-caching" in argv
+        assert launch.env_dict()["HCCL_BUFFSIZE"] == "1024"
+
+
+@pytest.fixture
+def vllm_parser():
+    from harness.plan.validate import engine
+
+    eng = engine()
+    if isinstance(eng, str):  # marked needs_vllm: an installed vLLM without a parser is a failure
+        pytest.fail(eng)
+    return eng.parser
+
+
+@pytest.mark.slow  # builds vLLM's own serve parser (imports vLLM)
+@pytest.mark.needs_vllm
+def test_the_kept_configs_import_with_vllms_parser_and_pass_lint_plans(tmp_path, vllm_parser):
+    from harness.cli import main
+
+    out = tmp_path / "imported"
+    assert main(["import", "vllm-ascend-nightly", *map(str, KEPT), "--out", str(out)]) == 0
+    suites = [s for f in sorted(out.glob("qwen3*.yaml")) for s in ("--suite", f.stem)]
+    args = ["lint", "--plans", "--matrices", str(DEFAULT_MATRICES), "--matrices", str(out), *suites]
+    assert main([*args, "--cluster", str(A3_PD)]) == 0
+
+
+@pytest.mark.slow  # builds vLLM's own serve parser (imports vLLM)
+@pytest.mark.needs_vllm
+def test_an_option_vllm_does_not_have_is_named_at_its_line(tmp_path, vllm_parser):
+    config = tmp_path / "typo.yaml"
+    config.write_text(EAGLE3.read_text().replace('"--max-model-len"', '"--max-model-length"'))
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], load_matrix(), vllm_parser)
+    assert "has no option '--max-model-length' (did you mean '--max-model-len'?)" in str(err.value)
+    line = next(i for i, t in enumerate(config.read_text().splitlines(), 1) if "--max-model-length" in t)
+    assert f"{config}:{line}:" in str(err.value)
+    # the parser knows -tp is --tensor-parallel-size, and that --enforce-eager takes no value
+    short = tmp_path / "short.yaml"
+    short.write_text(EAGLE3.read_text().replace('"--tensor-parallel-size"', '"-tp"'))
+    m = load_matrix([DEFAULT_MATRICES, imported_with(tmp_path, vllm_parser, short)])
+    assert m.topologies[m.suites["short"].groups[0].topologies[0]].tp == 2
+    assert m.variant("qwen3-32b-quarot", "nightly").serve_args[:2] == ["--enforce-eager", "--no-enable-prefix-caching"]
+
+
+def imported_with(tmp_path: Path, parser, *paths: Path) -> Path:
+    out = tmp_path / "imported"
+    import_configs(list(paths), load_matrix(), parser).write(out)
+    return out
