@@ -29,6 +29,7 @@ def _global_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(
         "--matrices",
         dest=f"{prefix}matrices",
+        metavar="DIR",
         type=Path,
         action="append",
         help="matrix directory; repeat to layer one over another, later ones adding and "
@@ -95,7 +96,12 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="ppconf",
+        description="Conformance suite for vLLM pipeline parallelism: the matrix's claims checked "
+        "against real deployments.",
+        epilog="--matrices, -v and -q go before or after the command; `ppconf COMMAND --help` for its options.",
+    )
     parser.add_argument("--version", action="version", version=f"ppconf {version()}", help="print the version")
     _global_options(parser, prefix="pre_")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
