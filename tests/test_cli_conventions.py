@@ -127,3 +127,38 @@ def test_report_of_the_claims_says_where_it_wrote(capsys, tmp_path, monkeypatch)
     assert f"ppconf: wrote the report of the claims (default --out) to {tmp_path / 'reports-out' / 'claims'}" in err
     assert main(["-q", "report", "--claims-only", "--suite", "smoke-cpu"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_vllms_import_warnings_are_quiet_unless_verbose(caplog):
+    import logging
+
+    from harness.plan.validate import engine_quiet
+
+    vllm_log = logging.getLogger("vllm.triton_utils.importing")
+    with caplog.at_level(logging.WARNING):
+        with engine_quiet():
+            vllm_log.warning("Triton is installed, but doesn't include CPU backend.")
+        vllm_log.warning("after the import")
+    assert [r.getMessage() for r in caplog.records] == ["after the import"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):  # -v
+        with engine_quiet():
+            vllm_log.warning("Triton is installed, but doesn't include CPU backend.")
+    assert [r.getMessage() for r in caplog.records] == ["Triton is installed, but doesn't include CPU backend."]
+
+
+def test_progress_off_a_terminal_is_one_line_per_stage_and_nothing_when_quiet():
+    import io
+
+    from harness.console import steps_display
+
+    stream = io.StringIO()
+    with steps_display(stream=stream) as progress:
+        progress.stage("loading the engine's serve parser", None)
+        progress.stage("checking the plans of s\non local", 3)
+        progress.advance()
+    assert stream.getvalue() == "loading the engine's serve parser\nchecking the plans of s on local\n"
+    quiet = io.StringIO()
+    with steps_display(quiet=True, stream=quiet) as progress:
+        progress.stage("anything", 1)
+    assert quiet.getvalue() == ""
