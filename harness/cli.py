@@ -15,11 +15,86 @@ from harness.commands.common import CliError
 from harness.commands.imports import add_import
 from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_ingest, cmd_report, cmd_signoff
 from harness.commands.run import cmd_golden_record, cmd_run
+from harness.commands.shard import cmd_shard
 from harness.matrix.source import MatrixError
 from harness.results import store
 from harness.results.index import IndexFileError
 from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
+
+GLOBAL_DEFAULTS = {"matrices": None, "verbose": 0, "quiet": False}
+
+
+def _global_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The options every command takes, before or after its name: the main parser keeps them
+    under ``prefix``-ed names so the subcommand's own parse does not overwrite them (``merge``)."""
+    p.add_argument(
+        "--matrices",
+        dest=f"{prefix}matrices",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        help="matrix directory; repeat to layer one over another, later ones adding and "
+        "overriding (default: the shipped matrices/; for a run directory, the matrices "
+        "the run recorded)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest=f"{prefix}verbose",
+        action="count",
+        default=0,
+        help="log what ppconf does to stderr (again, -vv: debug detail)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        dest=f"{prefix}quiet",
+        action="store_true",
+        help="no progress display and only errors logged on stderr",
+    )
+
+
+def merge_globals(args: argparse.Namespace) -> argparse.Namespace:
+    """The global options given before the subcommand joined with those given after it."""
+    before = {name: getattr(args, f"pre_{name}") for name in GLOBAL_DEFAULTS}
+    for name in GLOBAL_DEFAULTS:
+        delattr(args, f"pre_{name}")
+    args.matrices = [*(before["matrices"] or []), *(args.matrices or [])] or None
+    args.verbose = before["verbose"] + args.verbose
+    args.quiet = before["quiet"] or args.quiet
+    return args
+
+
+class DeprecatedJson(argparse.Action):
+    """``--json``, the old spelling of ``--format json``: kept for one release, with a notice."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"ppconf: {option_string} is deprecated, use --format json (it goes in the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, "json")
+
+
+def add_format(p: argparse.ArgumentParser, help: str, json_alias: bool = True) -> None:
+    """``--format text|json`` and, where a command had it, ``--json``, its deprecated alias."""
+    p.add_argument("--format", choices=("text", "json"), default="text", help=f"{help} (default: text)")
+    if json_alias:
+        p.add_argument("--json", dest="format", action=DeprecatedJson, help="deprecated: --format json")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("ppconf")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _positive(text: str) -> int:
@@ -34,21 +109,20 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ppconf", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="ppconf",
+        description="Conformance suite for vLLM pipeline parallelism: the matrix's claims checked "
+        "against real deployments.",
+        epilog="--matrices, -v and -q go before or after the command; `ppconf COMMAND --help` for its options.",
+    )
+    parser.add_argument("--version", action="version", version=f"ppconf {version()}", help="print the version")
+    _global_options(parser, prefix="pre_")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
-        p.add_argument(
-            "--matrices",
-            type=Path,
-            action="append",
-            help="matrix directory; repeat to layer one over another, later ones adding and "
-            "overriding (default: the shipped matrices/; for a run directory, the matrices "
-            "the run recorded)",
-        )
-        p.add_argument("-v", "--verbose", action="store_true", help="log what ppconf does (to stderr)")
+        _global_options(p)
         return p
 
     p = add("lint", cmd_lint, "check the rules against every case before anything runs")
@@ -58,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also plan every case and check the launches against the installed vLLM's serve parser, "
         "its config classes, world sizes, env names and ports",
     )
-    p.add_argument("--suite", action="append", help="with --plans: suite (repeatable; default: all)")
+    p.add_argument(
+        "--suite", action="append", help="with --plans or --cluster: a suite to check (repeatable; default: all)"
+    )
     p.add_argument(
         "--migrate",
         nargs="?",
@@ -84,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="read hidden-layer counts the matrix lacks from the models' config.json on "
         "this inventory's first node (default: where this host can read them)",
     )
-    p.add_argument("--json", action="store_true")
+    add_format(p, "text: one line per case; json: each case's attributes, claim and deployment key, per suite")
 
     p = add("partition", cmd_partition, "the per-rank [start, end) layer ranges vLLM builds")
     p.add_argument("--layers", type=int, required=True, help="hidden layers of the target model")
@@ -100,10 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--step-ms", help="measured mean forward time per stage, e.g. 12.0,15.1: prints the next partition to try"
     )
     p.add_argument("--peak-mib", help="measured peak memory per stage in MiB, e.g. 51000,60500")
-    p.add_argument("--json", action="store_true")
+    add_format(p, "text: the split and each rank's range; json: the same as one object")
 
     p = add("plan", cmd_plan, "print the processes, per node, that one case launches")
-    p.add_argument("--suite", required=True)
+    p.add_argument("--suite", required=True, help="the suite the case belongs to")
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument(
@@ -115,6 +191,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--image", help="with --format lws: the container image every pod runs")
     p.add_argument("--reference", action="store_true", help="print the case's reference launch instead")
+
+    p = add("shard", cmd_shard, "the cases one of N CI jobs runs: disjoint shards of whole deployments")
+    p.add_argument("--suite", required=True, help="the suite to split")
+    p.add_argument("--of", type=int, required=True, metavar="N", help="the number of shards (CI jobs)")
+    p.add_argument("--index", type=int, required=True, metavar="I", help="this job's shard, 1 to N")
+    p.add_argument("--cluster", help="cluster inventory file or name the jobs run on (default: this host)")
+    p.add_argument("--select", help="split only the cases matching this condition")
+    p.add_argument(
+        "--durations",
+        type=Path,
+        help="balance by seconds: a JSON file of seconds per deployment or case, or a run directory "
+        "(default: balance by case count)",
+    )
+    add_format(p, "text: one case id per line; json: the shard's deployments and cases", json_alias=False)
 
     p = add("run", cmd_run, "run a suite for real and append one result per case to DIR/results.jsonl")
     p.add_argument("--suite", help="suite to run")
@@ -145,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = add("golden", cmd_golden_record, "record a golden: the outputs of a case's reference launch, with its stack")
-    p.add_argument("action", choices=["record"])
-    p.add_argument("--suite", required=True)
+    p.add_argument("action", choices=["record"], help="record: launch and write the golden")
+    p.add_argument("--suite", required=True, help="the suite the case belongs to")
     p.add_argument("--case", required=True, help="case id, as printed by expand")
     p.add_argument("--cluster", help="cluster inventory file or name (default: this host)")
     p.add_argument("--out", type=Path, required=True, help="the golden file to write")
@@ -166,11 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", action="append", help="with --claims-only: suites to include (default: all)")
 
     p = add("diff", cmd_diff, "cells that regressed, recovered, appeared or vanished since a baseline run")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("baseline_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run to compare")
+    p.add_argument("baseline_dir", type=Path, help="the run to compare it with")
 
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run to sign off (signoff.md is written there)")
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
 
     p = add(
@@ -187,13 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds per deployment or case: a JSON file, or a run directory whose results timed them "
         "(default: estimates from each deployment's size)",
     )
-    p.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="text: the placements as a table; json: the same schedule as one JSON object",
-    )
-    p.add_argument("--json", action="store_true", help="deprecated: say --format json")
+    add_format(p, "text: the placements as a table; json: the same schedule as one JSON object")
     p.add_argument("--simulate", action="store_true", help="deprecated: schedule never launches anything")
 
     p = add("docs-drift", cmd_docs_drift, "list the cells of a published support table that disagree with the matrix")
@@ -206,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     from reports.history import DEFAULT_LAST, FLAKY_RATE
 
     p = add("ingest", cmd_ingest, "add run directories to the results index (a run ingested again is replaced)")
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories to add")
     p.add_argument("--index", type=Path, default=DEFAULT_INDEX, help=f"the SQLite index (default: {DEFAULT_INDEX})")
 
     p = add(
@@ -233,9 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = merge_globals(parser.parse_args(argv))
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.ERROR if args.quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:

@@ -8,7 +8,7 @@ one verdict over several lines. So off a terminal every event is one plain line,
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -88,3 +88,50 @@ def progress_display(suite: str, stream: TextIO | None = None) -> Iterator[Sink]
                 bar.update(task, description=f"{suite}: {event.kind.value} {what}")
 
         yield live
+
+
+class Steps:
+    """The progress of a long step that launches nothing (planning, checking plans): what it is
+    doing, and how far through its items."""
+
+    def __init__(self, line: Callable[[str], None], bar=None, task=None) -> None:
+        self._line, self._bar, self._task = line, bar, task
+
+    def stage(self, text: str, total: int | None = None) -> None:
+        if self._bar is None:
+            self._line(text)
+        else:
+            self._bar.update(self._task, description=text, total=total, completed=0)
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+
+@contextmanager
+def steps_display(quiet: bool = False, stream: TextIO | None = None) -> Iterator[Steps]:
+    """Progress on ``stream`` (stderr by default), never on stdout where the answer goes: rich's
+    bar on a terminal, cleared when done; elsewhere one plain line per stage; nothing when quiet."""
+    from rich.console import Console
+
+    stream = stream or sys.stderr
+    console = Console(file=stream)
+    if quiet:
+        yield Steps(lambda text: None)
+        return
+    if not console.is_terminal:
+        yield Steps(lambda text: print(one_line(text), file=stream, flush=True))
+        return
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        yield Steps(lambda text: None, bar, bar.add_task("", total=None))

@@ -4,6 +4,7 @@ Answers are lines to print; nothing here prints or launches."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from harness.cases.case import Case
@@ -15,7 +16,7 @@ from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import DEFAULT_CLUSTERS, Cluster, load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
-from harness.plan.validate import PlanReport, summarize, validate_cases
+from harness.plan.validate import PlanReport, engine, summarize, validate_cases
 
 
 def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:
@@ -29,9 +30,20 @@ class PlansLint:
     ok: bool = True
 
 
-def lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> PlansLint:
+def _nothing(*_: object) -> None:
+    pass
+
+
+def lint_plans(
+    m: Matrix,
+    suites: list[str] | None,
+    cluster_ref: str | None,
+    stage: Callable[[str, int | None], None] = _nothing,
+    advance: Callable[[], None] = _nothing,
+) -> PlansLint:
     """Plan every case of the suites on the cluster (default: each suite on every shipped
-    inventory of its platform, this host for cpu) and check the plans against the engine."""
+    inventory of its platform, this host for cpu) and check the plans against the engine;
+    ``stage`` is told what it turns to (with its number of cases), ``advance`` each case done."""
     for name in suites or []:
         m.suite(name)  # an unknown suite is an error before anything is planned
     if cluster_ref:
@@ -44,8 +56,12 @@ def lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> 
         pairs = [(s, c) for s in (suites or sorted(m.suites)) for c in clusters if c.platform == m.suites[s].platform]
     out = PlansLint()
     total = PlanReport()
+    stage("loading the engine's serve parser", None)
+    engine()  # the slow part, seconds: said before it starts
     for suite, cluster in pairs:
-        report = validate_cases(m, expand(m, suite, layer_counts(cluster)).cases, cluster)
+        cases = expand(m, suite, layer_counts(cluster)).cases
+        stage(f"checking the plans of {suite} on {cluster.name}", len(cases))
+        report = validate_cases(m, _counted(cases, advance), cluster)
         out.lines += [f"note: {suite} on {cluster.name}: {note}" for note in summarize(report.notes)]
         out.lines += [f"error: {suite} on {cluster.name}: {err}" for err in summarize(report.errors)]
         total.extend(report)
@@ -55,6 +71,12 @@ def lint_plans(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> 
     )
     out.ok = total.ok
     return out
+
+
+def _counted(cases: Iterable[Case], advance: Callable[[], None]) -> Iterator[Case]:
+    for case in cases:
+        yield case
+        advance()
 
 
 def references_unfit(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> list[str]:

@@ -90,7 +90,7 @@ class Drift:
 
     def __str__(self) -> str:
         shown = ", ".join(self.cases[:3]) + (f" and {len(self.cases) - 3} more" if len(self.cases) > 3 else "")
-        return f"line {self.line}: {self.name}: {self.message}" + (f" (cases: {shown})" if self.cases else "")
+        return f"{self.line}: {self.name}: {self.message}" + (f" (cases: {shown})" if self.cases else "")
 
 
 def _norm(s: str) -> str:

@@ -67,13 +67,13 @@ def _excerpt(run_dir: Path, obs: Observation, line: LogLine | None, title: str) 
     path = results.log_path(run_dir, ref)
     if path is None:
         return {
-            "title": f"{title} — {line.log} line {line.line}",
+            "title": f"{title} — {line.log}:{line.line}",
             "text": f"(no log {ref!r} in the run directory {run_dir}: it was moved, or points outside the run)",
         }
     text = "\n".join(logs.excerpt(path, line.line, before=8, after=3))
     # the run scrubbed its logs of the values it knew; secret-looking NAME=value and flags are
     # masked here too, for logs that outlived the values (a run from an older ppconf)
-    return {"title": f"{title} — {line.log} line {line.line}", "text": redact.text(text)}
+    return {"title": f"{title} — {line.log}:{line.line}", "text": redact.text(text)}
 
 
 def _waiver(e: Entry) -> dict[str, Any] | None:

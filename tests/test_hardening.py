@@ -314,7 +314,7 @@ def test_log_excerpts_resolve_in_the_run_and_nothing_outside_is_read(tmp_path, m
     monkeypatch.chdir(tmp_path.parent)  # reported from elsewhere than where it ran
     report_run(run, tmp_path / "out")
     html = (tmp_path / "out" / "support.html").read_text()
-    assert "ValueError: inside-the-run" in html.split("root cause — api line 2")[1]
+    assert "ValueError: inside-the-run" in html.split("root cause — api:2")[1]
     assert "outside-the-run" not in html
     # each refused log says so, in its excerpt and where the full logs are linked, not an empty block
     assert html.count("in the run directory") == 6

@@ -297,7 +297,7 @@ def test_schedule_old_options_still_work_with_a_notice(capsys):
     assert main(["schedule", "--suite", "smoke-cpu", "--simulate", "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["cases"] == 11
-    assert "--simulate is deprecated" in out.err and "--json is deprecated: say --format json" in out.err
+    assert "--simulate is deprecated" in out.err and "--json is deprecated, use --format json" in out.err
     assert main(["schedule", "--suite", "smoke-cpu"]) == 0  # no --simulate needed
     assert capsys.readouterr().out.startswith("schedule on local")
 

