@@ -217,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference-cache",
         type=Path,
         metavar="DIR",
-        help="reuse reference outputs across runs while their launch and every node's stack are unchanged",
+        default=Path(os.environ["PPCONF_REFERENCE_CACHE"]) if os.environ.get("PPCONF_REFERENCE_CACHE") else None,
+        help="reuse reference outputs across runs while their launch and every node's stack are unchanged "
+        "(default: $PPCONF_REFERENCE_CACHE when set)",
     )
     p.add_argument(
         "--max-parallel",

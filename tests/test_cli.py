@@ -116,3 +116,14 @@ def test_a_resumed_run_keeps_the_cluster_it_started_on(tmp_path, monkeypatch):
     assert main(["run", "--resume", str(run)]) == 0
     meta = json.loads((run / "run.json").read_text())
     assert "versions_on_resume" not in meta, "the resumed run probed other nodes than the run's own"
+
+
+def test_the_reference_cache_defaults_to_the_environment(monkeypatch, tmp_path):
+    from harness.cli import build_parser
+
+    monkeypatch.delenv("PPCONF_REFERENCE_CACHE", raising=False)
+    assert build_parser().parse_args(["run", "--suite", "s"]).reference_cache is None
+    monkeypatch.setenv("PPCONF_REFERENCE_CACHE", str(tmp_path))
+    assert build_parser().parse_args(["run", "--suite", "s"]).reference_cache == tmp_path
+    given = build_parser().parse_args(["run", "--suite", "s", "--reference-cache", "elsewhere"])
+    assert str(given.reference_cache) == "elsewhere"  # the option wins

@@ -363,3 +363,29 @@ def test_a_two_node_counterpart_has_one_key_on_other_nodes(shipped):
     assert k == _key(shipped, c, moved, {n.name: stack for n in moved.nodes})
     d = plan_reference(shipped, c, a3)
     assert len({s.node for s in d.launches}) == 2  # it does span both nodes
+
+
+def test_a_reference_without_output_preserving_features_is_compared_on_tokens_not_bits():
+    from harness.check.observe import _as_judged
+    from harness.check.references.runs import ReferenceResult
+    from harness.check.serving.client import Completion
+    from harness.check.traffic.compare import Outputs, compare_outputs
+    from harness.matrix.schema import Compare
+
+    exact = Compare()
+    ref = ReferenceResult(ref=None, evidence={"features_left_out": ["enforce-eager"]})  # type: ignore[arg-type]
+    judged = _as_judged(exact, ref)
+    assert judged.logprob_tolerance == exact.left_out_tolerance == 1e-3
+    assert _as_judged(exact, ReferenceResult(ref=None, evidence={})).logprob_tolerance == 0.0  # type: ignore[arg-type]
+    loose = Compare(mode="logprob", logprob_tolerance=0.1)
+    assert _as_judged(loose, ref).logprob_tolerance == 0.1  # never tighter than the claim's own
+
+    def outputs(ids: list[int], logprob: float) -> Outputs:
+        return Outputs([Completion("p", tuple(ids), (logprob,) * len(ids), "x", label="text:0")])
+
+    # eager against a compiled graph on vLLM-CPU: the same tokens, logprobs 9e-6 apart
+    same_tokens = compare_outputs(judged, outputs([1, 2, 3], -1.0), outputs([1, 2, 3], -1.000009), False)
+    assert same_tokens["equal"], same_tokens
+    assert not compare_outputs(exact, outputs([1, 2, 3], -1.0), outputs([1, 2, 3], -1.000009), False)["equal"]
+    other_token = compare_outputs(judged, outputs([1, 2, 3], -1.0), outputs([1, 2, 4], -1.0), False)
+    assert not other_token["equal"]

@@ -242,6 +242,7 @@ class Observer:
     ) -> None:
         """Each phase of the case against the reference's answers to the same requests."""
         compare = self._requests(case)[1]
+        judged = _as_judged(compare, ref)
         theirs = ref.outputs.phases if ref is not None and ref.outputs is not None else {}
         for ph in plan_workload(self.m, case):
             ran = phases.get(self._phase_key(ph, compare))
@@ -251,7 +252,7 @@ class Observer:
             other = theirs.get(ph.name)
             if other is not None and other.error and ref is not None and not obs.reference_error:
                 obs.reference_error = f"reference, phase {ph.name}: {other.error}"
-            obs.workload.append(phase_record(ph, compare, got, other if other and not other.error else None, stages))
+            obs.workload.append(phase_record(ph, judged, got, other if other and not other.error else None, stages))
 
     def _accuracy(
         self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation, outputs: dict[str, Outputs]
@@ -262,7 +263,8 @@ class Observer:
             return
         got = outputs.get(self._requests(case)[0])
         if ref.outputs is not None and got is not None:
-            accuracy = Comparison.of(compare_outputs(ref.ref.compare, ref.outputs, got, self.m.pools(case.features)))
+            compare = _as_judged(ref.ref.compare, ref)
+            accuracy = Comparison.of(compare_outputs(compare, ref.outputs, got, self.m.pools(case.features)))
             accuracy.reference = ref.ref.describe()
             if got.notes:
                 obs.notes += got.notes
@@ -280,3 +282,13 @@ class Observer:
             else:
                 verdict = judge_score(measured["value"], ref.score, spec)
                 obs.score = ScoreVerdict.of(verdict | {"task": measured.get("task"), "metric": measured.get("metric")})
+
+
+def _as_judged(compare: Compare, ref: ReferenceResult | None) -> Compare:
+    """``compare`` as a case is judged with it: against a reference that ran without some of the
+    case's output-preserving features, logprobs within ``left_out_tolerance`` (tokens still equal)."""
+    if ref is None or not ref.evidence.get("features_left_out"):
+        return compare
+    if compare.logprob_tolerance >= compare.left_out_tolerance:
+        return compare
+    return compare.model_copy(update={"logprob_tolerance": compare.left_out_tolerance})

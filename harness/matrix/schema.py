@@ -139,6 +139,10 @@ class Compare(Strict):
     # reference's own pick (both in the reference's top logprobs) is a tie, counted apart from a
     # mismatch; 0 counts every divergence as a mismatch.
     tie_margin: float = Field(0.05, ge=0.0)
+    # Where the reference ran without features meant to leave greedy outputs unchanged
+    # (`preserves_output`: another graph, schedule or kernel path), token ids and text must still be
+    # equal but logprobs only within this many nats: such a feature keeps the tokens, not the bits.
+    left_out_tolerance: float = Field(1e-3, ge=0.0)
 
 
 class StageBounds(Strict):
