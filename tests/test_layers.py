@@ -209,3 +209,22 @@ def test_the_layer_check_finds_a_planted_upward_import():
         assert "harness.newstep.x belongs to no layer" in str(err)
     else:
         raise AssertionError("a module outside every layer passed")
+
+
+def defined_twice(sources: dict[str, str]) -> dict[str, list[str]]:
+    """Top-level class names defined in more than one module: {name: [modules]}."""
+    where: dict[str, list[str]] = {}
+    for module, source in sources.items():
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    return {name: mods for name, mods in where.items() if len(mods) > 1}
+
+
+def test_every_class_name_is_defined_once():
+    assert defined_twice({m: p.read_text() for m, p in modules().items()}) == {}
+
+
+def test_the_class_name_check_finds_a_planted_twin():
+    planted = {"harness.a": "class Node:\n    pass\n", "harness.b": "class Node(Base):\n    x = 1\n"}
+    assert defined_twice(planted) == {"Node": ["harness.a", "harness.b"]}

@@ -6,11 +6,11 @@ from dataclasses import replace
 from harness.cases.expand import expand
 from harness.cli import main
 from harness.plan.cluster import load_cluster
-from harness.plan.shard import Unit, split, units
+from harness.plan.shard import ShardUnit, split, units
 
 
 def test_every_unit_lands_in_exactly_one_shard_heaviest_first():
-    all_units = [Unit(f"d{i}", (f"c{i}a", f"c{i}b"), w, True) for i, w in enumerate([50, 40, 30, 20, 10, 10])]
+    all_units = [ShardUnit(f"d{i}", (f"c{i}a", f"c{i}b"), w, True) for i, w in enumerate([50, 40, 30, 20, 10, 10])]
     shards = split(all_units, 3, "seconds")
     assert sorted(c for s in shards for c in s.cases) == sorted(c for u in all_units for c in u.cases)
     assert [s.weight for s in shards] == [60, 50, 50]
@@ -19,7 +19,7 @@ def test_every_unit_lands_in_exactly_one_shard_heaviest_first():
 
 
 def test_more_shards_than_deployments_leaves_some_empty():
-    shards = split([Unit("d", ("a", "b"), 2.0, True)], 3, "cases")
+    shards = split([ShardUnit("d", ("a", "b"), 2.0, True)], 3, "cases")
     assert [s.cases for s in shards] == [["a", "b"], [], []]
 
 

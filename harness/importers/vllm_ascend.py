@@ -187,7 +187,7 @@ def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -
 
 
 @dataclass
-class Node:
+class ConfigNode:
     """One `vllm serve` of a test: its flags and env as written."""
 
     tokens: list[tuple[str, Where | None]]  # the serve flags as written, model left out
@@ -200,7 +200,7 @@ class Test:
     family: str
     title: str
     model: str
-    nodes: list[Node]  # the api node first
+    nodes: list[ConfigNode]  # the api node first
     benchmarks: dict[str, tuple[dict[str, Any], Where]]
     where: Where
     prefill: list[int] = field(default_factory=list)  # P/D: host indexes of each instance
@@ -262,7 +262,7 @@ def _multi_node(doc: Document, data: dict) -> Test:
         if words[2] != data.get("model"):
             raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
         env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
-        nodes.append(Node(tokens[3:], env, doc.where(("deployment", i))))
+        nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i))))
     if int(data.get("num_nodes", len(nodes))) != len(nodes):
         raise SourceError(
             doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
@@ -297,7 +297,7 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
                 raise SourceError(doc.where(("test_cases", i, key)), f"{key} must be an argv list")
             tokens += [(str(t), doc.value_where(("test_cases", i, key, j))) for j, t in enumerate(argv)]
         name = str(case.get("name") or f"{doc.path.stem}-{i}")
-        node = Node(tokens, _env(doc, ("test_cases", i, "envs"), case.get("envs")), doc.where(("test_cases", i)))
+        node = ConfigNode(tokens, _env(doc, ("test_cases", i, "envs"), case.get("envs")), doc.where(("test_cases", i)))
         tests.append(
             Test(
                 family=slug(name),

@@ -38,7 +38,7 @@ WAIVERS = ("known-issue", "flaky")
 
 
 @dataclass(frozen=True)
-class Change:
+class Migrated:
     where: Where
     what: str
 
@@ -62,7 +62,7 @@ class _File:
         self.yaml.width = 4096  # no line is folded that was not folded
         keys = [len(m[1]) for m in re.finditer(r"^( +)[^\s#-]", text, re.M)]
         self.yaml.indent(mapping=min(keys, default=2), sequence=seq_indent or 2, offset=offset or 0)
-        self.changes: list[Change] = []
+        self.changes: list[Migrated] = []
         self.errors: list[SourceError] = []
 
     def at(self, node: Any, key: Any) -> Where:
@@ -70,7 +70,7 @@ class _File:
         return Where(self.display, line + 1, col + 1)
 
     def note(self, node: Any, key: Any, what: str) -> None:
-        self.changes.append(Change(self.at(node, key), what))
+        self.changes.append(Migrated(self.at(node, key), what))
 
     def migrate(self) -> None:
         data = self.data
@@ -95,7 +95,7 @@ class _File:
             stated = CommentedMap(format=changes.FORMAT)
             stated.fa.set_flow_style()
             data.insert(0, changes.MARK, stated)
-            self.changes.append(Change(Where(self.display, 1, 1), f"{changes.MARK}.format: {changes.FORMAT} stated"))
+            self.changes.append(Migrated(Where(self.display, 1, 1), f"{changes.MARK}.format: {changes.FORMAT} stated"))
         elif mark["format"] != changes.FORMAT:
             self.note(mark, "format", f"{changes.MARK}.format: {mark['format']} -> {changes.FORMAT}")
             mark["format"] = changes.FORMAT
@@ -158,9 +158,9 @@ class _File:
             _append(target, change.to[-1], value)
             if own:
                 target.ca.items[change.to[-1]] = [None, None, own, None]
-            self.changes.append(Change(where, f"{dotted}.{key} -> {dotted}.{'.'.join(change.to)}"))
+            self.changes.append(Migrated(where, f"{dotted}.{key} -> {dotted}.{'.'.join(change.to)}"))
         else:
-            self.changes.append(Change(where, f"{dotted}.{key} removed: {change.why}"))
+            self.changes.append(Migrated(where, f"{dotted}.{key} removed: {change.why}"))
 
     def write(self) -> None:
         out = io.StringIO()
@@ -227,7 +227,7 @@ def _append_comment(node: Any, key: Any, text: str) -> None:
         item[slot].value += text
 
 
-def migrate(root: Path) -> list[Change]:
+def migrate(root: Path) -> list[Migrated]:
     """Rewrite the matrix directory ``root`` to this format; what changed, file by file. Nothing
     is written when any file has a problem (MatrixError names each)."""
     if not root.is_dir():

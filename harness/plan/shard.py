@@ -23,7 +23,7 @@ from harness.plan.schedule import duration_of, need_of
 
 
 @dataclass(frozen=True)
-class Unit:
+class ShardUnit:
     """What goes to one shard whole: a deployment's cases, or one case that launches nothing."""
 
     key: str  # the deployment key, or the case id of a case that launches nothing here
@@ -36,7 +36,7 @@ class Unit:
 class Shard:
     index: int  # 1 to ``of``
     of: int
-    units: tuple[Unit, ...]
+    units: tuple[ShardUnit, ...]
     total: float  # the weight of every shard together
     by: str  # "seconds" or "cases"
 
@@ -62,28 +62,28 @@ class Shard:
         }
 
 
-def units(m: Matrix, cases: Sequence[Case], cluster: Cluster, durations: Mapping[str, float] | None) -> list[Unit]:
+def units(m: Matrix, cases: Sequence[Case], cluster: Cluster, durations: Mapping[str, float] | None) -> list[ShardUnit]:
     """The cases grouped as a run groups them into deployments, each with its weight."""
     planned = []
     out = []
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
-            out.append(Unit(c.id, (c.id,), 0.0 if durations is not None else 1.0, False))
+            out.append(ShardUnit(c.id, (c.id,), 0.0 if durations is not None else 1.0, False))
             continue
         try:
             planned.append(plan(m, c, cluster))
         except PlanError:  # recorded as not fitting the cluster, without a launch
-            out.append(Unit(c.id, (c.id,), 0.0 if durations is not None else 1.0, False))
+            out.append(ShardUnit(c.id, (c.id,), 0.0 if durations is not None else 1.0, False))
     for d in group_deployments(planned):
         weight = duration_of(need_of(d), durations)[0] if durations is not None else float(len(d.case_ids))
-        out.append(Unit(d.key, d.case_ids, weight, True))
+        out.append(ShardUnit(d.key, d.case_ids, weight, True))
     return out
 
 
-def split(all_units: Sequence[Unit], of: int, by: str) -> list[Shard]:
+def split(all_units: Sequence[ShardUnit], of: int, by: str) -> list[Shard]:
     """``of`` shards, every unit in exactly one, heaviest first onto the lightest."""
     loads = [0.0] * of
-    taken: list[list[Unit]] = [[] for _ in range(of)]
+    taken: list[list[ShardUnit]] = [[] for _ in range(of)]
     for u in sorted(all_units, key=lambda u: (-u.weight, u.key)):
         i = min(range(of), key=lambda i: (loads[i], len(taken[i]), i))
         taken[i].append(u)
