@@ -1,10 +1,18 @@
 import shutil
+import signal
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+
+# Several tests check what Ctrl-C does (SIGINT to ppconf, to a driver, to this process). A shell
+# that starts pytest as a background job leaves SIGINT ignored, an ignored signal stays ignored
+# across exec, and Python then installs no KeyboardInterrupt for it: those tests would show the
+# job's signal mask, not ppconf. Ctrl-C means Ctrl-C here and in every process the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -259,12 +259,13 @@ def test_additional_config_keys_come_from_the_platform(shipped, vllm_engine, mat
         """,
     )
     m = load_matrix(matrix_dir.root)
-    # the two cases and their references (the same flags, PP folded away) each carry the typo
+    # the case and its reference (the same flags, PP folded away) each carry the typo
     report = validate_cases(m, expand(m, "t").cases, load_cluster("a3-pd"))
     assert any("/reference/" in e for e in report.errors)
     (err,) = summarize(report.errors)
     assert "--additional-config: unknown key 'enable_kvp' (did you mean 'enable_kvpp'?)" in err
-    assert "matrices/features-extra.yaml:6:" in err and "in 4 cases" in err
+    # the case's two node launches and its reference's one (TP16 on one of a3-pd's 16-NPU nodes)
+    assert "matrices/features-extra.yaml:6:" in err and "in 3 cases" in err
     # the shipped keys, with sources, and the compilation key only vllm-ascend's vLLM reads
     ascend = shipped.platforms["ascend"]
     assert {"enable_kvpp", "xlite_graph_config", "sparse_kv_offload_config"} <= set(ascend.additional_config)
