@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from harness.cli import main
 
 
@@ -31,6 +33,7 @@ def test_partition_ok_and_rejected(capsys):
     assert main(["partition", "--layers", "61", "--pp", "2", "--partition", "0,61", "--rules", "ascend-doc"]) == 1
 
 
+@pytest.mark.slow  # over 2 s: it lints or expands every shipped suite
 def test_lint_and_expand_on_shipped_matrix(capsys):
     assert main(["lint"]) == 0
     assert main(["expand", "--suite", "nightly-ascend", "--count"]) == 0

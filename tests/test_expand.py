@@ -1,3 +1,5 @@
+import pytest
+
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
 from harness.matrix.load import load_matrix
@@ -70,6 +72,7 @@ def test_impossible_combinations_are_left_out(matrix_dir):
     assert "qwen3-tiny/pp2-tp1-mp/1,4/needs-pc+prefix-caching" in got
 
 
+@pytest.mark.slow  # over 2 s: it lints or expands every shipped suite
 def test_pairwise_is_much_smaller_than_full_and_covers_every_pair(shipped, matrix_dir):
     exp = expand(shipped, "nightly-ascend")
     assert exp.pairs_covered == exp.pairs_possible > 0

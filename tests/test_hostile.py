@@ -35,6 +35,7 @@ def test_nested_quantifiers_are_refused_at_load(matrix_dir, where, body):
     assert any(e.startswith("matrices/evil.yaml:") and "nested quantifiers" in e for e in errs), errs
 
 
+@pytest.mark.slow  # over 2 s: it waits out the log search's time budget
 def test_a_backtracking_pattern_cannot_hang_a_log_search(tmp_path, monkeypatch):
     # (a|aa)+$ has no nested quantifier, so it passes the lint; matching still has a deadline
     monkeypatch.setattr(logs, "PATTERN_BUDGET_S", 0.5)

@@ -96,6 +96,7 @@ def test_errors_in_a_later_layer_are_positioned(private):
     )
 
 
+@pytest.mark.slow  # over 2 s: it lints or expands every shipped suite
 def test_cli_takes_matrices_several_times(private, capsys):
     args = ["--matrices", str(DEFAULT_MATRICES), "--matrices", str(private)]
     assert cli.main(["expand", *args, "--suite", "mine", "--count"]) == 0

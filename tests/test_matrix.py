@@ -234,6 +234,7 @@ def test_a_waiver_names_the_checks_it_covers(matrix_dir):
     assert any("zz-rules.yaml:7:5" in e and "waives only applies" in e for e in errs), errs
 
 
+@pytest.mark.slow  # over 2 s: it lints or expands every shipped suite
 def test_lint_warns_when_a_claimed_rejection_is_a_crash(matrix_dir):
     from harness.cases.lint import lint
 

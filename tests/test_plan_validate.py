@@ -285,6 +285,7 @@ def test_shipped_plans_pass(shipped, vllm_engine, suite_name, cluster):
     assert report.plans > 0
 
 
+@pytest.mark.slow  # over 2 s: it builds the engine's serve parser
 def test_cli_lint_plans_fails_with_a_positioned_message(private, capsys):
     m_text = (
         FAMILY
@@ -305,6 +306,7 @@ features:
     assert "error: s on local:" in out and "private/private.yaml:20:" in out
 
 
+@pytest.mark.slow  # over 2 s: it builds the engine's serve parser
 def test_cli_lint_plans_passes_on_a_shipped_cpu_suite(capsys):
     assert cli.main(["lint", "--plans", "--suite", "smoke-cpu"]) == 0
     assert "0 errors" in capsys.readouterr().out
