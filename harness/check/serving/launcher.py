@@ -118,6 +118,7 @@ class Launcher:
             live = LiveDeployment(d, log_dir, self.extra_env(), self.request_timeout_s, self.cluster)
             with self._lock:
                 if self.stopping.is_set():
+                    live.stop()  # nothing started yet: this closes its client
                     raise KeyboardInterrupt
                 self.launches += 1
                 self._live[id(live)] = live
