@@ -23,11 +23,23 @@ from harness.plan.launch import PlanError
 from harness.preflight import lint_plans, references_unfit
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
-    if args.migrate is not None:
-        from harness.matrix.migrate import migrate_for_lint  # ruamel.yaml, only when migrating
+def _migrate(args: argparse.Namespace) -> list[dict]:
+    """``lint --migrate``: migrate first, saying what changed (as text now, or for the JSON)."""
+    from harness.matrix.migrate import migrate_for_lint  # ruamel.yaml, only when migrating
 
-        args.matrices = migrate_for_lint(args.migrate if isinstance(args.migrate, Path) else None, args.matrices)
+    args.matrices, migrations = migrate_for_lint(
+        args.migrate if isinstance(args.migrate, Path) else None, args.matrices
+    )
+    migrated = []
+    for migration in migrations:
+        if args.format == "text":
+            print("\n".join(migration.lines()))
+        migrated.append(migration.to_json())
+    return migrated
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    migrated = _migrate(args) if args.migrate is not None else None
     m = matrix(args)
     report = lint(m)
     unfit = references_unfit(m, args.suite, args.cluster) if args.cluster else []
@@ -41,6 +53,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         "errors": len(errors),
         "warnings": len(report.warnings),
         "findings": [w.to_json("warning") for w in report.warnings] + [e.to_json("error") for e in errors],
+        **({"migrated": migrated} if migrated is not None else {}),
     }
     if args.format == "text":
         for w in report.warnings:
