@@ -19,7 +19,7 @@ from .render import header, load_meta
 
 
 @dataclass(frozen=True)
-class Change:
+class CaseDiff:
     """One case that differs between a run and its baseline: its cell, the baseline's outcome
     (None: it appeared), the run's (None: it vanished) and, for a regression, the run's reason;
     for a flaky case, its outcomes across the run's repeats."""
@@ -64,12 +64,12 @@ DIFF_KINDS = ("regressed", "recovered", "changed", "appeared", "vanished", "flak
 
 @dataclass
 class Diff:
-    regressed: list[Change] = field(default_factory=list)
-    recovered: list[Change] = field(default_factory=list)
-    changed: list[Change] = field(default_factory=list)
-    appeared: list[Change] = field(default_factory=list)
-    vanished: list[Change] = field(default_factory=list)
-    flaky: list[Change] = field(default_factory=list)
+    regressed: list[CaseDiff] = field(default_factory=list)
+    recovered: list[CaseDiff] = field(default_factory=list)
+    changed: list[CaseDiff] = field(default_factory=list)
+    appeared: list[CaseDiff] = field(default_factory=list)
+    vanished: list[CaseDiff] = field(default_factory=list)
+    flaky: list[CaseDiff] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         return [f"{name:9s} {item}" for name in DIFF_KINDS for item in getattr(self, name)]
@@ -89,19 +89,19 @@ def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
     for case, e in sorted(now.items()):
         b = before.get(case)
         if b is None:
-            d.appeared.append(Change("appeared", case, e, after=e.outcome))
+            d.appeared.append(CaseDiff("appeared", case, e, after=e.outcome))
         elif _fails(e.outcome) and not _fails(b.outcome):
-            d.regressed.append(Change("regressed", case, e, b.outcome, e.outcome, e.reason))
+            d.regressed.append(CaseDiff("regressed", case, e, b.outcome, e.outcome, e.reason))
         elif _fails(b.outcome) and not _fails(e.outcome):
-            d.recovered.append(Change("recovered", case, e, b.outcome, e.outcome))
+            d.recovered.append(CaseDiff("recovered", case, e, b.outcome, e.outcome))
         elif b.outcome != e.outcome:
-            d.changed.append(Change("changed", case, e, b.outcome, e.outcome))
+            d.changed.append(CaseDiff("changed", case, e, b.outcome, e.outcome))
     d.vanished = [
-        Change("vanished", case, b, before=b.outcome) for case, b in sorted(before.items()) if case not in now
+        CaseDiff("vanished", case, b, before=b.outcome) for case, b in sorted(before.items()) if case not in now
     ]
     for case, outcomes in sorted(results.history(run_dir).items()):
         if len(set(outcomes)) > 1:
-            d.flaky.append(Change("flaky", case, repeats=tuple(o.value for o in outcomes)))
+            d.flaky.append(CaseDiff("flaky", case, repeats=tuple(o.value for o in outcomes)))
     return d
 
 
