@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--plans, the cluster to plan on (default: every shipped inventory of each "
         "suite's platform, and this host for cpu suites)",
     )
+    add_format(
+        p, "text: one line per finding, then counts; json: the findings and counts as one object", json_alias=False
+    )
 
     p = add("expand", cmd_expand, "list the cases of one or all suites with their expectations")
     p.add_argument("--suite", action="append", help="suite name (repeatable; default: all)")
@@ -260,10 +263,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("diff", cmd_diff, "cells that regressed, recovered, appeared or vanished since a baseline run")
     p.add_argument("run_dir", type=Path, help="the run to compare")
     p.add_argument("baseline_dir", type=Path, help="the run to compare it with")
+    add_format(
+        p, "text: one line per changed case; json: the changed cases by kind, with both outcomes", json_alias=False
+    )
 
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path, help="the run to sign off (signoff.md is written there)")
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
+    add_format(
+        p, "text: the page signoff.md holds; json: the verdict, its reasons and accepted waivers", json_alias=False
+    )
 
     p = add(
         "schedule",
@@ -287,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", default="ascend", help="compare with the suites of this platform (default: ascend)")
     p.add_argument("--suite", action="append", help="compare with these suites instead")
     p.add_argument("--run", type=Path, help="also compare with what this run observed")
+    add_format(
+        p, "text: FILE:LINE: per disagreement, then a count; json: each disagreement, both sides", json_alias=False
+    )
 
     from harness.results.index import DEFAULT_INDEX
     from reports.history import DEFAULT_LAST, FLAKY_RATE

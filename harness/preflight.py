@@ -5,10 +5,11 @@ Answers are lines to print; nothing here prints or launches."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from harness.cases.case import Case
 from harness.cases.expand import expand
+from harness.cases.lint import Finding
 from harness.check.references.goldens import check_plannable
 from harness.check.serving.stack import layer_counts
 from harness.matrix.load import Matrix
@@ -24,10 +25,37 @@ def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:
     return summarize(validate_cases(m, cases, cluster).errors)
 
 
+@dataclass(frozen=True)
+class PlanFinding:
+    severity: str  # "note" or "error"
+    suite: str
+    cluster: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.suite} on {self.cluster}: {self.message}"
+
+
 @dataclass
 class PlansLint:
-    lines: list[str] = field(default_factory=list)  # "note: ..." and "error: ..." lines, then a summary
+    findings: list[PlanFinding] = field(default_factory=list)  # each pair's notes, then its errors
+    plans: int = 0
+    cases: int = 0
+    pairs: int = 0
+    errors: int = 0
+    notes: int = 0
     ok: bool = True
+
+    @property
+    def lines(self) -> list[str]:
+        """The findings as lint prints them, then a summary line."""
+        return [str(f) for f in self.findings] + [
+            f"plans: {self.plans} launch plans of {self.cases} cases in {self.pairs} suite/cluster pairs: "
+            f"{self.errors} errors, {self.notes} notes"
+        ]
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 def _nothing(*_: object) -> None:
@@ -62,13 +90,11 @@ def lint_plans(
         cases = expand(m, suite, layer_counts(cluster)).cases
         stage(f"checking the plans of {suite} on {cluster.name}", len(cases))
         report = validate_cases(m, _counted(cases, advance), cluster)
-        out.lines += [f"note: {suite} on {cluster.name}: {note}" for note in summarize(report.notes)]
-        out.lines += [f"error: {suite} on {cluster.name}: {err}" for err in summarize(report.errors)]
+        for severity, messages in (("note", report.notes), ("error", report.errors)):
+            out.findings += [PlanFinding(severity, suite, cluster.name, msg) for msg in summarize(messages)]
         total.extend(report)
-    out.lines.append(
-        f"plans: {total.plans} launch plans of {total.cases} cases in {len(pairs)} suite/cluster pairs: "
-        f"{len(summarize(total.errors))} errors, {len(summarize(total.notes))} notes"
-    )
+    out.plans, out.cases, out.pairs = total.plans, total.cases, len(pairs)
+    out.errors, out.notes = len(summarize(total.errors)), len(summarize(total.notes))
     out.ok = total.ok
     return out
 
@@ -79,7 +105,7 @@ def _counted(cases: Iterable[Case], advance: Callable[[], None]) -> Iterator[Cas
         advance()
 
 
-def references_unfit(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> list[str]:
+def references_unfit(m: Matrix, suites: list[str] | None, cluster_ref: str | None) -> list[Finding]:
     """Every case of the cluster's platform whose reference cannot be planned or read there."""
     cluster = load_cluster(cluster_ref)
     platform = cluster.platform if getattr(cluster, "platform", None) else None
@@ -96,5 +122,5 @@ def references_unfit(m: Matrix, suites: list[str] | None, cluster_ref: str | Non
                 continue  # the case itself does not fit this cluster: its reference is moot here
             why = check_plannable(m, c, cluster)
             if why:
-                out.append(f"{name}: {c.id}: no reference on cluster '{cluster.name}': {why}")
+                out.append(Finding(f"{name}: {c.id}: no reference on cluster '{cluster.name}': {why}"))
     return out

@@ -92,6 +92,19 @@ class Drift:
         shown = ", ".join(self.cases[:3]) + (f" and {len(self.cases) - 3} more" if len(self.cases) > 3 else "")
         return f"{self.line}: {self.name}: {self.message}" + (f" (cases: {shown})" if self.cases else "")
 
+    def to_json(self, doc: Path) -> dict:
+        """Both sides as legend symbols ("" where a side says nothing), every case concerned."""
+        return {
+            "file": str(doc),
+            "line": self.line,
+            "name": self.name,
+            "published": self.published,
+            "claimed": self.claimed,
+            "observed": self.observed,
+            "message": self.message,
+            "cases": list(self.cases),
+        }
+
 
 def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()

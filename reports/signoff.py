@@ -18,25 +18,64 @@ from .cells import Entry, entries_from_results, waiver_text
 from .render import header, load_meta
 
 
-def _label(e: Entry) -> str:
-    return f"{e.family} / {e.row} / {e.column}"
+@dataclass(frozen=True)
+class CaseDiff:
+    """One case that differs between a run and its baseline: its cell, the baseline's outcome
+    (None: it appeared), the run's (None: it vanished) and, for a regression, the run's reason;
+    for a flaky case, its outcomes across the run's repeats."""
+
+    kind: str  # regressed, recovered, changed, appeared, vanished or flaky
+    case: str
+    cell: Entry | None = None
+    before: str | None = None
+    after: str | None = None
+    reason: str = ""
+    repeats: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "flaky":
+            return f"{self.case}: {' / '.join(self.repeats)} across repeats"
+        assert self.cell is not None
+        label = f"{self.cell.family} / {self.cell.row} / {self.cell.column}"
+        if self.kind == "appeared":
+            return f"{label}: {self.after} ({self.case})"
+        if self.kind == "vanished":
+            return f"{label}: was {self.before} ({self.case})"
+        return f"{label}: {self.before} -> {self.after} ({self.case})" + (
+            f": {self.reason}" if self.kind == "regressed" else ""
+        )
+
+    def to_json(self) -> dict:
+        cell = self.cell
+        return {
+            "case": self.case,
+            **({"family": cell.family, "row": cell.row, "column": cell.column} if cell else {}),
+            **(
+                {"repeats": list(self.repeats)}
+                if self.kind == "flaky"
+                else {"before": self.before, "after": self.after}
+            ),
+            **({"reason": self.reason} if self.kind == "regressed" else {}),
+        }
+
+
+DIFF_KINDS = ("regressed", "recovered", "changed", "appeared", "vanished", "flaky")
 
 
 @dataclass
 class Diff:
-    regressed: list[str] = field(default_factory=list)
-    recovered: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    appeared: list[str] = field(default_factory=list)
-    vanished: list[str] = field(default_factory=list)
-    flaky: list[str] = field(default_factory=list)
+    regressed: list[CaseDiff] = field(default_factory=list)
+    recovered: list[CaseDiff] = field(default_factory=list)
+    changed: list[CaseDiff] = field(default_factory=list)
+    appeared: list[CaseDiff] = field(default_factory=list)
+    vanished: list[CaseDiff] = field(default_factory=list)
+    flaky: list[CaseDiff] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = []
-        for name in ("regressed", "recovered", "changed", "appeared", "vanished", "flaky"):
-            for item in getattr(self, name):
-                out.append(f"{name:9s} {item}")
-        return out
+        return [f"{name:9s} {item}" for name in DIFF_KINDS for item in getattr(self, name)]
+
+    def to_json(self) -> dict:
+        return {name: [item.to_json() for item in getattr(self, name)] for name in DIFF_KINDS}
 
 
 def _fails(outcome: str | None) -> bool:
@@ -50,17 +89,19 @@ def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
     for case, e in sorted(now.items()):
         b = before.get(case)
         if b is None:
-            d.appeared.append(f"{_label(e)}: {e.outcome} ({case})")
+            d.appeared.append(CaseDiff("appeared", case, e, after=e.outcome))
         elif _fails(e.outcome) and not _fails(b.outcome):
-            d.regressed.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case}): {e.reason}")
+            d.regressed.append(CaseDiff("regressed", case, e, b.outcome, e.outcome, e.reason))
         elif _fails(b.outcome) and not _fails(e.outcome):
-            d.recovered.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case})")
+            d.recovered.append(CaseDiff("recovered", case, e, b.outcome, e.outcome))
         elif b.outcome != e.outcome:
-            d.changed.append(f"{_label(e)}: {b.outcome} -> {e.outcome} ({case})")
-    d.vanished = [f"{_label(b)}: was {b.outcome} ({case})" for case, b in sorted(before.items()) if case not in now]
+            d.changed.append(CaseDiff("changed", case, e, b.outcome, e.outcome))
+    d.vanished = [
+        CaseDiff("vanished", case, b, before=b.outcome) for case, b in sorted(before.items()) if case not in now
+    ]
     for case, outcomes in sorted(results.history(run_dir).items()):
         if len(set(outcomes)) > 1:
-            d.flaky.append(f"{case}: {' / '.join(o.value for o in outcomes)} across repeats")
+            d.flaky.append(CaseDiff("flaky", case, repeats=tuple(o.value for o in outcomes)))
     return d
 
 
@@ -69,7 +110,19 @@ class SignOff:
     ok: bool
     reasons: list[str]
     page: str
-    waivers: list[str] = field(default_factory=list)  # the waived cases it accepted, with owner and expiry
+    waivers: list[Entry] = field(default_factory=list)  # the waived cases it accepted
+    stack: dict[str, str] = field(default_factory=dict)  # node -> the stack it signs there
+    cases: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "verdict": "YES" if self.ok else "NO",
+            "ok": self.ok,
+            "cases": self.cases,
+            "reasons": self.reasons,
+            "waivers": [waiver_json(e) for e in self.waivers],
+            "stack": self.stack,
+        }
 
 
 def _one_line(text: object) -> str:
@@ -81,6 +134,20 @@ def _one_line(text: object) -> str:
 def waiver(e: Entry) -> str:
     """A waived case as sign-off lists it: what waived it, who owns it, until when."""
     return f"{e.outcome} {e.case}: {waiver_text(e.expectation)}"
+
+
+def waiver_json(e: Entry) -> dict:
+    """The same as ``waiver``, field by field (null: no link, no owner, no expiry)."""
+    exp = e.expectation
+    until = exp.until.isoformat() if exp.until else None
+    return {
+        "case": e.case,
+        "outcome": e.outcome,
+        "kind": exp.kind.value,
+        "link": exp.link,
+        "owner": exp.owner,
+        "until": until,
+    }
 
 
 def _verdicts(run_dir: Path, suite: str | None, records: list[Result]) -> list[str]:
@@ -146,7 +213,7 @@ def signoff(
                 f"{exp.kind.value} waiver expired on {exp.until.isoformat()}: {e.case} ({exp.link}, owner {exp.owner})"
             )
         elif e.outcome in WAIVED:
-            accepted.append(waiver(e))
+            accepted.append(e)
         if exp.kind not in NO_LAUNCH and e.outcome == Outcome.SKIP:
             reasons.append(f"claimed {exp.kind.value} but not tested: {e.case} — {e.reason}")
     reasons += _verdicts(run_dir, meta.get("suite"), records)
@@ -178,7 +245,7 @@ def signoff(
     if baseline_dir is not None:
         page += [f"Baseline: {_one_line(baseline_dir)}", ""]
     if accepted:
-        page += [f"Waivers accepted ({len(accepted)}):", ""] + [f"- {_one_line(w)}" for w in accepted] + [""]
+        page += [f"Waivers accepted ({len(accepted)}):", ""] + [f"- {_one_line(waiver(w))}" for w in accepted] + [""]
     if ok:
         page.append(
             f"All {len(entries)} cases match their claims; no waiver has expired"
@@ -186,7 +253,7 @@ def signoff(
         )
     else:
         page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
-    return SignOff(ok, reasons, "\n".join(page) + "\n", accepted)
+    return SignOff(ok, reasons, "\n".join(page) + "\n", accepted, signed, len(entries))
 
 
 def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:

@@ -1,50 +1,20 @@
 """A claim is what it claims: where its rule is written (file:line, index) is not part of it, so
 editing around a rule leaves sign-off and resume as they were."""
 
-import json
-
 import pytest
 
 from harness.cases.expand import expand
 from harness.matrix.load import load_matrix
 from harness.plan.cluster import load_cluster
-from harness.plan.deployment import plan
-from harness.results import store
 from harness.results.result import Expectation
 from reports.signoff import current_claims, signoff
+from tests.records import finished_run
 
 SUITE = "smoke-cpu"
 
 
-def _outcome(exp: Expectation) -> str:
-    return {"rejected": "XFAIL", "unsupported-on-platform": "SKIP"}.get(exp.kind.value, "PASS")
-
-
 def _finished_run(run_dir, m, cluster):
-    """A run of the smoke suite that finished every case, as the recorder writes its records."""
-    run_dir.mkdir()
-    cases = expand(m, SUITE).cases
-    for c in cases:
-        store.append(
-            run_dir,
-            {
-                "case": c.id,
-                "suite": SUITE,
-                "family": c.family,
-                "variant": c.variant,
-                "topology": c.topology,
-                "partition": c.partition,
-                "features": list(c.features),
-                "platform": c.platform,
-                "expectation": c.expectation.to_json(),
-                "outcome": _outcome(c.expectation),
-                "reason": "as claimed",
-                "plan_key": plan(m, c, cluster).key if _outcome(c.expectation) != "SKIP" else None,
-                "versions": {"local": {"vllm": "0.32.0", "torch": "2.9.0"}},
-            },
-        )
-    (run_dir / "run.json").write_text(json.dumps({"suite": SUITE, "matrices": [str(m.root)]}))
-    return cases
+    return finished_run(run_dir, m, cluster, SUITE)
 
 
 @pytest.fixture

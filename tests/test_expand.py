@@ -126,9 +126,11 @@ def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
         """,
     )
     report = lint(load_matrix(matrix_dir.root))
-    assert any("zz-rules.yaml:2:5" in e and "matches no case" in e for e in report.errors), report.errors
-    assert any("zz-rules.yaml:5:5" in e and "shadowed" in e for e in report.errors), report.errors
-    assert any("qwen3-tiny/pp1-tp1/auto/none" in w and "unspecified" in w for w in report.warnings), report.warnings
+    assert any("zz-rules.yaml:2:5" in e and "matches no case" in e for e in map(str, report.errors)), report.errors
+    assert any("zz-rules.yaml:5:5" in e and "shadowed" in e for e in map(str, report.errors)), report.errors
+    assert any("qwen3-tiny/pp1-tp1/auto/none" in w and "unspecified" in w for w in map(str, report.warnings)), (
+        report.warnings
+    )
 
 
 def test_families_vllm_cpu_cannot_run_are_recorded_with_their_error(shipped):

@@ -199,7 +199,7 @@ def test_flaky_cells_between_repeats(tmp_path):
     run = make_run(tmp_path / "run", GOOD + [rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL")])
     base = make_run(tmp_path / "base", GOOD)
     d = diff_runs(run, base)
-    assert any("PASS / FAIL" in f for f in d.flaky)
+    assert any("PASS / FAIL" in f for f in map(str, d.flaky))
 
 
 def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):

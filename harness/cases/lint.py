@@ -10,6 +10,7 @@ from harness.cases.expand import expand
 from harness.cases.workload import workload_problems
 from harness.matrix.load import Matrix
 from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
+from harness.matrix.source import Where
 from harness.outcomes import NEEDS_REFERENCE
 from harness.target.assertions import engine_assertions
 
@@ -42,10 +43,31 @@ def crash_in(pattern: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One thing lint says: its message and, where it is about a line of a matrix file, that line."""
+
+    message: str
+    where: Where | None = None
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+    def to_json(self, severity: str) -> dict:
+        at = self.where
+        return {
+            "severity": severity,
+            "file": at.file if at else None,
+            "line": at.line if at else None,
+            "column": at.column if at else None,
+            "message": self.message,
+        }
+
+
 @dataclass
 class LintReport:
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     cases: int = 0
 
     @property
@@ -72,42 +94,50 @@ def lint(m: Matrix) -> LintReport:
                     first = entry
                     decided[entry.index] += 1
         if first is None:
-            report.warnings.append(f"case {case.id} (suite {case.suite}): no rule covers it; it is 'unspecified'")
+            report.warnings.append(
+                Finding(f"case {case.id} (suite {case.suite}): no rule covers it; it is 'unspecified'")
+            )
         elif case.expectation.kind in NEEDS_REFERENCE:  # served and asked its workload
             at = first.where if first.rule.workload is not None else m.where.get(("suites", case.suite))
             for problem in workload_problems(m, case):
-                report.errors.append(f"{at}: {problem} (case {case.id})")
+                report.errors.append(Finding(f"{problem} (case {case.id})", at))
     seen: dict[str, object] = {}
     for entry in m.rules:
-        where = f"{entry.where}: rule '{entry.rule.when}'"
+        where, rule = entry.where, f"rule '{entry.rule.when}'"
         if matched[entry.index] == 0:
-            report.errors.append(f"{where} matches no case of any suite")
+            report.errors.append(Finding(f"{rule} matches no case of any suite", where))
         elif decided[entry.index] == 0:
             report.errors.append(
-                f"{where} is shadowed: every case it matches ({matched[entry.index]}) is decided by an earlier rule"
+                Finding(
+                    f"{rule} is shadowed: every case it matches ({matched[entry.index]}) is decided by an earlier rule",
+                    where,
+                )
             )
         crash = crash_in(entry.rule.error) if entry.rule.expect == "rejected" and entry.rule.error else None
         if crash:
             report.warnings.append(
-                f"{where}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
-                f"refusal naming its cause; claim it as known-issue with a link"
+                Finding(
+                    f"{rule}: its error /{entry.rule.error}/ matches a crash ({crash}), not a "
+                    f"refusal naming its cause; claim it as known-issue with a link",
+                    where,
+                )
             )
         if entry.rule.error and (shape := backtracking_shape(entry.rule.error)):
-            report.warnings.append(_backtracks(where, entry.rule.error, shape))
+            report.warnings.append(Finding(_backtracks(rule, entry.rule.error, shape), where))
         text = " ".join(entry.rule.when.split())
         if text in seen:
-            report.errors.append(f"{where} repeats the condition of the rule at {seen[text]}")
+            report.errors.append(Finding(f"{rule} repeats the condition of the rule at {seen[text]}", where))
         seen.setdefault(text, entry.where)
     for name, feature in m.features.items():
         for pattern in feature.silent_disable:
             if shape := backtracking_shape(pattern):
-                report.warnings.append(_backtracks(f"feature {name}: silent_disable", pattern, shape))
+                report.warnings.append(Finding(_backtracks(f"feature {name}: silent_disable", pattern, shape)))
     return report
 
 
-def _backtracks(where: str, pattern: str, shape: str) -> str:
+def _backtracks(subject: str, pattern: str, shape: str) -> str:
     return (
-        f"{where}: its pattern /{pattern}/ has {shape}, which can backtrack for long on a log line "
+        f"{subject}: its pattern /{pattern}/ has {shape}, which can backtrack for long on a log line "
         f"that almost matches (a search stops after {PATTERN_BUDGET_S:g} s and the case is ERROR); "
         f"write it without"
     )

@@ -23,33 +23,59 @@ from harness.plan.launch import PlanError
 from harness.preflight import lint_plans, references_unfit
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
-    if args.migrate is not None:
-        from harness.matrix.migrate import migrate_for_lint  # ruamel.yaml, only when migrating
+def _migrate(args: argparse.Namespace) -> list[dict]:
+    """``lint --migrate``: migrate first, saying what changed (as text now, or for the JSON)."""
+    from harness.matrix.migrate import migrate_for_lint  # ruamel.yaml, only when migrating
 
-        args.matrices = migrate_for_lint(args.migrate if isinstance(args.migrate, Path) else None, args.matrices)
+    args.matrices, migrations = migrate_for_lint(
+        args.migrate if isinstance(args.migrate, Path) else None, args.matrices
+    )
+    migrated = []
+    for migration in migrations:
+        if args.format == "text":
+            print("\n".join(migration.lines()))
+        migrated.append(migration.to_json())
+    return migrated
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    migrated = _migrate(args) if args.migrate is not None else None
     m = matrix(args)
     report = lint(m)
-    for w in report.warnings:
-        print(f"warning: {w}")
-    for e in report.errors:
-        print(f"error: {e}")
     unfit = references_unfit(m, args.suite, args.cluster) if args.cluster else []
-    for e in unfit:
-        print(f"error: {e}")
-    print(
-        f"{len(m.rules)} rules, {report.cases} cases in {len(m.suites)} suites: "
-        f"{len(report.errors) + len(unfit)} errors, {len(report.warnings)} warnings"
-    )
+    errors = report.errors + unfit
     ok = report.ok and not unfit
+    out = {
+        "ok": ok,
+        "rules": len(m.rules),
+        "cases": report.cases,
+        "suites": len(m.suites),
+        "errors": len(errors),
+        "warnings": len(report.warnings),
+        "findings": [w.to_json("warning") for w in report.warnings] + [e.to_json("error") for e in errors],
+        **({"migrated": migrated} if migrated is not None else {}),
+    }
+    if args.format == "text":
+        for w in report.warnings:
+            print(f"warning: {w}")
+        for e in errors:
+            print(f"error: {e}")
+        print(
+            f"{out['rules']} rules, {out['cases']} cases in {out['suites']} suites: "
+            f"{out['errors']} errors, {out['warnings']} warnings"
+        )
     if args.plans:
         from harness.console import steps_display
 
         with steps_display(args.quiet) as progress:
             plans = lint_plans(m, args.suite, args.cluster, progress.stage, progress.advance)
-        for line in plans.lines:
-            print(line)
-        ok = plans.ok and ok
+        if args.format == "text":
+            for line in plans.lines:
+                print(line)
+        out["plans"] = plans.to_json()
+        ok = out["ok"] = plans.ok and ok
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
     return 0 if ok else 1
 
 

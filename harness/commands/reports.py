@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -43,8 +44,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reports.signoff import diff_runs
 
     d = diff_runs(args.run_dir, args.baseline_dir)
-    lines = d.lines()
-    print("\n".join(lines) if lines else "no differences")
+    if args.format == "json":
+        print(json.dumps({"run": str(args.run_dir), "baseline": str(args.baseline_dir), **d.to_json()}, indent=2))
+    else:
+        lines = d.lines()
+        print("\n".join(lines) if lines else "no differences")
     return 1 if d.regressed else 0
 
 
@@ -56,7 +60,11 @@ def cmd_signoff(args: argparse.Namespace) -> int:
         store.check_run_dir(args.baseline)
     verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, matrix_of_run(args, args.run_dir)))
     store.write_text(args.run_dir / "signoff.md", verdict.page)
-    print(verdict.page, end="")
+    if args.format == "json":
+        baseline = str(args.baseline) if args.baseline is not None else None
+        print(json.dumps({"run": str(args.run_dir), "baseline": baseline, **verdict.to_json()}, indent=2))
+    else:
+        print(verdict.page, end="")
     say_written("the sign-off", args.run_dir / "signoff.md", args.quiet)
     return 0 if verdict.ok else 1
 
@@ -72,6 +80,16 @@ def cmd_docs_drift(args: argparse.Namespace) -> int:
     cases = list({c.id: c for s in suites for c in expand(m, s).cases}.values())
     records = results.read(results.check_run_dir(args.run)) if args.run else None
     drifts = docs_drift(args.doc, m, cases, records)
+    if args.format == "json":
+        run = str(args.run) if args.run else None
+        out = {
+            "doc": str(args.doc),
+            "suites": suites,
+            "run": run,
+            "disagreements": [d.to_json(args.doc) for d in drifts],
+        }
+        print(json.dumps(out, indent=2))
+        return 1 if drifts else 0
     for d in drifts:
         print(f"{args.doc}:{d}")
     print(

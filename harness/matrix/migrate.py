@@ -17,6 +17,7 @@ import re
 import tempfile
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,18 +253,35 @@ def migrate(root: Path) -> list[Migrated]:
     return [c for f in files for c in sorted(f.changes, key=lambda c: (c.where.line, c.where.column))]
 
 
-def migrate_for_lint(path: Path | None, matrices: list[Path] | None) -> list[Path]:
-    """``lint --migrate [PATH]``: migrate PATH (else the --matrices given, else the shipped ones),
-    saying what changed; the directories lint then reads (the --matrices given, else those)."""
+def migrate_for_lint(path: Path | None, matrices: list[Path] | None) -> tuple[list[Path], Iterator[Migration]]:
+    """``lint --migrate [PATH]``: migrate PATH (else the --matrices given, else the shipped ones);
+    the directories lint then reads (the --matrices given, else those) and what changed in each,
+    one directory migrated as each is asked for (so what a later one refuses leaves the earlier said)."""
     roots = [path] if path else (matrices or [DEFAULT_MATRICES])
-    for root in roots:
-        done = migrate(root)
-        for change in done:
-            print(f"migrated: {change}")
-        files = len({c.where.file for c in done})
-        print(
-            f"{root}: {len(done)} change(s) in {files} file(s), now matrix format {changes.FORMAT}"
-            if done
-            else f"{root}: nothing to migrate (matrix format {changes.FORMAT})"
-        )
-    return matrices or roots
+    return matrices or roots, (Migration(root, migrate(root)) for root in roots)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What ``lint --migrate`` changed in one matrix directory."""
+
+    root: Path
+    changes: list[Migrated]
+
+    def lines(self) -> list[str]:
+        files = len({c.where.file for c in self.changes})
+        return [f"migrated: {change}" for change in self.changes] + [
+            f"{self.root}: {len(self.changes)} change(s) in {files} file(s), now matrix format {changes.FORMAT}"
+            if self.changes
+            else f"{self.root}: nothing to migrate (matrix format {changes.FORMAT})"
+        ]
+
+    def to_json(self) -> dict:
+        return {
+            "root": str(self.root),
+            "format": changes.FORMAT,
+            "changes": [
+                {"file": c.where.file, "line": c.where.line, "column": c.where.column, "message": c.what}
+                for c in self.changes
+            ],
+        }
