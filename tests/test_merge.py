@@ -1,4 +1,5 @@
-"""One merge with a stated precedence: platform < topology < variant < its P/D side < features < suite < group < rule."""
+"""One merge with a stated precedence: platform < topology < variant < its P/D side < features < suite < group
+< rule."""
 
 import json
 import textwrap
