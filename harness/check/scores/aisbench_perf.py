@@ -42,7 +42,7 @@ def _scaled(text: str, where: str) -> float:
     return value * UNITS[unit]
 
 
-def read_aisbench_performance(result: Path) -> dict[str, float]:
+def read_aisbench_performance(result: Path) -> dict[str, float | None]:
     """The gate's figures from AISBench's performance result ``result`` (its ``<dataset
     abbr>.json``; the ``.csv`` beside it gives the latencies). ScoreError naming the file and
     entry when they are not AISBench's."""
@@ -53,7 +53,7 @@ def read_aisbench_performance(result: Path) -> dict[str, float]:
     entry = common.get(THROUGHPUT) if isinstance(common, dict) else None
     if not isinstance(entry, dict) or STAGE not in entry:
         raise ScoreError(f"{result}: no {THROUGHPUT!r} of stage {STAGE!r} (keys: {', '.join(common)})")
-    figures = {"output_tokens_per_s": _scaled(entry[STAGE], f"{result}: {THROUGHPUT}")}
+    figures: dict[str, float | None] = {"output_tokens_per_s": _scaled(entry[STAGE], f"{result}: {THROUGHPUT}")}
     table = result.with_suffix(".csv")
     if not table.is_file():
         return figures
