@@ -20,7 +20,7 @@ MULTI = DATA / "Qwen3-235B-A22B.yaml"
 PD = DATA / "Qwen3-235B-disagg-pd.yaml"
 EAGLE3 = DATA / "Qwen3-32B-QuaRot-eagle3.yaml"
 INT8 = DATA / "Qwen3-32B-Int8.yaml"
-KEPT = [MULTI, EAGLE3, INT8]
+KEPT = [MULTI, PD, EAGLE3, INT8]
 A3_PD = Path(__file__).parents[1] / "clusters" / "a3-pd.yaml"
 
 
@@ -121,19 +121,114 @@ def test_a_feature_that_would_change_the_configs_value_leaves_it_to_the_suite_gr
     assert '"num_speculative_tokens": 2' in argv or '"num_speculative_tokens":2' in argv, argv
 
 
-def test_pd_from_disaggregated_prefill_and_what_it_cannot_map_at_its_line(tmp_path, shipped):
-    with pytest.raises(MatrixError) as err:
-        import_configs([PD], shipped, None)
-    (e,) = err.value.errors
-    line = next(i for i, t in enumerate(PD.read_text().splitlines(), 1) if "--compilation-config" in t)
-    assert str(e).startswith(f"{PD}:{line}:") and "not given on prefill" in str(e)
-    # without the decode-only graph mode, the pair maps to a P/D topology of its own
-    config = tmp_path / "pd.yaml"
-    config.write_text(PD.read_text().replace("""--compilation-config '{"cudagraph_mode":"FULL_DECODE_ONLY"}'""", ""))
-    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
-    topology = m.topologies[m.suites["pd"].groups[0].topologies[0]]
+def test_pd_from_disaggregated_prefill_gives_each_instance_its_own_flags_and_env(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, PD)])
+    (group,) = m.suites["qwen3-235b-disagg-pd"].groups
+    topology = m.topologies[group.topologies[0]]
     assert (topology.tp, topology.dp, topology.connector) == (8, 2, "MooncakeConnectorV1")
     assert (topology.decode.tp, topology.decode.dp) == (4, 4)
+    assert group.features == ["expert-parallel"]
+    # the decode-only graph mode is the decode instance's own; the rest both share
+    v = variant(m, "qwen3-235b-a22b-disaggregated_prefill")
+    assert v.decode.args == ["--compilation-config", '{"cudagraph_mode":"FULL_DECODE_ONLY"}']
+    assert v.prefill is None and "--compilation-config" not in v.serve_args
+    (deployment,) = planned(m, "qwen3-235b-disagg-pd").values()
+    launches = {launch.role: launch for launch in deployment.launches}
+    for role, tp, dp in (("prefill", "8", "2"), ("decode", "4", "4")):
+        argv = list(launches[role].argv)
+        assert argv[argv.index("--tensor-parallel-size") + 1] == tp
+        assert argv[argv.index("--data-parallel-size") + 1] == dp
+        for flag, value in (("--seed", "1024"), ("--max-num-batched-tokens", "8192")):
+            assert argv[argv.index(flag) + 1] == value, argv
+        assert "--enable-expert-parallel" in argv and "--no-enable-prefix-caching" in argv
+        assert launches[role].env_dict()["HCCL_OP_EXPANSION_MODE"] == "AIV"
+        kv = argv[argv.index("--kv-transfer-config") + 1]
+        assert '"kv_connector":"MooncakeConnectorV1"' in kv
+        assert '"decode":{"dp_size":4,"tp_size":4,"pp_size":1}' in kv
+    assert "--compilation-config" not in launches["prefill"].argv
+    decode = list(launches["decode"].argv)
+    assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
+    # where the flag came from: the variant's decode side, at its line of the imported file
+    origin = dict(launches["decode"].origins)["--compilation-config"]
+    assert any("on the decode instance" in o for o in origin), origin
+
+
+def test_env_one_instance_of_a_pd_pair_sets_is_that_instances_own(tmp_path, shipped):
+    text = PD.read_text().replace('--compilation-config \'{"cudagraph_mode":"FULL_DECODE_ONLY"}\'', "")
+    head, decode = text.rsplit("    envs:\n      <<: *env_common\n", 1)
+    config = tmp_path / "pd-env.yaml"
+    config.write_text(
+        f"{head}    envs:\n      <<: *env_common\n      HCCL_BUFFSIZE: 512\n      ONLY_DECODE: 1\n{decode}"
+    )
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
+    v = variant(m, "qwen3-235b-a22b-disaggregated_prefill")
+    assert v.decode.env == {"HCCL_BUFFSIZE": "512", "ONLY_DECODE": "1"} and v.decode.args == []
+    assert v.prefill.env == {"HCCL_BUFFSIZE": "1024"} and "HCCL_BUFFSIZE" not in v.env
+    (deployment,) = planned(m, "pd-env").values()
+    env = {launch.role: launch.env_dict() for launch in deployment.launches if launch.role != "proxy"}
+    assert (env["prefill"]["HCCL_BUFFSIZE"], env["decode"]["HCCL_BUFFSIZE"]) == ("1024", "512")
+    assert env["decode"]["ONLY_DECODE"] == "1" and "ONLY_DECODE" not in env["prefill"]
+    assert env["prefill"]["OMP_NUM_THREADS"] == env["decode"]["OMP_NUM_THREADS"] == "1"
+
+
+@pytest.mark.parametrize(
+    "edit, where, message",
+    [
+        # a KV-transfer setting ppconf's P/D plan would not write: lost, so refused at its key
+        (
+            ('"kv_role": "kv_consumer",', '"kv_role": "kv_consumer", "kv_buffer_device": "npu",'),
+            '"kv_buffer_device"',
+            "--kv-transfer-config key 'kv_buffer_device': not mapped",
+        ),
+        # sizes the connector is told that are not the pair's
+        (
+            ('"dp_size": 4,', '"dp_size": 8,'),
+            '"dp_size": 8',
+            "kv_connector_extra_config.decode.dp_size 8: the decode instance has dp=4",
+        ),
+        # the two sides on different connectors: ppconf's pair has one
+        (
+            (
+                '"kv_connector": "MooncakeConnectorV1",\n        "kv_role": "kv_consumer"',
+                '"kv_connector": "MooncakeConnectorV2",\n        "kv_role": "kv_consumer"',
+            ),
+            "MooncakeConnectorV2",
+            "kv_connector 'MooncakeConnectorV2' on a decode host, 'MooncakeConnectorV1' on the prefill host",
+        ),
+    ],
+)
+def test_what_a_pd_pair_cannot_map_is_an_error_at_its_line(tmp_path, shipped, edit, where, message):
+    config = tmp_path / "bad-pd.yaml"
+    text = PD.read_text()
+    assert edit[0] in text
+    # the decode host's copy: the second occurrence
+    at = text.rindex(edit[0])
+    config.write_text(text[:at] + edit[1] + text[at + len(edit[0]) :])
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], shipped, None)
+    (e,) = err.value.errors
+    assert message in str(e)
+    line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
+    assert where in config.read_text().splitlines()[line - 1], (line, e)
+
+
+def test_two_hosts_of_one_pd_instance_with_different_flags_is_an_error_at_its_line(tmp_path, shipped):
+    # a second decode host whose graph mode differs from the first's: one instance, one set of flags
+    text = (
+        PD.read_text()
+        .replace("num_nodes: 2", "num_nodes: 3")
+        .replace("decoder_host_index: [1]", "decoder_host_index: [1, 2]")
+    )
+    decode = text[text.index("  -\n    envs:", text.index("deployment:") + 20) : text.index("benchmarks:")]
+    second = decode.replace("FULL_DECODE_ONLY", "PIECEWISE")
+    config = tmp_path / "pd-three.yaml"
+    config.write_text(text.replace(decode, decode + second))
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], shipped, None)
+    (e,) = err.value.errors
+    assert "--compilation-config is" in str(e) and "on host 2: ppconf gives every launch of one instance" in str(e)
+    line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
+    assert "PIECEWISE" in config.read_text().splitlines()[line - 1]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""One merge with a stated precedence: platform < topology < variant < features < suite < group < rule."""
+"""One merge with a stated precedence: platform < topology < variant < its P/D side < features < suite < group
+< rule."""
 
 import json
 import textwrap
@@ -85,7 +86,21 @@ def flag(argv, name):
 
 
 def test_precedence_is_the_stated_one():
-    assert LEVELS == ("platform", "topology", "variant", "features", "suite", "group", "rule")
+    assert LEVELS == ("platform", "topology", "variant", "variant-side", "features", "suite", "group", "rule")
+
+
+def test_a_variants_pd_side_wins_over_its_own_flags_and_loses_to_a_feature():
+    own = Layer("variant", "variant f/v", (("--max-num-seqs", "f:1:1"), ("32", "f:1:1")), (("E", "1", "f:2:1"),))
+    decode = Layer(
+        "variant-side",
+        "variant f/v on the decode instance",
+        (("--max-num-seqs", "f:5:1"), ("8", "f:5:1")),
+        (("E", "2", "f:6:1"),),
+    )
+    mg = merge([own, decode])
+    assert mg.errors == [] and mg.args() == ["--max-num-seqs", "8"] and mg.env == {"E": "2"}
+    feature = Layer("features", "feature x", (("--max-num-seqs", "x:1:1"), ("4", "x:1:1")))
+    assert merge([own, decode, feature]).args() == ["--max-num-seqs", "4"]
 
 
 def test_more_specific_layers_override_instead_of_appending(m):

@@ -2,7 +2,8 @@
 
 Layers, least specific first:
 
-    platform < topology < variant (the family's) < features < suite < suite group < rule
+    platform < topology < variant (the family's) < the variant's P/D side < features < suite
+    < suite group < rule
 
 A more specific layer replaces a flag's value (or an env value, or a key of a JSON flag) that a
 less specific one gave; it never appends a second copy, which argparse would silently resolve
@@ -27,7 +28,7 @@ from typing import Any
 from harness.matrix.load import Matrix
 from harness.matrix.schema import JSON_FLAGS
 
-LEVELS = ("platform", "topology", "variant", "features", "suite", "group", "rule")
+LEVELS = ("platform", "topology", "variant", "variant-side", "features", "suite", "group", "rule")
 
 # Flags vLLM spells with a --no- prefix for the same destination (BooleanOptionalAction).
 _NUMBER = re.compile(r"^-\d")
@@ -323,6 +324,21 @@ def matrix_layers(
             args_key="serve_args",
         ),
     ]
+    own = getattr(v, role) if role else None
+    if own is not None:  # what the variant adds on this instance of a P/D pair
+        layers.append(
+            _entry(
+                m,
+                "variant-side",
+                f"variant {family}/{variant} on the {role} instance",
+                "families",
+                family,
+                ("variants", variant, role),
+                own.args,
+                own.env,
+                own.configs,
+            )
+        )
     for name in features:
         f = m.features[name].side(role)
         layers.append(_entry(m, "features", f"feature {name}", "features", name, (), f.args, f.env, f.configs))

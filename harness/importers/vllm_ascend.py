@@ -6,7 +6,8 @@ vllm-ascend describes a multi-node test as one YAML file (``test_name``, ``model
 and single-node tests as ``test_cases`` whose ``server_cmd`` (and ``server_cmd_extra``) are argv
 lists. Each test becomes a family (its model and serve flags, the env every node gets), a
 topology (its parallel sizes, node count, executor backend, DP layout, P/D instances), a feature
-stack recognised from its flags, and a group of the file's suite; an ``accuracy`` benchmark
+stack recognised from its flags (on a P/D pair, those both instances share; what one instance
+gives alone is the variant's ``prefill``/``decode`` side), and a group of the file's suite; an ``accuracy`` benchmark
 becomes the variant's AISBench score (|score − baseline| ≤ threshold), a ``performance`` one a
 concurrent phase gated on the baseline's output throughput. What cannot be mapped is a
 SourceError at its line.
@@ -323,15 +324,23 @@ def _benchmarks(doc: Document, loc: tuple, body: Any) -> dict[str, tuple[dict[st
 
 def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     per_node = [flags_of(n.tokens, parser) for n in test.nodes]
-    env = _common_env(test)
+    sides: dict[str, tuple[list[Flag], dict[str, str]]] = {}
     if test.prefill:
         topology = _pd_topology(test, per_node)
-        sides = [per_node[test.prefill[0]], per_node[test.decode[0]]]
-        flags = _same_flags(sides, ("prefill", "decode"), {"--kv-transfer-config"})
+        hosts = {"prefill": test.prefill, "decode": test.decode}
+        by_role = {
+            role: _same_flags([per_node[i] for i in idx], [f"host {i}" for i in idx], {"--kv-transfer-config"})
+            for role, idx in hosts.items()
+        }
+        env_by_role = {role: _same_env([test.nodes[i] for i in idx]) for role, idx in hosts.items()}
+        flags, role_flags = _split_flags(by_role["prefill"], by_role["decode"])
+        env, role_env = _split_env(env_by_role["prefill"], env_by_role["decode"])
+        sides = {role: (role_flags[role], role_env[role]) for role in hosts}
     else:
         topology = _topology(test, per_node[0])
         flags = _same_flags(per_node, [f"node {i}" for i in range(len(per_node))], set())
-    for f in flags:
+        env = {k: v for k, (v, _) in _same_env(test.nodes).items()}
+    for f in [*flags, *(f for side, _ in sides.values() for f in side)]:
         if f.value is not None and "$" in f.value:
             raise SourceError(
                 f.value_where, f"{f.name} {f.value!r}: a shell variable ppconf cannot fill (launches are argv lists)"
@@ -351,6 +360,15 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
         "serve_args": serve_args,
         "env": env,
     }
+    for role, (own_flags, own_env) in sides.items():
+        # what one instance of the pair takes beyond the flags and env both share
+        side: dict[str, Any] = {}
+        if own_flags:
+            side["args"] = [a for f in own_flags for a in _json_normalised(f).argv()]
+        if own_env:
+            side["env"] = own_env
+        if side:
+            variant[role] = side
     score, phases = _scores(test)
     if score is not None:
         variant["reference"] = {"kind": "score", "score": score}
@@ -368,9 +386,12 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     return family, group
 
 
-def _common_env(test: Test) -> dict[str, str]:
-    first = test.nodes[0].env
-    for node in test.nodes[1:]:
+def _same_env(nodes: list[ConfigNode]) -> dict[str, tuple[str, Where]]:
+    """The env the nodes share (each value with where it was written); a name set on some nodes
+    only, or set to another value on one, is an error: ppconf gives the launches of one instance
+    one env."""
+    first = nodes[0].env
+    for node in nodes[1:]:
         for name in sorted(set(first) ^ set(node.env)):
             where = (first.get(name) or node.env[name])[1]
             raise SourceError(where, f"env {name} is set on some nodes only: ppconf gives every node one env")
@@ -380,12 +401,35 @@ def _common_env(test: Test) -> dict[str, str]:
     bad = next((n for n in first if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)), None)
     if bad:
         raise SourceError(first[bad][1], f"env name {bad!r} is not a shell identifier")
-    return {k: v for k, (v, _) in first.items()}
+    return first
+
+
+def _split_flags(prefill: list[Flag], decode: list[Flag]) -> tuple[list[Flag], dict[str, list[Flag]]]:
+    """The flags both instances of a P/D pair give alike, and each instance's own (a flag on one
+    side only, or with another value there)."""
+    values = {f.name: f.value for f in decode}
+    shared = [f for f in prefill if f.name in values and values[f.name] == f.value]
+    names = {f.name for f in shared}
+    return shared, {
+        "prefill": [f for f in prefill if f.name not in names],
+        "decode": [f for f in decode if f.name not in names],
+    }
+
+
+def _split_env(
+    prefill: dict[str, tuple[str, Where]], decode: dict[str, tuple[str, Where]]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """The env both instances of a P/D pair set alike, and each instance's own."""
+    shared = {k: v for k, (v, _) in prefill.items() if k in decode and decode[k][0] == v}
+    return shared, {
+        role: {k: v for k, (v, _) in env.items() if k not in shared}
+        for role, env in (("prefill", prefill), ("decode", decode))
+    }
 
 
 def _same_flags(nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Flag]:
-    """The flags every launch of the test shares, once planned flags are left out: ppconf gives
-    each launch of a deployment one set of flags; a flag on one launch only is an error."""
+    """The flags every launch of one instance shares, once planned flags are left out: ppconf
+    gives each launch of an instance one set of flags; a flag on one launch only is an error."""
 
     def kept(flags: list[Flag]) -> dict[str, Flag]:
         return {f.name: f for f in flags if f.name not in PLANNED and f.name not in also}
@@ -400,7 +444,8 @@ def _same_flags(nodes: list[list[Flag]], labels: Any, also: set[str]) -> list[Fl
                 raise SourceError(
                     where,
                     f"{name} is {a.value if a else 'not given'!s} on {labels[0]} and {b.value if b else 'not given'!s} "
-                    f"on {label}: ppconf gives every launch of a test the same flags (only the parallel sizes differ)",
+                    f"on {label}: ppconf gives every launch of one instance the same flags (only the parallel "
+                    f"sizes differ)",
                 )
     return list(first.values())
 
@@ -439,16 +484,85 @@ def _pd_topology(test: Test, per_node: list[list[Flag]]) -> dict[str, Any]:
         if i >= len(per_node):
             raise SourceError(test.where, f"disaggregated_prefill names host {i}, the config has {len(per_node)}")
     prefill, decode = per_node[test.prefill[0]], per_node[test.decode[0]]
-    kv = next((f for f in prefill if f.name == "--kv-transfer-config"), None)
-    if kv is None:
-        raise SourceError(test.nodes[test.prefill[0]].where, "a prefill host without --kv-transfer-config")
-    connector = _json(kv).get("kv_connector")
-    if not connector:
-        raise SourceError(kv.where, "--kv-transfer-config names no kv_connector")
     out: dict[str, Any] = {**_sizes(prefill), "nnodes": len(test.prefill)}
     out["decode"] = {**_sizes(decode), "nnodes": len(test.decode)}
+    connector = None
+    for role, hosts in (("prefill", test.prefill), ("decode", test.decode)):
+        for i in hosts:
+            connector = _kv_transfer(test.nodes[i], per_node[i], role, out, connector)
     out["connector"] = connector
     return out
+
+
+# The keys of --kv-transfer-config ppconf's P/D plan writes itself (harness.plan.pd), by value
+KV_ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
+KV_PLANNED = ("kv_connector", "kv_role", "kv_port", "engine_id", "kv_connector_extra_config")
+KV_SIZES = {"dp_size": "dp", "tp_size": "tp", "pp_size": "pp"}
+
+
+def _kv_transfer(node: ConfigNode, flags: list[Flag], role: str, topology: dict, connector: str | None) -> str:
+    """The connector of one P/D host's --kv-transfer-config, checked against what ppconf's plan
+    writes in its place (the connector, the host's role, ports, and the pair's sizes): anything
+    else the config says there would be lost, and is an error at its line."""
+    kv = next((f for f in flags if f.name == "--kv-transfer-config"), None)
+    if kv is None:
+        raise SourceError(node.where, f"a {role} host without --kv-transfer-config")
+    config = _json(kv)
+    for key in config:
+        if key not in KV_PLANNED:
+            raise SourceError(
+                _key_where(kv, key),
+                f"--kv-transfer-config key {key!r}: not mapped (ppconf's P/D plan writes {', '.join(KV_PLANNED)})",
+            )
+    mine = config.get("kv_connector")
+    if not mine:
+        raise SourceError(kv.where, "--kv-transfer-config names no kv_connector")
+    if connector is not None and mine != connector:
+        raise SourceError(
+            _key_where(kv, "kv_connector"),
+            f"kv_connector {mine!r} on a {role} host, {connector!r} on the prefill host: "
+            "ppconf's P/D pair has one connector",
+        )
+    if config.get("kv_role", KV_ROLES[role]) != KV_ROLES[role]:
+        raise SourceError(
+            _key_where(kv, "kv_role"), f"kv_role {config['kv_role']!r} on a {role} host: ppconf plans {KV_ROLES[role]}"
+        )
+    extra = config.get("kv_connector_extra_config") or {}
+    for side, sizes in extra.items():
+        instance = topology if side == "prefill" else topology["decode"] if side == "decode" else None
+        if instance is None or not isinstance(sizes, dict):
+            raise SourceError(
+                _key_where(kv, "kv_connector_extra_config", side),
+                f"kv_connector_extra_config key {side!r}: not mapped (ppconf writes prefill, decode)",
+            )
+        for key, value in sizes.items():
+            if key not in KV_SIZES or value != instance[KV_SIZES[key]]:
+                size = f"{KV_SIZES[key]}={instance[KV_SIZES[key]]}" if key in KV_SIZES else "no such size"
+                raise SourceError(
+                    _key_where(kv, "kv_connector_extra_config", side, key),
+                    f"kv_connector_extra_config.{side}.{key} {value!r}: the {side} instance has {size} "
+                    f"(ppconf writes these sizes from the topology)",
+                )
+    return str(mine)
+
+
+def _key_where(flag: Flag, *path: str) -> Where | None:
+    """Where a key of a JSON flag's value is written: each key of ``path`` searched for from the
+    place of the one before it, starting at the value's start (that start, if one is not found)."""
+    start = flag.value_where
+    if start is None:
+        return flag.where
+    lines = Path(start.file).read_text().splitlines()
+    line, col = start.line - 1, start.column - 1
+    for key in path:
+        for n in range(line, len(lines)):
+            found = lines[n].find(f'"{key}"', col if n == line else 0)
+            if found >= 0:
+                line, col = n, found
+                break
+        else:
+            return start
+    return Where(start.file, line + 1, col + 1)
 
 
 def _topology_name(topology: dict[str, Any], base: Matrix, topologies: dict) -> str:

@@ -377,6 +377,15 @@ class Platform(Strict):
     )
 
 
+class Side(Strict):
+    """Flags, env and JSON configs of one instance of a P/D pair: how a feature is expressed there
+    (replacing its own), or what a variant adds there (on top of its own)."""
+
+    args: list[str] = []
+    env: Env = {}
+    configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
+
+
 class Variant(Strict):
     architecture: str
     # None: not known in advance; read from the model's config.json when the case is planned.
@@ -398,6 +407,10 @@ class Variant(Strict):
     # The fewest devices whose memory holds the weights: a reference on fewer can never start.
     min_devices: int | None = Field(None, ge=1)
     reference: Reference | None = None
+    # On a P/D pair, flags, env and configs this variant adds on that instance only (a deployment
+    # whose decode instance takes a decode-only graph mode, say); unused without P/D.
+    prefill: Side | None = None
+    decode: Side | None = None
 
 
 class Family(Strict):
@@ -415,14 +428,6 @@ class Family(Strict):
         if not v:
             raise ValueError("a family needs at least one variant")
         return v
-
-
-class Side(Strict):
-    """How a feature is expressed on one instance of a P/D pair."""
-
-    args: list[str] = []
-    env: Env = {}
-    configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
 
 
 # Every check a feature may name: a frozen registry, so a typo is an error at load.

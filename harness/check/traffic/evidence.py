@@ -100,19 +100,25 @@ PERF_GATES = {
 }
 
 
-def perf_gates(gate: PerfGate | None, perf: dict[str, float | None]) -> tuple[list[str], list[str]]:
-    """The phase's figures against a recorded baseline: (held, failed), each naming the numbers."""
+def perf_gates(
+    gate: PerfGate | None, perf: dict[str, float | None], measured_by: str | None = None
+) -> tuple[list[str], list[str]]:
+    """The figures against a recorded baseline: (held, failed), each naming the numbers.
+    ``perf``: a concurrent phase's own measurements, or those of ``measured_by`` (a tool's output,
+    named in each line)."""
     held: list[str] = []
     failed: list[str] = []
     if gate is None:
         return held, failed
+    by = f" (measured by {measured_by})" if measured_by else ""
     for key, (measured, label, unit, higher) in PERF_GATES.items():
         baseline = getattr(gate, key)
         if baseline is None:
             continue
         value = perf.get(measured)
         if value is None:
-            failed.append(f"{label} not measured (a concurrent phase measures it)")
+            why = f"{measured_by} gives none" if measured_by else "a concurrent phase measures it"
+            failed.append(f"{label} not measured ({why})")
             continue
         bound = gate.ratio * baseline if higher else baseline / gate.ratio
         ok = value >= bound if higher else value <= bound
@@ -120,7 +126,7 @@ def perf_gates(gate: PerfGate | None, perf: dict[str, float | None]) -> tuple[li
         op = "x" if higher else "/"
         source = f" ({gate.source})" if gate.source else ""
         (held if ok else failed).append(
-            f"{label} {value:g} {unit} {sign} {bound:g} ({gate.ratio:g} {op} baseline {baseline:g}{source})"
+            f"{label} {value:g} {unit}{by} {sign} {bound:g} ({gate.ratio:g} {op} baseline {baseline:g}{source})"
         )
     return held, failed
 
