@@ -398,11 +398,17 @@ def _fit(free: Free, need: Need, chosen: dict[int, str]) -> Placement:
     out: list[tuple[str, tuple[int, ...]]] = [("", ())] * len(need.slots)
     for i in need.widest_first:
         node = chosen[i]
-        devices = pick_devices(left[node], need.slots[i])
+        devices = _pick(tuple(sorted(left[node])), need.slots[i])
         if len(left) < len(chosen):
             left[node] = left[node] - set(devices)
-        out[i] = (node, tuple(devices))
+        out[i] = (node, devices)
     return Placement(tuple(out))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pick(free: tuple[int, ...], wanted: int) -> tuple[int, ...]:
+    """lease.pick_devices, remembered: a node's free devices take few distinct shapes."""
+    return tuple(pick_devices(free, wanted))
 
 
 def _descending(counts: Counts) -> list[int]:
