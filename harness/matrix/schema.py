@@ -398,6 +398,11 @@ class Variant(Strict):
     # The fewest devices whose memory holds the weights: a reference on fewer can never start.
     min_devices: int | None = Field(None, ge=1)
     reference: Reference | None = None
+    # A speculative feature the counterpart references of this variant's cases keep where they
+    # would keep no feature at all (its greedy text is the target's, as preserves_output says):
+    # the plain cases then share one launch with the cases whose acceptance is bounded against
+    # that drafter's, instead of a reference each (README, "Accuracy references").
+    reference_drafter: str | None = None
 
 
 class Family(Strict):
