@@ -411,13 +411,18 @@ def _pick(free: tuple[int, ...], wanted: int) -> tuple[int, ...]:
     return tuple(pick_devices(free, wanted))
 
 
-def _descending(counts: Counts) -> list[int]:
-    return sorted(counts.values(), reverse=True)
+def _shift(counts: Counts, ranked: Ranked, position: Mapping[str, int], node: str, delta: int) -> None:
+    """Change a node's free count by ``delta``, in the counts and in their ranking alike."""
+    was = counts[node]
+    counts[node] = was + delta
+    p = position[node]
+    del ranked[bisect.bisect_left(ranked, (was, p))]
+    bisect.insort(ranked, (was + delta, p))
 
 
-def _add(counts: Counts, placement: Placement, sign: int) -> None:
-    for node, devices in placement.nodes:
-        counts[node] += sign * len(devices)
+def _top(ranked: Ranked, ranks: int) -> list[int]:
+    """The ``ranks`` largest free counts, largest first (all that ``_fits`` reads of them)."""
+    return [c for c, _ in ranked[: -ranks - 1 : -1]]
 
 
 class _Pool:
@@ -431,10 +436,7 @@ class _Pool:
         self.counts: Counts = {n: len(d) for n, d in self.free.items()}
         self.ranked: Ranked = sorted((c, self.position[n]) for n, c in self.counts.items())
         self.ranks = ranks  # the most ranks any deployment has: how much of ``top`` is read
-        self.top = self._top()
-
-    def _top(self) -> list[int]:
-        return [c for c, _ in self.ranked[: -self.ranks - 1 : -1]]
+        self.top = _top(self.ranked, ranks)
 
     def fits(self, need: Need) -> bool:
         """``_fits`` on the current counts, its two common cases inline (the simulation's most
@@ -466,12 +468,8 @@ class _Pool:
 
     def _move(self, placement: Placement, sign: int) -> None:
         for node, devices in placement.nodes:
-            was = self.counts[node]
-            self.counts[node] = now = was + sign * len(devices)
-            p = self.position[node]
-            del self.ranked[bisect.bisect_left(self.ranked, (was, p))]
-            bisect.insort(self.ranked, (now, p))
-        self.top = self._top()
+            _shift(self.counts, self.ranked, self.position, node, sign * len(devices))
+        self.top = _top(self.ranked, self.ranks)
 
 
 @dataclass
@@ -509,7 +507,7 @@ def simulate(
     """
     needs = [d if isinstance(d, Need) else need_of(d) for d in deployments]
     pool = _Pool(cluster, max((len(n.slots) for n in needs), default=1))
-    order, counts = pool.order, pool.counts
+    order = pool.order
 
     unplaceable: list[Unplaceable] = []
     shapes: dict[tuple[tuple[int, ...], bool], _Waiting] = {}
@@ -531,7 +529,8 @@ def simulate(
     entries: list[ScheduledLaunch] = []
     now = 0.0
     seq = 0
-    reservation: tuple[str, float, Counts] | None = None  # the head's key, its start, free counts then
+    # the head's key, its start, the free counts then and their ranking
+    reservation: tuple[str, float, Counts, Ranked] | None = None
     while left:
         visit = [(w.items[0][0], i, 0) for i, w in enumerate(waiting) if w.items]
         heapq.heapify(visit)
@@ -544,22 +543,22 @@ def simulate(
                 if head is None:
                     head = need
                     if reservation is None or reservation[0] != need.key:
-                        reservation = (need.key, *_reserve(counts, running, order, need))
+                        reservation = (need.key, *_reserve(pool, running, need))
                 continue  # free devices only shrink during a visit: the shape stays unfit
             chosen = pool.choose(need)
             assert chosen is not None
             if head is not None and reservation is not None and now + seconds > reservation[1]:
                 # it would still hold devices at the head's reservation: allowed only if the head
                 # fits beside it then
-                trial = dict(reservation[2])
+                trial, ranked = dict(reservation[2]), list(reservation[3])
                 for rank, node in chosen.items():
-                    trial[node] -= need.slots[rank]
-                if not _fits(trial, _descending(trial), order, head):
+                    _shift(trial, ranked, pool.position, node, -need.slots[rank])
+                if not _fits(trial, _top(ranked, pool.ranks), order, head):
                     nxt = w.first_within(reservation[1] - now, pos)
                     if nxt is not None:
                         heapq.heappush(visit, (w.items[nxt][0], i, nxt))
                     continue
-                reservation = (reservation[0], reservation[1], trial)
+                reservation = (reservation[0], reservation[1], trial, ranked)
             placement = pool.take(need, chosen)
             heapq.heappush(running, (now + seconds, seq, placement))
             seq += 1
@@ -582,17 +581,17 @@ def simulate(
     )
 
 
-def _reserve(
-    counts: Counts, running: list[tuple[float, int, Placement]], order: Sequence[str], need: Need
-) -> tuple[float, Counts]:
-    """The earliest time ``need`` fits as running deployments end, and the free counts then."""
-    state = dict(counts)
+def _reserve(pool: _Pool, running: list[tuple[float, int, Placement]], need: Need) -> tuple[float, Counts, Ranked]:
+    """The earliest time ``need`` fits as running deployments end, and the free counts then (with
+    their ranking)."""
+    state, ranked = dict(pool.counts), list(pool.ranked)
     free = sum(state.values())
     for end, _, placement in sorted(running):
-        _add(state, placement, +1)
-        free += sum(len(d) for _, d in placement.nodes)
-        if free >= need.devices and _fits(state, _descending(state), order, need):
-            return end, state
+        for node, devices in placement.nodes:
+            _shift(state, ranked, pool.position, node, len(devices))
+            free += len(devices)
+        if free >= need.devices and _fits(state, _top(ranked, pool.ranks), pool.order, need):
+            return end, state, ranked
     raise AssertionError("a deployment that fits the empty cluster never fits")
 
 
