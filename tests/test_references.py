@@ -65,7 +65,7 @@ def test_a_reference_leaves_out_the_features_meant_not_to_change_outputs(shipped
     m = shipped
     cases = {c.id: c for c in expand(m, "nightly-ascend").cases}
     # graph mode, prefix caching and sequence parallelism preserve outputs; no bound needs the drafter
-    c = cases["deepseek-v4/multimodal/tp8-pp2-2node-ray/auto/graph-mode+mtp+prefix-caching+sequence-parallelism"]
+    c = cases["kimi-k3/multimodal/tp8-pp2-2node-ray/auto/dcp+graph-mode+mtp+prefix-caching"]
     assert reference_features(m, c) == ()
     # the mtp claim bounds speculative acceptance against the reference: its drafter stays
     c = cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/async-scheduling+dcp+mtp"]
@@ -78,6 +78,43 @@ def test_a_reference_leaves_out_the_features_meant_not_to_change_outputs(shipped
     graph = plan_reference(m, cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/dspark+graph-mode"], a3)
     assert plain.key == ray.key == graph.key  # one launch for the three
     assert "--enable-prefix-caching" not in " ".join(plain.launches[0].argv)
+
+
+def test_a_plain_reference_drafts_with_the_variant_s_reference_drafter(shipped, monkeypatch):
+    """deepseek-v4/text declares reference_drafter mtp: its plain cases' reference drafts, and is
+    the very launch the mtp case whose acceptance is bounded needs; a case whose reference keeps a
+    feature, or that bounds its throughput by the reference's, gets no drafter added."""
+    import harness.cases.workload as workload
+    from harness.plan.reference import reference_features
+
+    m = shipped
+    cases = {c.id: c for c in expand(m, "nightly-ascend").cases}
+    plain = cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/none"]
+    stacked = cases["deepseek-v4/multimodal/tp8-pp2-2node-ray/auto/graph-mode+mtp+prefix-caching+sequence-parallelism"]
+    bounded = cases["deepseek-v4/text/tp8-pp2-2node-mp/auto/async-scheduling+dcp+mtp"]
+    assert reference_features(m, plain) == ("mtp",)
+    assert reference_features(m, stacked) == ("dspark",)  # the multimodal variant's drafter, not the case's
+    a3 = load_cluster("a3-pd")
+    assert plan_reference(m, plain, a3).key == plan_reference(m, bounded, a3).key
+    assert reference_features(m, cases["qwen3/tp8-pp2-2node-mp/auto/none"]) == ()  # qwen3 declares none
+    # a throughput bound against the reference: a drafter would move the figure it is bounded by
+    phases = workload.workload_of(m, plain)
+    bound = [phases[0].model_copy(update={"min_throughput_ratio": 0.5}), *phases[1:]]
+    monkeypatch.setattr(workload, "workload_of", lambda m, c: bound)
+    assert reference_features(m, plain) == ()
+
+
+@pytest.mark.parametrize(
+    ("drafter", "message"),
+    [("mpt", "unknown reference_drafter of variant text 'mpt'.*mtp"), ("prefix-caching", "drafts no tokens")],
+)
+def test_a_reference_drafter_is_a_feature_that_drafts(matrix_dir, drafter, message):
+    from harness.matrix.source import MatrixError
+
+    path = matrix_dir.root / "ascend/families.yaml"
+    path.write_text(path.read_text().replace("reference_drafter: mtp", f"reference_drafter: {drafter}", 1))
+    with pytest.raises(MatrixError, match=message):
+        load_matrix(matrix_dir.root)
 
 
 def test_a_feature_kept_in_a_reference_keeps_what_it_requires(matrix_dir):
@@ -379,6 +416,9 @@ def test_a_reference_without_output_preserving_features_is_compared_on_tokens_no
     assert _as_judged(exact, ReferenceResult(ref=None, evidence={})).logprob_tolerance == 0.0  # type: ignore[arg-type]
     loose = Compare(mode="logprob", logprob_tolerance=0.1)
     assert _as_judged(loose, ref).logprob_tolerance == 0.1  # never tighter than the claim's own
+    # a reference that drafts where the case does not (the variant's reference_drafter): the same
+    added = ReferenceResult(ref=None, evidence={"features_added": ["mtp"]})  # type: ignore[arg-type]
+    assert _as_judged(exact, added).logprob_tolerance == 1e-3
 
     def outputs(ids: list[int], logprob: float) -> Outputs:
         return Outputs([Completion("p", tuple(ids), (logprob,) * len(ids), "x", label="text:0")])

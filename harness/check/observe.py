@@ -286,8 +286,9 @@ class Observer:
 
 def _as_judged(compare: Compare, ref: ReferenceResult | None) -> Compare:
     """``compare`` as a case is judged with it: against a reference that ran without some of the
-    case's output-preserving features, logprobs within ``left_out_tolerance`` (tokens still equal)."""
-    if ref is None or not ref.evidence.get("features_left_out"):
+    case's output-preserving features, or with one the case does not run (a variant's
+    ``reference_drafter``), logprobs within ``left_out_tolerance`` (tokens still equal)."""
+    if ref is None or not (ref.evidence.get("features_left_out") or ref.evidence.get("features_added")):
         return compare
     if compare.logprob_tolerance >= compare.left_out_tolerance:
         return compare

@@ -378,6 +378,17 @@ def _check_references(m: Matrix) -> list[SourceError]:
             for p in variant.platforms:
                 if p not in m.platforms:
                     unknown("families", fname, f"platform in variant {vname}", p, m.platforms)
+            drafter = variant.reference_drafter
+            if drafter is not None and drafter not in m.features:
+                unknown("families", fname, f"reference_drafter of variant {vname}", drafter, m.features)
+            elif drafter is not None and "speculative-config" not in m.features[drafter].configs:
+                errors.append(
+                    SourceError(
+                        m.where.get(("families", fname)),
+                        f"families.{fname}.variants.{vname}.reference_drafter: feature '{drafter}' "
+                        "drafts no tokens (it gives no speculative-config)",
+                    )
+                )
     for name, feature in m.features.items():
         for other in [*feature.requires, *feature.conflicts]:
             if other not in m.features:

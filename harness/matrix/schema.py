@@ -411,6 +411,11 @@ class Variant(Strict):
     # whose decode instance takes a decode-only graph mode, say); unused without P/D.
     prefill: Side | None = None
     decode: Side | None = None
+    # A speculative feature the counterpart references of this variant's cases keep where they
+    # would keep no feature at all (its greedy text is the target's, as preserves_output says):
+    # the plain cases then share one launch with the cases whose acceptance is bounded against
+    # that drafter's, instead of a reference each (README, "Accuracy references").
+    reference_drafter: str | None = None
 
 
 class Family(Strict):

@@ -25,7 +25,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.plan.launch import Placement
@@ -62,7 +62,7 @@ def device_ranges(devices: Sequence[int]) -> str:
     return ",".join(out) or "none"
 
 
-def pick_devices(free: Sequence[int], wanted: int) -> list[int]:
+def pick_devices(free: Iterable[int], wanted: int) -> list[int]:
     """Which ``wanted`` of the ``free`` devices to take (for a lease, and for the scheduler's plans).
 
     A contiguous run is preferred (an NPU range such as 0-7 stays inside one interconnect group,
@@ -71,24 +71,22 @@ def pick_devices(free: Sequence[int], wanted: int) -> list[int]:
     a multiple of ``wanted``, then the lowest id. Without any run, the lowest ids.
     """
     ds = sorted(free)
-    runs: list[tuple[int, int]] = []  # (start index, length)
+    best: tuple[int, bool, int] | None = None  # (run length, unaligned, first id) of the choice
     i = 0
     while i < len(ds):
         j = i
         while j + 1 < len(ds) and ds[j + 1] == ds[j] + 1:
             j += 1
-        runs.append((i, j - i + 1))
+        length = j - i + 1
+        if length >= wanted and (best is None or length <= best[0]):
+            # in a run the ids are consecutive: its first aligned start, else its first id
+            aligned = -(-ds[i] // wanted) * wanted
+            here = (length, False, aligned) if aligned <= ds[j] - wanted + 1 else (length, True, ds[i])
+            if best is None or here < best:
+                best = here
         i = j + 1
-    fitting = []
-    for start, length in runs:
-        if length < wanted:
-            continue
-        for k in range(start, start + length - wanted + 1):
-            aligned = ds[k] % wanted == 0
-            fitting.append((length, not aligned, ds[k], k))
-    if fitting:
-        _, _, _, k = min(fitting)
-        return ds[k : k + wanted]
+    if best is not None:
+        return list(range(best[2], best[2] + wanted))
     return ds[:wanted]
 
 

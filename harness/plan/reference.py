@@ -123,7 +123,10 @@ def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
     """The features a case's reference launch keeps: those meant to change outputs (a feature
     without ``preserves_output``), those a kept one requires, and a drafter whose acceptance the
     case's workload bounds against the reference's. Every other feature is left out, so one
-    reference serves every stack of output-preserving features on a model."""
+    reference serves every stack of output-preserving features on a model. A reference that keeps
+    nothing drafts with the variant's ``reference_drafter`` when it declares one (unless the case
+    bounds its throughput by the reference's), so that launch also serves the cases whose
+    acceptance is bounded against that drafter."""
     from harness.cases.workload import drafts, workload_of
 
     bounded = any(p.min_acceptance_ratio is not None for p in workload_of(m, case))
@@ -134,7 +137,18 @@ def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
             if need in case.features and need not in kept:
                 kept.append(need)
                 todo.append(need)
+    drafter = m.variant(case.family, case.variant).reference_drafter
+    if drafter is not None and not kept and not m.features[drafter].requires and not relative_perf(m, case):
+        return (drafter,)  # a reference otherwise plain drafts as the variant's bounded cases do
     return tuple(f for f in case.features if f in kept)
+
+
+def relative_perf(m: Matrix, case: Case) -> bool:
+    """Whether the case bounds its throughput by the reference's: a drafter changes that figure,
+    so such a case keeps a reference without one."""
+    from harness.cases.workload import workload_of
+
+    return any(p.min_throughput_ratio is not None for p in workload_of(m, case))
 
 
 def reference_case(

@@ -26,6 +26,7 @@ How it places, and why:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import json
@@ -73,6 +74,11 @@ class Need:
     @functools.cached_property
     def widest(self) -> tuple[int, ...]:
         return tuple(sorted(self.slots, reverse=True))
+
+    @functools.cached_property
+    def widest_first(self) -> tuple[int, ...]:
+        """The node ranks, widest first (in rank order among equals): the order they are placed."""
+        return tuple(sorted(range(len(self.slots)), key=lambda i: (-self.slots[i], i)))
 
     @property
     def gang(self) -> bool:
@@ -329,18 +335,35 @@ def _hms(seconds: float) -> str:
 
 Free = dict[str, set[int]]  # node -> free device ids
 Counts = dict[str, int]  # node -> how many of its devices are free
+Ranked = list[tuple[int, int]]  # (free devices, node position) of every node, ascending
 
 
-def _choose(counts: Counts, order: Sequence[str], need: Need) -> dict[int, str] | None:
+def _choose(counts: Counts, order: Sequence[str], need: Need, ranked: Ranked | None = None) -> dict[int, str] | None:
     """Which node each rank of ``need`` goes to, from the free counts alone, or None.
 
-    Ranks go widest first, each onto the node with the fewest free devices that still holds it.
-    With spread ranks (distinct nodes) this greedy is exact: the nodes that can hold a wider
-    rank also hold every narrower one, so taking the tightest node never strands a later rank.
+    Ranks go widest first, each onto the node with the fewest free devices that still holds it
+    (the first in ``order`` among equals). With spread ranks (distinct nodes) this greedy is
+    exact: the nodes that can hold a wider rank also hold every narrower one, so taking the
+    tightest node never strands a later rank. ``ranked``, the same counts as (free, position)
+    ascending, finds that node by bisection for one rank or spread ranks, instead of walking the
+    nodes.
     """
+    ranks = need.widest_first
+    if ranked is not None and (need.spread or len(ranks) == 1):
+        taken: set[int] = set()
+        chosen: dict[int, str] = {}
+        for i in ranks:
+            pos = bisect.bisect_left(ranked, (need.slots[i], -1))
+            while pos < len(ranked) and ranked[pos][1] in taken:
+                pos += 1
+            if pos == len(ranked):
+                return None
+            taken.add(ranked[pos][1])
+            chosen[i] = order[ranked[pos][1]]
+        return chosen
     left = dict(counts)
-    chosen: dict[int, str] = {}
-    for i in sorted(range(len(need.slots)), key=lambda i: (-need.slots[i], i)):
+    chosen = {}
+    for i in ranks:
         wanted = need.slots[i]
         best = None
         for n in order:
@@ -356,9 +379,10 @@ def _choose(counts: Counts, order: Sequence[str], need: Need) -> dict[int, str] 
 
 
 def _fits(counts: Counts, top: Sequence[int], order: Sequence[str], need: Need) -> bool:
-    """Whether ``need`` fits the free counts (``top``: the same counts, largest first). One rank,
-    or ranks on distinct nodes: the i-th widest rank needs the i-th freest node (what ``_choose``
-    finds, without walking the nodes)."""
+    """Whether ``need`` fits the free counts (``top``: the same counts, largest first; at least as
+    many as ``need`` has ranks, when the cluster has the nodes). One rank, or ranks on distinct
+    nodes: the i-th widest rank needs the i-th freest node (what ``_choose`` finds, without
+    walking the nodes)."""
     if len(need.slots) == 1:
         return bool(top) and top[0] >= need.slots[0]
     if need.spread:
@@ -367,29 +391,85 @@ def _fits(counts: Counts, top: Sequence[int], order: Sequence[str], need: Need) 
     return _choose(counts, order, need) is not None
 
 
-def _fit(free: Free, counts: Counts, order: Sequence[str], need: Need) -> Placement | None:
-    """A placement of every rank of ``need`` on the free devices, or None: nodes as ``_choose``
-    picks them, and a contiguous, aligned device range inside each (lease.pick_devices)."""
-    chosen = _choose(counts, order, need)
-    if chosen is None:
-        return None
-    left = {n: set(free[n]) for n in set(chosen.values())}
+def _fit(free: Free, need: Need, chosen: dict[int, str]) -> Placement:
+    """A placement of every rank of ``need`` on the nodes ``_choose`` picked for it: a
+    contiguous, aligned device range inside each (lease.pick_devices)."""
+    left = {n: free[n] for n in chosen.values()}  # copied only for a node given two ranks
     out: list[tuple[str, tuple[int, ...]]] = [("", ())] * len(need.slots)
-    for i in sorted(chosen, key=lambda i: (-need.slots[i], i)):
+    for i in need.widest_first:
         node = chosen[i]
-        devices = pick_devices(sorted(left[node]), need.slots[i])
-        left[node] -= set(devices)
-        out[i] = (node, tuple(devices))
+        devices = _pick(tuple(sorted(left[node])), need.slots[i])
+        if len(left) < len(chosen):
+            left[node] = left[node] - set(devices)
+        out[i] = (node, devices)
     return Placement(tuple(out))
 
 
-def _descending(counts: Counts) -> list[int]:
-    return sorted(counts.values(), reverse=True)
+@functools.lru_cache(maxsize=4096)
+def _pick(free: tuple[int, ...], wanted: int) -> tuple[int, ...]:
+    """lease.pick_devices, remembered: a node's free devices take few distinct shapes."""
+    return tuple(pick_devices(free, wanted))
 
 
-def _add(counts: Counts, placement: Placement, sign: int) -> None:
-    for node, devices in placement.nodes:
-        counts[node] += sign * len(devices)
+def _shift(counts: Counts, ranked: Ranked, position: Mapping[str, int], node: str, delta: int) -> None:
+    """Change a node's free count by ``delta``, in the counts and in their ranking alike."""
+    was = counts[node]
+    counts[node] = was + delta
+    p = position[node]
+    del ranked[bisect.bisect_left(ranked, (was, p))]
+    bisect.insort(ranked, (was + delta, p))
+
+
+def _top(ranked: Ranked, ranks: int) -> list[int]:
+    """The ``ranks`` largest free counts, largest first (all that ``_fits`` reads of them)."""
+    return [c for c, _ in ranked[: -ranks - 1 : -1]]
+
+
+class _Pool:
+    """The free devices of the cluster as the simulation goes: per node the ids and the count,
+    and the counts ranked, so a deployment's nodes are found without walking every node."""
+
+    def __init__(self, cluster: Cluster, ranks: int):
+        self.order = [n.name for n in cluster.nodes]
+        self.position = {name: i for i, name in enumerate(self.order)}
+        self.free: Free = {n.name: set(n.devices) for n in cluster.nodes}
+        self.counts: Counts = {n: len(d) for n, d in self.free.items()}
+        self.ranked: Ranked = sorted((c, self.position[n]) for n, c in self.counts.items())
+        self.ranks = ranks  # the most ranks any deployment has: how much of ``top`` is read
+        self.top = _top(self.ranked, ranks)
+
+    def fits(self, need: Need) -> bool:
+        """``_fits`` on the current counts, its two common cases inline (the simulation's most
+        frequent question)."""
+        widest, top = need.widest, self.top
+        if len(widest) == 1:
+            return top[0] >= widest[0]
+        if need.spread and len(top) >= len(widest):
+            for t, w in zip(top, widest, strict=False):
+                if t < w:
+                    return False
+            return True
+        return _fits(self.counts, top, self.order, need)
+
+    def choose(self, need: Need) -> dict[int, str] | None:
+        return _choose(self.counts, self.order, need, self.ranked)
+
+    def take(self, need: Need, chosen: dict[int, str]) -> Placement:
+        placement = _fit(self.free, need, chosen)
+        for node, devices in placement.nodes:
+            self.free[node] -= set(devices)
+        self._move(placement, -1)
+        return placement
+
+    def give_back(self, placement: Placement) -> None:
+        for node, devices in placement.nodes:
+            self.free[node] |= set(devices)
+        self._move(placement, +1)
+
+    def _move(self, placement: Placement, sign: int) -> None:
+        for node, devices in placement.nodes:
+            _shift(self.counts, self.ranked, self.position, node, sign * len(devices))
+        self.top = _top(self.ranked, self.ranks)
 
 
 @dataclass
@@ -425,17 +505,15 @@ def simulate(
     the others of that shape that end after the reservation are passed over until deployments
     end again, so one visit costs the shapes waiting, not every deployment waiting.
     """
-    order = [n.name for n in cluster.nodes]
-    free: Free = {n.name: set(n.devices) for n in cluster.nodes}
-    counts: Counts = {n: len(d) for n, d in free.items()}
-    top = _descending(counts)
     needs = [d if isinstance(d, Need) else need_of(d) for d in deployments]
+    pool = _Pool(cluster, max((len(n.slots) for n in needs), default=1))
+    order = pool.order
 
     unplaceable: list[Unplaceable] = []
     shapes: dict[tuple[tuple[int, ...], bool], _Waiting] = {}
     for need in needs:
         shape = (need.slots, need.spread)
-        if shape not in shapes and not _fits(counts, top, order, need):
+        if shape not in shapes and not pool.fits(need):
             unplaceable.append(Unplaceable(need.name, need.cases, _why_not(need, cluster)))
             continue
         seconds, known = duration_of(need, durations)
@@ -451,7 +529,8 @@ def simulate(
     entries: list[ScheduledLaunch] = []
     now = 0.0
     seq = 0
-    reservation: tuple[str, float, Counts] | None = None  # the head's key, its start, free counts then
+    # the head's key, its start, the free counts then and their ranking
+    reservation: tuple[str, float, Counts, Ranked] | None = None
     while left:
         visit = [(w.items[0][0], i, 0) for i, w in enumerate(waiting) if w.items]
         heapq.heapify(visit)
@@ -460,30 +539,27 @@ def simulate(
             _, i, pos = heapq.heappop(visit)
             w = waiting[i]
             _, need, seconds, known = w.items[pos]
-            if not _fits(counts, top, order, need):
+            if not pool.fits(need):
                 if head is None:
                     head = need
                     if reservation is None or reservation[0] != need.key:
-                        reservation = (need.key, *_reserve(counts, running, order, need))
+                        reservation = (need.key, *_reserve(pool, running, need))
                 continue  # free devices only shrink during a visit: the shape stays unfit
+            chosen = pool.choose(need)
+            assert chosen is not None
             if head is not None and reservation is not None and now + seconds > reservation[1]:
                 # it would still hold devices at the head's reservation: allowed only if the head
                 # fits beside it then
-                trial = dict(reservation[2])
-                for rank, node in (_choose(counts, order, need) or {}).items():
-                    trial[node] -= need.slots[rank]
-                if not _fits(trial, _descending(trial), order, head):
+                trial, ranked = dict(reservation[2]), list(reservation[3])
+                for rank, node in chosen.items():
+                    _shift(trial, ranked, pool.position, node, -need.slots[rank])
+                if not _fits(trial, _top(ranked, pool.ranks), order, head):
                     nxt = w.first_within(reservation[1] - now, pos)
                     if nxt is not None:
                         heapq.heappush(visit, (w.items[nxt][0], i, nxt))
                     continue
-                reservation = (reservation[0], reservation[1], trial)
-            placement = _fit(free, counts, order, need)
-            assert placement is not None
-            for node, devices in placement.nodes:
-                free[node] -= set(devices)
-            _add(counts, placement, -1)
-            top = _descending(counts)
+                reservation = (reservation[0], reservation[1], trial, ranked)
+            placement = pool.take(need, chosen)
             heapq.heappush(running, (now + seconds, seq, placement))
             seq += 1
             entries.append(ScheduledLaunch(need, now, now + seconds, placement, known))
@@ -497,11 +573,7 @@ def simulate(
             raise AssertionError("scheduler stalled with an idle cluster")
         now = running[0][0]
         while running and running[0][0] <= now:
-            ended = heapq.heappop(running)[2]
-            for node, devices in ended.nodes:
-                free[node] |= set(devices)
-            _add(counts, ended, +1)
-        top = _descending(counts)
+            pool.give_back(heapq.heappop(running)[2])
 
     entries.sort(key=lambda e: (e.start, e.placement.nodes, e.need.name))
     return Schedule(
@@ -509,17 +581,17 @@ def simulate(
     )
 
 
-def _reserve(
-    counts: Counts, running: list[tuple[float, int, Placement]], order: Sequence[str], need: Need
-) -> tuple[float, Counts]:
-    """The earliest time ``need`` fits as running deployments end, and the free counts then."""
-    state = dict(counts)
+def _reserve(pool: _Pool, running: list[tuple[float, int, Placement]], need: Need) -> tuple[float, Counts, Ranked]:
+    """The earliest time ``need`` fits as running deployments end, and the free counts then (with
+    their ranking)."""
+    state, ranked = dict(pool.counts), list(pool.ranked)
     free = sum(state.values())
     for end, _, placement in sorted(running):
-        _add(state, placement, +1)
-        free += sum(len(d) for _, d in placement.nodes)
-        if free >= need.devices and _fits(state, _descending(state), order, need):
-            return end, state
+        for node, devices in placement.nodes:
+            _shift(state, ranked, pool.position, node, len(devices))
+            free += len(devices)
+        if free >= need.devices and _fits(state, _top(ranked, pool.ranks), pool.order, need):
+            return end, state, ranked
     raise AssertionError("a deployment that fits the empty cluster never fits")
 
 

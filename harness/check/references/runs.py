@@ -199,6 +199,9 @@ class ReferenceRuns:
         if left_out:
             # meant not to change outputs: the comparison also shows that they did not
             evidence["features_left_out"] = left_out
+        added = [f for f in kept if f not in case.features]
+        if added:  # the variant's reference_drafter, which the case does not run
+            evidence["features_added"] = added
         with self._holding([key]):
             return self._known_or_launched(case, ref, evidence, id_prompts, planned, key)
 
