@@ -1,8 +1,11 @@
 """Two-node mp cases, for real, with both "nodes" reached through the SSH runner (a throwaway
 OpenSSH server on 127.0.0.1) and running a Python that sees the vLLM installation but not ppconf:
-the stage probe travels with each launch, so an even split (which vLLM does not log) and a custom
-partition are both read from the workers; outputs equal PP=1."""
+the stage probe travels with each launch, so the automatic split and a custom partition (which
+vLLM does not log) are both read from the workers; outputs equal PP=1. The suite sends what
+smoke-cpu sends, so their PP=1 counterpart is the smoke run's when the reference cache
+(``PPCONF_REFERENCE_CACHE``, as in CI) holds it."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -23,19 +26,8 @@ from tests.test_faults import ours, wait_until  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-# A 4-layer Llama (tests/data/zoo/llama-file.json): PP2's automatic split is even, [2, 2].
+# qwen3-tiny (5 layers) with smoke-cpu's suite-wide flags and workload: the same counterpart
 PROBE_SUITE = """\
-families:
-  llama-even:
-    title: Llama dense with 4 layers (tiny stand-in from a config.json)
-    variants:
-      default:
-        architecture: LlamaForCausalLM
-        hidden_layers: 4
-        supports_pp: true
-        model: zoo:llama-file.json
-        platforms: [cpu]
-        serve_args: [--dtype, float32, --max-model-len, "256", --max-num-seqs, "4", --seed, "0"]
 suites:
   probe-ssh:
     title: the stage probe on nodes that have vLLM but not ppconf
@@ -43,10 +35,16 @@ suites:
     max_devices: 2
     startup_timeout_s: 600
     request_timeout_s: 120
+    args: [--max-num-batched-tokens, "128"]
+    workload:
+      - {kind: sequential}
+      - {kind: concurrent, deadline_s: 120}
+      - {kind: long-prompt, prompt_tokens: 200, deadline_s: 120}
+      - {kind: shared-prefix, prompt_tokens: 192, deadline_s: 120}
     groups:
-      - families: [llama-even]
+      - families: [qwen3-tiny]
         topologies: [pp2-tp1-2node-mp]
-        partitions: [auto, "1,3"]
+        partitions: [auto, "1,4"]
 """
 
 
@@ -99,17 +97,18 @@ def test_the_probe_travels_to_nodes_without_ppconf_and_reads_even_and_custom_spl
     root = tmp_path / "matrices"
     shutil.copytree(DEFAULT_MATRICES, root)
     (root / "cpu" / "probe.yaml").write_text(PROBE_SUITE)
-    shutil.copy(REPO / "tests" / "data" / "zoo" / "llama-file.json", root / "cpu" / "llama-file.json")
     before = set(Path("/tmp").glob("ppconf-launch.*"))
     run_dir = tmp_path / "run"
-    summary = SuiteRun(RunConfig(load_matrix(root), "probe-ssh", cluster, run_dir)).run()
+    cache = os.environ.get("PPCONF_REFERENCE_CACHE")
+    cfg = RunConfig(load_matrix(root), "probe-ssh", cluster, run_dir, reference_cache=Path(cache) if cache else None)
+    summary = SuiteRun(cfg).run()
     from harness.results import store as results
 
     records = {r.case: r for r in results.read(run_dir)}
     assert summary.counts() == {"PASS": 2}, {c: r.reason for c, r in records.items()}
     for case, expected in (
-        ("llama-even/pp2-tp1-2node-mp/auto/none", [[0, 2], [2, 4]]),  # even: vLLM logs no split
-        ("llama-even/pp2-tp1-2node-mp/1,3/none", [[0, 1], [1, 4]]),
+        ("qwen3-tiny/pp2-tp1-2node-mp/auto/none", [[0, 3], [3, 5]]),
+        ("qwen3-tiny/pp2-tp1-2node-mp/1,4/none", [[0, 1], [1, 5]]),  # custom: vLLM logs no split
     ):
         obs = records[case].observation
         assert obs.partition == expected and obs.partition_source == "workers (collective_rpc)", case
@@ -125,7 +124,8 @@ def test_the_probe_travels_to_nodes_without_ppconf_and_reads_even_and_custom_spl
             [(p.name, p.sha256) for p in l.payload] == [(probe_payload().name, probe_payload().sha256)]
             for l in deployment.launches
         )
-    assert summary.reference_launches == 1  # both cases against one counterpart (PP=1, partition auto)
+    # both cases against one counterpart (PP=1, partition auto): launched here, or the smoke run's
+    assert summary.reference_launches + summary.references_reused == 1
     assert wait_until(lambda: not ours(run_dir), 30), f"left running: {ours(run_dir)}"
     # each launch's directory on its node went with it
     assert wait_until(lambda: set(Path("/tmp").glob("ppconf-launch.*")) <= before, 30)
