@@ -109,6 +109,14 @@ def _suite_with(workload: str) -> str:
         ("[{kind: concurrent, requests: 0}]", "greater than or equal to 1"),
         ("[{kind: concurrent, deadline_s: 0}]", "greater than 0"),
         ("[{kind: concurrent}, {kind: concurrent}]", "phase names must be unique"),
+        (
+            "[{kind: concurrent, perf_baseline: {output_tokens_per_s: 9, aisbench: {dataset_config: gsm8k-perf}}}]",
+            "dataset_config 'gsm8k-perf' must be an AISBench config name",
+        ),
+        (
+            "[{kind: concurrent, perf_baseline: {output_tokens_per_s: 9, aisbench: {dataset_config: x, rate: 2}}}]",
+            "perf_baseline.aisbench.rate",
+        ),
     ],
 )
 def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words):
