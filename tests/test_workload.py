@@ -5,7 +5,14 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
-from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of, workload_problems
+from harness.cases.workload import (
+    SEQUENTIAL,
+    plan_phase,
+    plan_workload,
+    workload_dir,
+    workload_of,
+    workload_problems,
+)
 from harness.check.serving.client import Completion
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
@@ -126,6 +133,13 @@ def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words)
     text = "\n".join(str(e) for e in err.value.errors)
     assert f"{path.relative_to(matrix_dir.root.parent)}:" in text or "mine.yaml:" in text, text
     assert words in text, text
+
+
+def test_files_a_phase_names_are_relative_to_the_matrix_file_declaring_the_workload(matrix_dir):
+    matrix_dir("cpu/deeper/mine.yaml", _suite_with("[{kind: concurrent}]"))
+    m = load_matrix(matrix_dir.root)
+    c = expand(m, "mine").cases[0]
+    assert workload_dir(m, c) == matrix_dir.root / "cpu" / "deeper"
 
 
 def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):

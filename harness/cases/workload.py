@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
@@ -97,6 +98,15 @@ def workload_of(m: Matrix, case: Case) -> list[Phase]:
         if layer is not None and layer.workload is not None:
             return list(layer.workload)
     return [SEQUENTIAL]
+
+
+def workload_dir(m: Matrix, case: Case) -> Path:
+    """The directory of the matrix file declaring the case's workload (its rule's, else its
+    suite's): files its phases name are relative to it."""
+    rule = next((e for e in m.rules if e.index == case.expectation.rule), None)
+    if rule is not None and rule.rule.workload is not None:
+        return m.dir_of(rule.where)
+    return m.dir_of(m.where.get(("suites", case.suite)))
 
 
 def stage_bounds_of(m: Matrix, case: Case) -> StageBounds | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of
+from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
 from harness.check import logs
 from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
@@ -122,7 +122,7 @@ class Observer:
                 gate = ph.phase.perf_baseline
                 if gate is not None and gate.aisbench is not None and not out.error:
                     self.progress("phase", c, f"phase {ph.name}: AISBench perf run")
-                    out.aisbench = measure_phase_perf(live, ph.phase, self.m.root)
+                    out.aisbench = measure_phase_perf(live, ph.phase, workload_dir(self.m, c))
                 stages = probe.stage_busy(live, out.wall_s, pp, out.metrics.get("peak_running")) if timed else {}
                 phases[key] = (out, stages)
 

@@ -177,7 +177,7 @@ class AISBenchPerf(Strict):
     """A perf_baseline's figures measured by AISBench in perf mode (``ais_bench --mode perf``)
     against the live deployment, as vllm-ascend's nightly measures its performance cases: the
     dataset config (a name ``ais_bench --datasets`` takes, or a .py file relative to the matrix
-    directory), the request config it starts from (a streaming one: TTFT and TPOT need streams),
+    file declaring the workload), the request config it starts from (a streaming one: TTFT and TPOT need streams),
     the local data in place of the config's path, and the load: prompts, output length, requests
     in flight, requests per second (0: all at once)."""
 
