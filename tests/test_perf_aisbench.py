@@ -13,7 +13,12 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cases.workload import plan_phase
-from harness.check.scores.aisbench_perf import aisbench_perf_gates, measure_phase_perf, read_aisbench_performance
+from harness.check.scores.aisbench_perf import (
+    aisbench_perf_gates,
+    measure_phase_perf,
+    performance_result,
+    read_aisbench_performance,
+)
 from harness.check.scores.tool import ScoreError
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs
@@ -195,3 +200,25 @@ def test_a_failed_aisbench_perf_run_fails_the_gate_with_its_error(tmp_path, fake
     )
     assert rec.aisbench.error and rec.gates == [problem]
     assert verdict.outcome is Outcome.FAIL and "Failed to connect" in verdict.reason
+
+
+def test_the_newest_runs_performances_file_is_read_and_several_need_one_named(tmp_path):
+    log = tmp_path / "aisbench.log"
+    log.write_text("[x] [ais_bench] [INFO] done\n")
+    out = tmp_path / "outputs"
+    with pytest.raises(ScoreError, match=f"AISBench wrote no output under {out}"):
+        performance_result(out, None, log)
+    for run, names in (("20261201_000000", ["old"]), ("20261202_000000", ["gsm8kdataset", "textvqa"])):
+        folder = out / run / "performances" / "ppconf"
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / f"{name}.json").write_text("{}")
+    newest = out / "20261202_000000" / "performances" / "ppconf"
+    with pytest.raises(ScoreError, match="performances of several datasets \\(gsm8kdataset, textvqa\\)"):
+        performance_result(out, None, log)
+    assert performance_result(out, "textvqa", log) == newest / "textvqa.json"
+    with pytest.raises(ScoreError, match="no performances of dataset 'old'; there are gsm8kdataset, textvqa"):
+        performance_result(out, "old", log)
+    (out / "20261203_000000").mkdir()
+    with pytest.raises(ScoreError, match="AISBench wrote no performances file in .*20261203_000000"):
+        performance_result(out, None, log)

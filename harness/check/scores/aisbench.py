@@ -213,7 +213,7 @@ def aisbench_argv(command: str, config_dir: Path, out_dir: Path, limit: int | No
     return argv
 
 
-def _evidence(log_path: Path) -> str:
+def failure_evidence(log_path: Path) -> str:
     """What a log says about a failure: its ERROR and exception lines, then its last lines."""
     lines = log_lines(log_path) or []
     notable = [ln for ln in lines if "ERROR" in ln or EXCEPTION_LINE.match(ln.strip())]
@@ -227,13 +227,13 @@ def check_aisbench_log(log_path: Path) -> None:
     lines = log_lines(log_path) or []
     errors = [ln for ln in lines if "ERROR" in ln]
     if errors:
-        raise ScoreError(f"AISBench reported an error: {errors[0].strip()}\n{_evidence(log_path)}")
+        raise ScoreError(f"AISBench reported an error: {errors[0].strip()}\n{failure_evidence(log_path)}")
     for ln in lines:
         failed = FAILED_REQUESTS.search(ln)
         if failed:
             raise ScoreError(
                 f"AISBench: {failed.group(1)} of the dataset's requests got no answer and would count as "
-                f"wrong, so the score would not measure the server\n{_evidence(log_path)}"
+                f"wrong, so the score would not measure the server\n{failure_evidence(log_path)}"
             )
 
 
@@ -245,17 +245,22 @@ def _cell_value(cell: str) -> tuple[float, int | None] | None:
     return float(m.group(1)), int(m.group(3)) if m.group(3) else None
 
 
+def newest_run(out_dir: Path, log_path: Path) -> Path:
+    """The folder of the newest run AISBench wrote under ``out_dir`` (its --work-dir)."""
+    runs = sorted(p for p in out_dir.glob("*") if p.is_dir()) if out_dir.is_dir() else []
+    if not runs:
+        raise ScoreError(f"AISBench wrote no output under {out_dir}\n{failure_evidence(log_path)}")
+    return runs[-1]
+
+
 def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, log_path: Path) -> dict[str, Any]:
     """The score in the summary AISBench wrote under ``out_dir`` (its --work-dir): the row of
     ``metric`` (and ``dataset_abbr``, where the dataset config has several datasets). The value is
     the results file's where there is one (the summary rounds to 0.01)."""
-    runs = sorted(p for p in out_dir.glob("*") if p.is_dir()) if out_dir.is_dir() else []
-    if not runs:
-        raise ScoreError(f"AISBench wrote no output under {out_dir}\n{_evidence(log_path)}")
-    exp = runs[-1]
+    exp = newest_run(out_dir, log_path)
     summaries = sorted(exp.glob("summary/summary_*.csv"))
     if not summaries:
-        raise ScoreError(f"AISBench wrote no summary/summary_*.csv under {exp}\n{_evidence(log_path)}")
+        raise ScoreError(f"AISBench wrote no summary/summary_*.csv under {exp}\n{failure_evidence(log_path)}")
     summary = summaries[-1]
     with summary.open(newline="") as f:
         table = list(csv.reader(f))
@@ -267,7 +272,8 @@ def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, 
     missing = sorted({r["dataset"] for r in rows if _cell_value(r[header[value_col]]) is None})
     if missing or not rows:
         raise ScoreError(
-            f"AISBench wrote no result for {', '.join(missing) or 'any dataset'} ({summary})\n{_evidence(log_path)}"
+            f"AISBench wrote no result for {', '.join(missing) or 'any dataset'} ({summary})\n"
+            + failure_evidence(log_path)
         )
     if dataset_abbr is not None and dataset_abbr not in {r["dataset"] for r in rows}:
         known = ", ".join(sorted({r["dataset"] for r in rows}))

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.check.scores.aisbench import AISBENCH_ABBR, _evidence, run_aisbench
+from harness.check.scores.aisbench import AISBENCH_ABBR, failure_evidence, newest_run, run_aisbench
 from harness.check.scores.tool import ScoreError
 from harness.check.traffic.evidence import measured_by_aisbench, perf_gates
 from harness.matrix.schema import AISBenchPerf, PerfGate, Phase
@@ -85,10 +85,7 @@ def aisbench_perf_gates(gate: PerfGate, result: Path) -> tuple[list[str], list[s
 def performance_result(out_dir: Path, dataset_abbr: str | None, log_path: Path) -> Path:
     """The performances file of the newest run under ``out_dir`` (AISBench's --work-dir): the
     one of ``dataset_abbr``, or the only one."""
-    runs = sorted(p for p in out_dir.glob("*") if p.is_dir()) if out_dir.is_dir() else []
-    if not runs:
-        raise ScoreError(f"AISBench wrote no output under {out_dir}\n{_evidence(log_path)}")
-    folder = runs[-1] / "performances" / AISBENCH_ABBR
+    folder = newest_run(out_dir, log_path) / "performances" / AISBENCH_ABBR
     found = sorted(folder.glob("*.json"))
     if dataset_abbr is not None:
         found = [p for p in found if p.stem == dataset_abbr] or found
@@ -96,7 +93,7 @@ def performance_result(out_dir: Path, dataset_abbr: str | None, log_path: Path) 
             known = ", ".join(p.stem for p in found)
             raise ScoreError(f"{folder}: no performances of dataset {dataset_abbr!r}; there are {known}")
     if not found:
-        raise ScoreError(f"AISBench wrote no performances file in {folder}\n{_evidence(log_path)}")
+        raise ScoreError(f"AISBench wrote no performances file in {folder}\n{failure_evidence(log_path)}")
     if len(found) > 1:
         names = ", ".join(p.stem for p in found)
         raise ScoreError(f"{folder}: performances of several datasets ({names}); name one in dataset_abbr")
