@@ -178,6 +178,19 @@ def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
 
 
+def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(matrix_dir):
+    gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/gone.py, dataset: data/gsm8k}}"
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
+    errors = [str(e) for e in lint(load_matrix(matrix_dir.root)).errors]
+    assert any(f"AISBench dataset config file {matrix_dir.root / 'cpu/perf/gone.py'} not found" in e for e in errors)
+    (matrix_dir.root / "cpu" / "perf").mkdir()
+    (matrix_dir.root / "cpu" / "perf" / "gone.py").write_text("")
+    errors = [str(e) for e in lint(load_matrix(matrix_dir.root)).errors]
+    assert any(f"AISBench dataset {matrix_dir.root / 'cpu/data/gsm8k'} not found" in e for e in errors), errors
+    (matrix_dir.root / "cpu" / "data" / "gsm8k").mkdir(parents=True)
+    assert not [e for e in map(str, lint(load_matrix(matrix_dir.root)).errors) if "AISBench" in e]
+
+
 def test_the_shipped_workloads_lint_clean(shipped):
     assert not [e for e in map(str, lint(shipped).errors) if "phase" in e]
 

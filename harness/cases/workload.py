@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Phase, StageBounds
+from harness.matrix.schema import Phase, StageBounds, missing_aisbench_files
 
 ID_LOW, ID_HIGH = 3, 500
 SHARED_SUFFIX = 12  # tokens after the shared prefix, distinct per request
@@ -229,6 +229,10 @@ def workload_problems(m: Matrix, case: Case) -> list[str]:
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
                 f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
             )
+        gate = phase.perf_baseline
+        missing = missing_aisbench_files(gate.aisbench, workload_dir(m, case)) if gate and gate.aisbench else None
+        if missing:
+            out.append(f"{name}: {missing}")
         for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and phase.kind != "concurrent":
                 out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")

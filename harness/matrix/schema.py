@@ -13,6 +13,7 @@ import re
 # one module: its private submodules have no stubs)
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _parser  # type: ignore[import-not-found]
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -171,6 +172,21 @@ def _aisbench_config(name: str, value: str | None) -> None:
             f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
             f"Python identifier (ppconf's generated config imports it)"
         )
+
+
+def missing_aisbench_files(spec: object, base_dir: Path) -> str | None:
+    """Why a file an AISBench run names (its .py configs, its dataset; relative to ``base_dir``)
+    is not there, None when all are: asked by ``ppconf lint`` before anything launches."""
+    for name, what in (
+        (getattr(spec, "dataset_config", None), "dataset"),
+        (getattr(spec, "request_config", None), "request"),
+    ):
+        if name and name.endswith(".py") and not (base_dir / name).is_file():
+            return f"AISBench {what} config file {base_dir / name} not found"
+    dataset = getattr(spec, "dataset", None)
+    if dataset and not (base_dir / dataset).exists():
+        return f"AISBench dataset {base_dir / dataset} not found"
+    return None
 
 
 class AISBenchPerf(Strict):
