@@ -70,6 +70,10 @@ def test_a_multi_node_config_becomes_family_topology_and_suite(tmp_path, shipped
     perf = next(p for p in group.workload if p.label == "perf")
     assert (perf.kind, perf.requests, perf.max_tokens) == ("concurrent", 700, 1500)
     assert (perf.perf_baseline.output_tokens_per_s, perf.perf_baseline.ratio) == (2209.9211, 0.97)
+    # measured as the nightly measures it: AISBench in perf mode with the benchmark's configs and load
+    ais = perf.perf_baseline.aisbench
+    assert (ais.dataset_config, ais.request_config) == ("gsm8k_gen_0_shot_cot_str_perf", "vllm_api_stream_chat")
+    assert (ais.num_prompts, ais.max_out_len, ais.batch_size, ais.request_rate) == (2800, 1500, 700, 11.2)
 
 
 def test_plans_carry_the_configs_flags_and_env_on_every_node(tmp_path, shipped):

@@ -4,14 +4,28 @@ an ``ais_bench --mode perf`` run writes, their format and source in its README.m
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from harness.check.scores.aisbench_perf import aisbench_perf_gates, read_aisbench_performance
+from harness.cases.workload import plan_phase
+from harness.check.scores.aisbench_perf import (
+    aisbench_perf_gates,
+    measure_phase_perf,
+    performance_result,
+    read_aisbench_performance,
+)
 from harness.check.scores.tool import ScoreError
-from harness.matrix.schema import PerfGate
+from harness.check.traffic.evidence import phase_record
+from harness.check.traffic.phases import PhaseOutputs
+from harness.check.verdict.judge import judge
+from harness.matrix.schema import AISBenchPerf, Compare, PerfGate, Phase
+from harness.outcomes import Outcome
+from harness.results.result import Expectation, Observation
 
 RESULT = Path(__file__).parent / "data" / "aisbench" / "perf" / "20260822_101500" / "performances" / "ppconf"
 JSON = RESULT / "gsm8kdataset.json"
@@ -77,3 +91,134 @@ def test_a_latency_that_is_not_a_number_is_named_at_its_csv_line(tmp_path):
     (tmp_path / "gsm8kdataset.csv").write_text(text)
     with pytest.raises(ScoreError, match=rf"{tmp_path / 'gsm8kdataset.csv'}:3: TTFT Median: 'n/a ms'"):
         read_aisbench_performance(result)
+
+
+# ---- the gate of a run, with a stand-in ais_bench ------------------------------------------------
+
+# Behaves as `ais_bench --mode perf` does for what ppconf reads: writes the fixture's performances
+# files under <work-dir>/<time>/performances/ppconf/, with the output throughput FAKE_AISBENCH_TPUT
+# (or fails as told by FAKE_AISBENCH), and records its argv, cwd, process group and configs.
+FAKE = """\
+#!{python}
+import json, os, shutil, sys
+from pathlib import Path
+
+argv = sys.argv[1:]
+config_dir = Path(argv[argv.index("--config-dir") + 1])
+seen = {{p.name: p.read_text() for p in config_dir.glob("*/ppconf_*.py")}}
+with open(os.environ["FAKE_AISBENCH_RECORD"], "a") as f:
+    f.write(json.dumps({{"argv": argv, "cwd": os.getcwd(), "pgid": os.getpgid(0), "configs": seen}}) + "\\n")
+if os.environ.get("FAKE_AISBENCH") == "error":
+    print("[x] [ais_bench] [ERROR] [TASK-PERF-002] Failed to connect to 127.0.0.1:8000")
+    sys.exit(0)
+out = Path(argv[argv.index("--work-dir") + 1]) / "20261202_050000" / "performances" / "ppconf"
+out.mkdir(parents=True)
+shutil.copy({fixture!r} + ".csv", out / "gsm8kdataset.csv")
+data = json.loads(Path({fixture!r} + ".json").read_text())
+data["Output Token Throughput"]["total"] = os.environ["FAKE_AISBENCH_TPUT"] + " token/s"
+(out / "gsm8kdataset.json").write_text(json.dumps(data))
+"""
+
+
+@pytest.fixture
+def fake_perf(tmp_path, monkeypatch):
+    exe = tmp_path / "bin" / "ais_bench"
+    exe.parent.mkdir()
+    exe.write_text(FAKE.format(python=sys.executable, fixture=str(JSON.with_suffix(""))))
+    exe.chmod(0o755)
+    shipped = tmp_path / "shipped"  # AISBench's own configs, as `ais_bench --search` would name them
+    shipped.mkdir()
+    for name in ("vllm_api_stream_chat", "gsm8k_gen_0_shot_cot_str_perf"):
+        (shipped / f"{name}.py").write_text("")
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv("PPCONF_AISBENCH", str(exe))
+    monkeypatch.setenv("FAKE_AISBENCH_RECORD", str(record))
+    # the matrix names the configs as files: no search
+    return SimpleNamespace(
+        exe=exe, shipped=shipped, calls=lambda: [json.loads(x) for x in record.read_text().splitlines()]
+    )
+
+
+def _gated_phase(shipped: Path) -> Phase:
+    # the imported Qwen3-235B-disagg-pd perf case's gate: >= 0.97 x 2424.6267 tok/s
+    return Phase(
+        kind="concurrent",
+        name="perf",
+        requests=2,
+        perf_baseline=PerfGate(
+            output_tokens_per_s=2424.6267,
+            ratio=0.97,
+            aisbench=AISBenchPerf(
+                dataset_config=str(shipped / "gsm8k_gen_0_shot_cot_str_perf.py"),
+                request_config=str(shipped / "vllm_api_stream_chat.py"),
+                num_prompts=8,
+                max_out_len=32,
+                batch_size=4,
+                request_rate=11.2,
+            ),
+        ),
+    )
+
+
+def _run_gate(tmp_path, phase: Phase):
+    live = SimpleNamespace(client=SimpleNamespace(base="http://127.0.0.1:8000"), model_name="served", log_dir=tmp_path)
+    # ppconf's own figures of the phase: not the gate's
+    got = PhaseOutputs(metrics={"peak_running": 2.0}, perf={"output_tokens_per_s": 99999.0})
+    got.aisbench = measure_phase_perf(live, phase, tmp_path)
+    plan = plan_phase(phase, 2)
+    rec = phase_record(plan, Compare(), got, None, {})
+    return rec, judge(Expectation(kind="supported"), Observation(ready=True, workload=[rec]))
+
+
+@pytest.mark.parametrize("tput, outcome, sign", [("2424.7802", Outcome.PASS, ">="), ("2100.5", Outcome.FAIL, "<")])
+def test_the_gate_of_a_run_is_decided_by_aisbenchs_perf_run(tmp_path, fake_perf, monkeypatch, tput, outcome, sign):
+    monkeypatch.setenv("FAKE_AISBENCH_TPUT", tput)
+    rec, verdict = _run_gate(tmp_path, _gated_phase(fake_perf.shipped))
+    (run,) = fake_perf.calls()
+    argv = run["argv"]
+    assert argv[argv.index("--mode") + 1] == "perf" and argv[argv.index("--num-prompts") + 1] == "8"
+    assert run["cwd"] == str(tmp_path / "aisbench-perf" / "perf" / "aisbench") and run["pgid"] != os.getpgid(0)
+    request = run["configs"]["ppconf_request.py"]
+    assert "'request_rate': 11.2" in request and "'batch_size': 4" in request and "'max_out_len': 32" in request
+    result = tmp_path / "aisbench-perf/perf/aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
+    (gate,) = rec.gates
+    assert gate.startswith(f"output throughput {float(tput):g} tok/s (measured by AISBench, {result}) {sign} 2351.89")
+    assert rec.aisbench.result == str(result) and rec.aisbench.figures["output_tokens_per_s"] == float(tput)
+    assert rec.aisbench.command[0] == str(fake_perf.exe) and rec.aisbench.log.endswith("aisbench.log")
+    assert verdict.outcome is outcome
+    if outcome is Outcome.FAIL:
+        assert f"output throughput 2100.5 tok/s (measured by AISBench, {result}) < 2351.89" in verdict.reason
+
+
+def test_a_failed_aisbench_perf_run_fails_the_gate_with_its_error(tmp_path, fake_perf, monkeypatch):
+    monkeypatch.setenv("FAKE_AISBENCH", "error")
+    rec, verdict = _run_gate(tmp_path, _gated_phase(fake_perf.shipped))
+    (problem,) = rec.problems
+    assert problem.startswith(
+        "AISBench's perf run gave no figures: AISBench reported an error: [x] [ais_bench] [ERROR] "
+        "[TASK-PERF-002] Failed to connect to 127.0.0.1:8000"
+    )
+    assert rec.aisbench.error and rec.gates == [problem]
+    assert verdict.outcome is Outcome.FAIL and "Failed to connect" in verdict.reason
+
+
+def test_the_newest_runs_performances_file_is_read_and_several_need_one_named(tmp_path):
+    log = tmp_path / "aisbench.log"
+    log.write_text("[x] [ais_bench] [INFO] done\n")
+    out = tmp_path / "outputs"
+    with pytest.raises(ScoreError, match=f"AISBench wrote no output under {out}"):
+        performance_result(out, None, log)
+    for run, names in (("20261201_000000", ["old"]), ("20261202_000000", ["gsm8kdataset", "textvqa"])):
+        folder = out / run / "performances" / "ppconf"
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / f"{name}.json").write_text("{}")
+    newest = out / "20261202_000000" / "performances" / "ppconf"
+    with pytest.raises(ScoreError, match="performances of several datasets \\(gsm8kdataset, textvqa\\)"):
+        performance_result(out, None, log)
+    assert performance_result(out, "textvqa", log) == newest / "textvqa.json"
+    with pytest.raises(ScoreError, match="no performances of dataset 'old'; there are gsm8kdataset, textvqa"):
+        performance_result(out, "old", log)
+    (out / "20261203_000000").mkdir()
+    with pytest.raises(ScoreError, match="AISBench wrote no performances file in .*20261203_000000"):
+        performance_result(out, None, log)

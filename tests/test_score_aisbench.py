@@ -131,7 +131,7 @@ def test_lint_names_a_missing_config_or_dataset_file(tmp_path):
     assert sc.missing_files(aisbench_score(), tmp_path) is None  # a name AISBench resolves
     assert "dataset config file" in sc.missing_files(aisbench_score(dataset_config="gone.py"), tmp_path)
     assert "request config file" in sc.missing_files(aisbench_score(request_config="gone.py"), tmp_path)
-    assert "score dataset" in sc.missing_files(aisbench_score(dataset="data/gsm8k"), tmp_path)
+    assert "AISBench dataset" in sc.missing_files(aisbench_score(dataset="data/gsm8k"), tmp_path)
     assert "score task file" in sc.missing_files(Score(task="t.yaml", min=1), tmp_path)
 
 

@@ -5,7 +5,14 @@ import pytest
 
 from harness.cases.expand import expand, select
 from harness.cases.lint import lint
-from harness.cases.workload import SEQUENTIAL, plan_phase, plan_workload, workload_of, workload_problems
+from harness.cases.workload import (
+    SEQUENTIAL,
+    plan_phase,
+    plan_workload,
+    workload_dir,
+    workload_of,
+    workload_problems,
+)
 from harness.check.serving.client import Completion
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
@@ -109,6 +116,14 @@ def _suite_with(workload: str) -> str:
         ("[{kind: concurrent, requests: 0}]", "greater than or equal to 1"),
         ("[{kind: concurrent, deadline_s: 0}]", "greater than 0"),
         ("[{kind: concurrent}, {kind: concurrent}]", "phase names must be unique"),
+        (
+            "[{kind: concurrent, perf_baseline: {output_tokens_per_s: 9, aisbench: {dataset_config: gsm8k-perf}}}]",
+            "dataset_config 'gsm8k-perf' must be an AISBench config name",
+        ),
+        (
+            "[{kind: concurrent, perf_baseline: {output_tokens_per_s: 9, aisbench: {dataset_config: x, rate: 2}}}]",
+            "perf_baseline.aisbench.rate",
+        ),
     ],
 )
 def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words):
@@ -118,6 +133,13 @@ def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words)
     text = "\n".join(str(e) for e in err.value.errors)
     assert f"{path.relative_to(matrix_dir.root.parent)}:" in text or "mine.yaml:" in text, text
     assert words in text, text
+
+
+def test_files_a_phase_names_are_relative_to_the_matrix_file_declaring_the_workload(matrix_dir):
+    matrix_dir("cpu/deeper/mine.yaml", _suite_with("[{kind: concurrent}]"))
+    m = load_matrix(matrix_dir.root)
+    c = expand(m, "mine").cases[0]
+    assert workload_dir(m, c) == matrix_dir.root / "cpu" / "deeper"
 
 
 def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
@@ -154,6 +176,19 @@ def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     assert any("min_acceptance_ratio" in e and "no --speculative-config" in e for e in errors), errors
     assert any("max_ttft_s is measured on streamed requests" in e for e in errors), errors
     assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
+
+
+def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(matrix_dir):
+    gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/gone.py, dataset: data/gsm8k}}"
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
+    errors = [str(e) for e in lint(load_matrix(matrix_dir.root)).errors]
+    assert any(f"AISBench dataset config file {matrix_dir.root / 'cpu/perf/gone.py'} not found" in e for e in errors)
+    (matrix_dir.root / "cpu" / "perf").mkdir()
+    (matrix_dir.root / "cpu" / "perf" / "gone.py").write_text("")
+    errors = [str(e) for e in lint(load_matrix(matrix_dir.root)).errors]
+    assert any(f"AISBench dataset {matrix_dir.root / 'cpu/data/gsm8k'} not found" in e for e in errors), errors
+    (matrix_dir.root / "cpu" / "data" / "gsm8k").mkdir(parents=True)
+    assert not [e for e in map(str, lint(load_matrix(matrix_dir.root)).errors) if "AISBench" in e]
 
 
 def test_the_shipped_workloads_lint_clean(shipped):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Phase, StageBounds
+from harness.matrix.schema import Phase, StageBounds, missing_aisbench_files
 
 ID_LOW, ID_HIGH = 3, 500
 SHARED_SUFFIX = 12  # tokens after the shared prefix, distinct per request
@@ -97,6 +98,15 @@ def workload_of(m: Matrix, case: Case) -> list[Phase]:
         if layer is not None and layer.workload is not None:
             return list(layer.workload)
     return [SEQUENTIAL]
+
+
+def workload_dir(m: Matrix, case: Case) -> Path:
+    """The directory of the matrix file declaring the case's workload (its rule's, else its
+    suite's): files its phases name are relative to it."""
+    rule = next((e for e in m.rules if e.index == case.expectation.rule), None)
+    if rule is not None and rule.rule.workload is not None:
+        return m.dir_of(rule.where)
+    return m.dir_of(m.where.get(("suites", case.suite)))
 
 
 def stage_bounds_of(m: Matrix, case: Case) -> StageBounds | None:
@@ -219,6 +229,10 @@ def workload_problems(m: Matrix, case: Case) -> list[str]:
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
                 f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
             )
+        gate = phase.perf_baseline
+        missing = missing_aisbench_files(gate.aisbench, workload_dir(m, case)) if gate and gate.aisbench else None
+        if missing:
+            out.append(f"{name}: {missing}")
         for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and phase.kind != "concurrent":
                 out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")

@@ -13,10 +13,11 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of
+from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
 from harness.check import logs
 from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
+from harness.check.scores.aisbench_perf import measure_phase_perf
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.live import LiveDeployment
 from harness.check.serving.watch import watch_request
@@ -118,6 +119,10 @@ class Observer:
                 self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests)} requests)")
                 timed = pp > 1 and probe.start_stage_timing(live)
                 out = run_phase(live, ph, compare)
+                gate = ph.phase.perf_baseline
+                if gate is not None and gate.aisbench is not None and not out.error:
+                    self.progress("phase", c, f"phase {ph.name}: AISBench perf run")
+                    out.aisbench = measure_phase_perf(live, ph.phase, workload_dir(self.m, c))
                 stages = probe.stage_busy(live, out.wall_s, pp, out.metrics.get("peak_running")) if timed else {}
                 phases[key] = (out, stages)
 

@@ -72,12 +72,12 @@ SPECULATIVE = {
 }
 # Sampling settings of a benchmark that AISBench's request config takes.
 GENERATION = ("temperature", "top_p", "top_k", "seed", "min_p", "presence_penalty", "repetition_penalty")
-# Benchmark keys vllm-ascend's runner reads that ppconf's own run decides (request pacing, remote code).
-BENCH_IGNORED = frozenset({"request_rate", "trust_remote_code", "ignore_eos"})
+# Benchmark keys vllm-ascend's runner reads that ppconf's own run decides (remote code, EOS).
+BENCH_IGNORED = frozenset({"trust_remote_code", "ignore_eos"})
 BENCH_NEEDS = ("case_type", "dataset_conf", "request_conf", "max_out_len", "batch_size")
 BENCH_KEYS = frozenset(
     {"case_type", "dataset_path", "request_conf", "dataset_conf", "max_out_len", "batch_size", "baseline"}
-    | {"threshold", "num_prompts", *GENERATION, *BENCH_IGNORED}
+    | {"threshold", "num_prompts", "request_rate", *GENERATION, *BENCH_IGNORED}
 )
 MULTI_NODE_KEYS = (
     "test_name",
@@ -687,10 +687,25 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
             }
             baseline = float(bench.get("baseline", 0))
             if baseline > 0:  # a baseline of 0 is a warm-up: vllm-ascend's gate holds at once
+                # measured as they measure it: AISBench in perf mode with the case's configs and load
+                aisbench: dict[str, Any] = {
+                    "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                    "request_config": str(bench["request_conf"]),
+                    "max_out_len": int(bench["max_out_len"]),
+                    "batch_size": int(bench["batch_size"]),
+                }
+                if "num_prompts" in bench:
+                    aisbench["num_prompts"] = int(bench["num_prompts"])
+                if "request_rate" in bench:
+                    aisbench["request_rate"] = float(bench["request_rate"])
+                kwargs = {k: bench[k] for k in GENERATION if k in bench}
+                if kwargs:
+                    aisbench["generation_kwargs"] = kwargs
                 phase["perf_baseline"] = {
                     "output_tokens_per_s": baseline,
                     "ratio": float(bench.get("threshold", 0.97)),
                     "source": source,
+                    "aisbench": aisbench,
                 }
             phases.append(phase)
         else:

@@ -78,6 +78,14 @@ class Matrix:
         doc, base = found
         return doc.where((*base, *path))
 
+    def dir_of(self, where: Where | None) -> Path:
+        """The directory of the matrix file a declaration stands in (positions name files
+        relative to the matrix directory's parent): files the declaration names are relative to it."""
+        if where is None or not getattr(where, "file", None):
+            return self.root
+        path = Path(where.file)
+        return (path if path.is_absolute() else self.root.parent / path).parent
+
     def variant(self, family: str, variant: str) -> Variant:
         return self.families[family].variants[variant]
 

@@ -13,6 +13,7 @@ import re
 # one module: its private submodules have no stubs)
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _parser  # type: ignore[import-not-found]
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -158,6 +159,61 @@ class StageBounds(Strict):
     tapped_stage: int | None = Field(None, ge=0)
 
 
+# An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
+# the matrix file; either way ppconf's generated config imports it as a module, so its name is a
+# Python identifier.
+AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
+GenerationValue = bool | int | float | str | None
+
+
+def _aisbench_config(name: str, value: str | None) -> None:
+    if value is not None and not AISBENCH_CONFIG.fullmatch(value):
+        raise ValueError(
+            f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
+            f"Python identifier (ppconf's generated config imports it)"
+        )
+
+
+def missing_aisbench_files(spec: object, base_dir: Path) -> str | None:
+    """Why a file an AISBench run names (its .py configs, its dataset; relative to ``base_dir``)
+    is not there, None when all are: asked by ``ppconf lint`` before anything launches."""
+    for name, what in (
+        (getattr(spec, "dataset_config", None), "dataset"),
+        (getattr(spec, "request_config", None), "request"),
+    ):
+        if name and name.endswith(".py") and not (base_dir / name).is_file():
+            return f"AISBench {what} config file {base_dir / name} not found"
+    dataset = getattr(spec, "dataset", None)
+    if dataset and not (base_dir / dataset).exists():
+        return f"AISBench dataset {base_dir / dataset} not found"
+    return None
+
+
+class AISBenchPerf(Strict):
+    """A perf_baseline's figures measured by AISBench in perf mode (``ais_bench --mode perf``)
+    against the live deployment, as vllm-ascend's nightly measures its performance cases: the
+    dataset config (a name ``ais_bench --datasets`` takes, or a .py file relative to the matrix
+    file declaring the workload), the request config it starts from (a streaming one: TTFT and TPOT need streams),
+    the local data in place of the config's path, and the load: prompts, output length, requests
+    in flight, requests per second (0: all at once)."""
+
+    dataset_config: str
+    request_config: str = "vllm_api_stream_chat"
+    dataset: str | None = None
+    dataset_abbr: str | None = None  # the performances file to read when the config has several
+    num_prompts: int | None = Field(None, ge=1)
+    max_out_len: int | None = Field(None, ge=1)
+    batch_size: int | None = Field(None, ge=1)
+    request_rate: float | None = Field(None, ge=0)
+    generation_kwargs: dict[str, GenerationValue] | None = None
+
+    @model_validator(mode="after")
+    def _configs(self) -> AISBenchPerf:
+        _aisbench_config("dataset_config", self.dataset_config)
+        _aisbench_config("request_config", self.request_config)
+        return self
+
+
 class PerfGate(Strict):
     """A phase's performance against recorded numbers, as vllm-ascend's nightly gates it: output
     tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
@@ -168,6 +224,9 @@ class PerfGate(Strict):
     tpot_s: float | None = Field(None, gt=0)
     ratio: float = Field(0.97, gt=0, le=1)
     source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
+    # the figures come from AISBench in perf mode, run on the deployment after the phase; unset:
+    # from the phase's own streamed requests
+    aisbench: AISBenchPerf | None = None
 
     @model_validator(mode="after")
     def _something(self) -> PerfGate:
@@ -227,13 +286,8 @@ class Accuracy(Strict):
     compare: Compare = Compare()
 
 
-# An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
-# the matrix file; either way ppconf's generated config imports it as a module, so its name is a
-# Python identifier.
-AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
 # Fields of a score that only AISBench reads (harness.check.scores.evaluate).
 AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
-GenerationValue = bool | int | float | str | None
 
 
 class Score(Strict):
@@ -297,12 +351,7 @@ class Score(Strict):
                     "tool: aisbench needs dataset_config (a name `ais_bench --datasets` takes, or a .py file)"
                 )
             for name in ("dataset_config", "request_config"):
-                value = getattr(self, name)
-                if value is not None and not AISBENCH_CONFIG.fullmatch(value):
-                    raise ValueError(
-                        f"{name} {value!r} must be an AISBench config name or a .py file whose name is a "
-                        f"Python identifier (ppconf's generated config imports it)"
-                    )
+                _aisbench_config(name, getattr(self, name))
         if self.min is None and self.max_drop is None and self.threshold is None:
             raise ValueError("a score needs min, max_drop and/or threshold")
         return self

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
@@ -48,15 +47,6 @@ class ResolvedReference:
         return f"{what}, declared by {self.source}"
 
 
-def _dir_of(where: Any, m: Matrix) -> Path:
-    """The directory of the matrix file a declaration stands in (positions name files relative to
-    the matrix directory's parent)."""
-    if where is None or not getattr(where, "file", None):
-        return m.root
-    path = Path(where.file)
-    return (path if path.is_absolute() else m.root.parent / path).parent
-
-
 def resolve(m: Matrix, case: Case) -> ResolvedReference:
     """The case's reference and comparison mode: rule > variant > family > suite > counterpart."""
     suite = m.suite(case.suite)
@@ -74,21 +64,21 @@ def resolve(m: Matrix, case: Case) -> ResolvedReference:
         (
             rule.rule.reference if rule else None,
             f"rule {rule.index} ({rule.where})" if rule else "",
-            _dir_of(rule.where if rule else None, m),
+            m.dir_of(rule.where if rule else None),
         ),
         (
             variant.reference,
             f"variant {case.family}/{case.variant}",
-            _dir_of(m.where.get(("families", case.family)), m),
+            m.dir_of(m.where.get(("families", case.family))),
         ),
-        (family.reference, f"family {case.family}", _dir_of(m.where.get(("families", case.family)), m)),
+        (family.reference, f"family {case.family}", m.dir_of(m.where.get(("families", case.family)))),
     ]
     for spec, source, base in layers:
         if spec is not None:
             return ResolvedReference(spec, compare, source, base)
     where = m.where.get(("suites", case.suite))
     source = f"suite {case.suite}" if "reference" in suite.model_fields_set else f"suite {case.suite} (default)"
-    return ResolvedReference(suite.reference, compare, source, _dir_of(where, m))
+    return ResolvedReference(suite.reference, compare, source, m.dir_of(where))
 
 
 def counterpart_topology(name: str, topo: Topology, fold: str, node_devices: int | None = None) -> tuple[str, Topology]:

@@ -249,6 +249,18 @@ class Tie(Part):
     logprob_gap: float
 
 
+class AISBenchPerfRun(Part):
+    """AISBench's perf-mode run after a phase whose gate reads its figures (perf_baseline.aisbench):
+    the figures, the performances file they were read from, its argv and log, or why it failed."""
+
+    figures: dict[str, float | None] = {}
+    result: str | None = None
+    command: list[str] = []
+    log: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+
 class PhaseRecord(Part):
     """One workload phase of a case, as sent to the case and its reference
     (``harness.check.traffic``): how its answers compared, what the engine's metrics say it did,
@@ -267,6 +279,7 @@ class PhaseRecord(Part):
     not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
     problems: list[str] = []  # protocol checks and bounds that failed
     gates: list[str] = []  # each performance gate against a recorded baseline, held or not, with its numbers
+    aisbench: AISBenchPerfRun | None = None  # the gate's figures, where AISBench measured them
     metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
     reference_metrics: dict[str, float] = {}
     perf: dict[str, float | None] = {}  # streamed phases: output tokens/s, TTFT and ITL percentiles

@@ -163,6 +163,8 @@ def write_aisbench_configs(
         settings["max_out_len"] = score.max_out_len
     if getattr(score, "batch_size", None) is not None:
         settings["batch_size"] = score.batch_size
+    if getattr(score, "request_rate", None) is not None:
+        settings["request_rate"] = score.request_rate
     # greedy unless the matrix says otherwise: a PP case and its reference then answer alike
     generation = {"temperature": 0.0, **(getattr(score, "generation_kwargs", None) or {})}
     models = config_dir / "models" / f"{AISBENCH_MODELS}.py"
@@ -211,7 +213,7 @@ def aisbench_argv(command: str, config_dir: Path, out_dir: Path, limit: int | No
     return argv
 
 
-def _evidence(log_path: Path) -> str:
+def failure_evidence(log_path: Path) -> str:
     """What a log says about a failure: its ERROR and exception lines, then its last lines."""
     lines = log_lines(log_path) or []
     notable = [ln for ln in lines if "ERROR" in ln or EXCEPTION_LINE.match(ln.strip())]
@@ -225,13 +227,13 @@ def check_aisbench_log(log_path: Path) -> None:
     lines = log_lines(log_path) or []
     errors = [ln for ln in lines if "ERROR" in ln]
     if errors:
-        raise ScoreError(f"AISBench reported an error: {errors[0].strip()}\n{_evidence(log_path)}")
+        raise ScoreError(f"AISBench reported an error: {errors[0].strip()}\n{failure_evidence(log_path)}")
     for ln in lines:
         failed = FAILED_REQUESTS.search(ln)
         if failed:
             raise ScoreError(
                 f"AISBench: {failed.group(1)} of the dataset's requests got no answer and would count as "
-                f"wrong, so the score would not measure the server\n{_evidence(log_path)}"
+                f"wrong, so the score would not measure the server\n{failure_evidence(log_path)}"
             )
 
 
@@ -243,17 +245,22 @@ def _cell_value(cell: str) -> tuple[float, int | None] | None:
     return float(m.group(1)), int(m.group(3)) if m.group(3) else None
 
 
+def newest_run(out_dir: Path, log_path: Path) -> Path:
+    """The folder of the newest run AISBench wrote under ``out_dir`` (its --work-dir)."""
+    runs = sorted(p for p in out_dir.glob("*") if p.is_dir()) if out_dir.is_dir() else []
+    if not runs:
+        raise ScoreError(f"AISBench wrote no output under {out_dir}\n{failure_evidence(log_path)}")
+    return runs[-1]
+
+
 def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, log_path: Path) -> dict[str, Any]:
     """The score in the summary AISBench wrote under ``out_dir`` (its --work-dir): the row of
     ``metric`` (and ``dataset_abbr``, where the dataset config has several datasets). The value is
     the results file's where there is one (the summary rounds to 0.01)."""
-    runs = sorted(p for p in out_dir.glob("*") if p.is_dir()) if out_dir.is_dir() else []
-    if not runs:
-        raise ScoreError(f"AISBench wrote no output under {out_dir}\n{_evidence(log_path)}")
-    exp = runs[-1]
+    exp = newest_run(out_dir, log_path)
     summaries = sorted(exp.glob("summary/summary_*.csv"))
     if not summaries:
-        raise ScoreError(f"AISBench wrote no summary/summary_*.csv under {exp}\n{_evidence(log_path)}")
+        raise ScoreError(f"AISBench wrote no summary/summary_*.csv under {exp}\n{failure_evidence(log_path)}")
     summary = summaries[-1]
     with summary.open(newline="") as f:
         table = list(csv.reader(f))
@@ -265,7 +272,8 @@ def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, 
     missing = sorted({r["dataset"] for r in rows if _cell_value(r[header[value_col]]) is None})
     if missing or not rows:
         raise ScoreError(
-            f"AISBench wrote no result for {', '.join(missing) or 'any dataset'} ({summary})\n{_evidence(log_path)}"
+            f"AISBench wrote no result for {', '.join(missing) or 'any dataset'} ({summary})\n"
+            + failure_evidence(log_path)
         )
     if dataset_abbr is not None and dataset_abbr not in {r["dataset"] for r in rows}:
         known = ", ".join(sorted({r["dataset"] for r in rows}))
@@ -303,19 +311,28 @@ def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, 
     }
 
 
-def evaluate_aisbench(
-    base_url: str, model_name: str, score: Any, base_dir: Path, workdir: Path, timeout_s: float
+def run_aisbench(
+    base_url: str,
+    model_name: str,
+    spec: Any,
+    base_dir: Path,
+    workdir: Path,
+    timeout_s: float,
+    limit: int | None,
+    mode: str | None = None,
 ) -> dict[str, Any]:
-    """Run AISBench's ``score.dataset_config`` against the server at ``base_url`` serving
-    ``model_name``, starting from ``score.request_config``, on ``score.dataset`` (relative to
-    ``base_dir``) when given. Its configs, log and outputs stay under ``workdir``/aisbench."""
+    """Run AISBench's ``spec.dataset_config`` against the server at ``base_url`` serving
+    ``model_name``, starting from ``spec.request_config``, on ``spec.dataset`` (relative to
+    ``base_dir``) when given; ``mode`` its ``--mode`` (its default, accuracy, when None). Its
+    configs, log and outputs stay under ``workdir``/aisbench. The facts of the run, with
+    ``out_dir`` (its --work-dir) to read the outputs from."""
     command = aisbench_executable()
     base_dir, workdir = Path(base_dir), Path(workdir)
-    request_name = getattr(score, "request_config", None) or AISBENCH_REQUEST
-    dataset_name = score.dataset_config
+    request_name = getattr(spec, "request_config", None) or AISBENCH_REQUEST
+    dataset_name = spec.dataset_config
     request_file = _config_file(request_name, base_dir, "request")
     dataset_file = _config_file(dataset_name, base_dir, "dataset")
-    dataset = (base_dir / score.dataset).resolve() if score.dataset else None
+    dataset = (base_dir / spec.dataset).resolve() if spec.dataset else None
     if dataset is not None and not dataset.exists():
         raise ScoreError(f"dataset not found: {dataset}")
     # a rerun in the same folder must read neither the last run's configs nor its numbers
@@ -342,22 +359,39 @@ def evaluate_aisbench(
             raise ScoreError(f"AISBench has no {what}; last lines of {log}:\n{last_lines(log)}")
     config_dir = home / "configs"
     out_dir = home / "outputs"
-    generated = write_aisbench_configs(config_dir, request_file, dataset_file, base_url, model_name, dataset, score)
-    argv = aisbench_argv(command, config_dir, out_dir, score.limit)
+    generated = write_aisbench_configs(config_dir, request_file, dataset_file, base_url, model_name, dataset, spec)
+    argv = aisbench_argv(command, config_dir, out_dir, limit)
+    if mode is not None:
+        argv += ["--mode", mode]
     log_path = workdir / AISBENCH_LOG
     remaining = max(1.0, timeout_s - (time.monotonic() - started))
     # its own cwd: AISBench writes a tmp/ folder where it runs
     run_tool(argv, full_env, log_path, remaining, "aisbench", home, budget_s=timeout_s)
     check_aisbench_log(log_path)
-    result = read_aisbench_results(out_dir, score.metric, getattr(score, "dataset_abbr", None), log_path)
     return {
-        "tool": "aisbench",
         "task": dataset_name,
-        **result,
+        "out_dir": out_dir,
         "command": argv,
         "search_command": search,
         "configs": [str(p) for p in generated],
         "env": env,
         "log": str(log_path),
+        "started": started,
+    }
+
+
+def evaluate_aisbench(
+    base_url: str, model_name: str, score: Any, base_dir: Path, workdir: Path, timeout_s: float
+) -> dict[str, Any]:
+    """The task score of ``score`` (its dataset and request configs, ``run_aisbench``) read from
+    the summary AISBench wrote."""
+    ran = run_aisbench(base_url, model_name, score, base_dir, workdir, timeout_s, score.limit)
+    out_dir, started = ran.pop("out_dir"), ran.pop("started")
+    result = read_aisbench_results(out_dir, score.metric, getattr(score, "dataset_abbr", None), Path(ran["log"]))
+    return {
+        "tool": "aisbench",
+        "task": ran.pop("task"),
+        **result,
+        **ran,
         "duration_s": round(time.monotonic() - started, 3),
     }

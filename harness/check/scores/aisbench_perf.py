@@ -8,17 +8,24 @@ stage, then Average, Min, Max, Median, P75, P90, P99 and N; latencies written "2
 Output throughput comes from the JSON, as vllm-ascend's nightly reads it; median TTFT and median
 TPOT from the CSV, in seconds. A figure AISBench did not write (TTFT and TPOT are left out of a
 run without streaming) is absent, and the gate says it was not measured.
+
+A phase whose ``perf_baseline`` sets ``aisbench`` runs ``ais_bench --mode perf`` on the live
+deployment after the phase (``run_aisbench``: argv list, its own work dir, its own process group)
+and its gate reads the figures of the newest run's performances file.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
+from typing import Any
 
+from harness.check.scores.aisbench import AISBENCH_ABBR, failure_evidence, newest_run, run_aisbench
 from harness.check.scores.tool import ScoreError
-from harness.check.traffic.evidence import perf_gates
-from harness.matrix.schema import PerfGate
+from harness.check.traffic.evidence import measured_by_aisbench, perf_gates
+from harness.matrix.schema import AISBenchPerf, PerfGate, Phase
 
 STAGE = "total"  # the stage of a run without stages (DefaultPerfMetricCalculator)
 THROUGHPUT = "Output Token Throughput"
@@ -72,4 +79,54 @@ def read_aisbench_performance(result: Path) -> dict[str, float | None]:
 def aisbench_perf_gates(gate: PerfGate, result: Path) -> tuple[list[str], list[str]]:
     """``gate`` on the figures of AISBench's performance result ``result``: (held, failed), each
     line naming the numbers and the file they came from."""
-    return perf_gates(gate, read_aisbench_performance(result), measured_by=f"AISBench, {result}")
+    return perf_gates(gate, read_aisbench_performance(result), measured_by=measured_by_aisbench(result))
+
+
+def performance_result(out_dir: Path, dataset_abbr: str | None, log_path: Path) -> Path:
+    """The performances file of the newest run under ``out_dir`` (AISBench's --work-dir): the
+    one of ``dataset_abbr``, or the only one."""
+    folder = newest_run(out_dir, log_path) / "performances" / AISBENCH_ABBR
+    found = sorted(folder.glob("*.json"))
+    if dataset_abbr is not None:
+        found = [p for p in found if p.stem == dataset_abbr] or found
+        if found and found[0].stem != dataset_abbr:
+            known = ", ".join(p.stem for p in found)
+            raise ScoreError(f"{folder}: no performances of dataset {dataset_abbr!r}; there are {known}")
+    if not found:
+        raise ScoreError(f"AISBench wrote no performances file in {folder}\n{failure_evidence(log_path)}")
+    if len(found) > 1:
+        names = ", ".join(p.stem for p in found)
+        raise ScoreError(f"{folder}: performances of several datasets ({names}); name one in dataset_abbr")
+    return found[0]
+
+
+def measure_aisbench_perf(
+    base_url: str, model_name: str, spec: AISBenchPerf, base_dir: Path, workdir: Path, timeout_s: float
+) -> dict[str, Any]:
+    """AISBench in perf mode against the server at ``base_url``: the figures of its newest
+    performances file, the file, the argv and the log; ``{"error": ...}`` with its evidence
+    when it is missing, fails, runs past ``timeout_s`` or writes no performances."""
+    try:
+        ran = run_aisbench(base_url, model_name, spec, base_dir, workdir, timeout_s, spec.num_prompts, mode="perf")
+        result = performance_result(ran["out_dir"], spec.dataset_abbr, Path(ran["log"]))
+        figures = read_aisbench_performance(result)
+    except ScoreError as err:
+        return {"error": str(err)}
+    return {
+        "figures": figures,
+        "result": str(result),
+        "command": ran["command"],
+        "log": ran["log"],
+        "duration_s": round(time.monotonic() - ran["started"], 3),
+    }
+
+
+def measure_phase_perf(live: Any, phase: Phase, base_dir: Path) -> dict[str, Any]:
+    """AISBench's perf run for ``phase`` (its ``perf_baseline.aisbench``) on the ready deployment
+    ``live``, within the phase's deadline, in its own folder under the deployment's logs."""
+    gate = phase.perf_baseline
+    assert gate is not None and gate.aisbench is not None
+    workdir = live.log_dir / "aisbench-perf" / phase.label
+    return measure_aisbench_perf(
+        live.client.base, live.model_name or "", gate.aisbench, base_dir, workdir, phase.deadline_s
+    )

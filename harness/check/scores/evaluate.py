@@ -14,6 +14,7 @@ from typing import Any
 from harness.check.scores.aisbench import evaluate_aisbench
 from harness.check.scores.lmeval import evaluate_lm_eval
 from harness.check.scores.tool import TOOL_NAMES, ScoreError
+from harness.matrix.schema import missing_aisbench_files
 
 __all__ = ["ScoreError", "evaluate", "evaluate_live", "judge_score", "missing_files"]
 
@@ -44,12 +45,7 @@ def missing_files(score: Any, base_dir: Path) -> str | None:
     """Why a file the score names is not there (None when all are): asked by ``ppconf lint``
     before anything launches. Names are relative to ``base_dir``."""
     if getattr(score, "tool", "lm-eval") == "aisbench":
-        for name, what in ((score.dataset_config, "dataset"), (score.request_config, "request")):
-            if name and name.endswith(".py") and not (base_dir / name).is_file():
-                return f"AISBench {what} config file {base_dir / name} not found"
-        if score.dataset and not (base_dir / score.dataset).exists():
-            return f"score dataset {base_dir / score.dataset} not found"
-        return None
+        return missing_aisbench_files(score, base_dir)
     task = base_dir / score.task
     return None if task.is_file() else f"score task file {task} not found"
 

@@ -26,6 +26,8 @@ class PhaseOutputs:
     error: str | None = None  # a request failed, or the phase outlived its deadline
     usage: dict[str, int] = field(default_factory=dict)  # batch: the usage of the greedy request
     models: list[dict[str, Any]] = field(default_factory=list)  # batch: /v1/models as answered
+    # perf_baseline.aisbench: AISBench's perf run after the phase (figures, file, argv, log; or error)
+    aisbench: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,7 +38,7 @@ class PhaseOutputs:
             "error": self.error,
             "usage": self.usage,
             "models": self.models,
-        }
+        } | ({"aisbench": self.aisbench} if self.aisbench is not None else {})
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> PhaseOutputs:
@@ -48,6 +50,7 @@ class PhaseOutputs:
             d.get("error"),
             dict(d.get("usage") or {}),
             list(d.get("models") or []),
+            d.get("aisbench"),
         )
 
 
