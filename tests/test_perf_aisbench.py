@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cases.workload import plan_phase
+from harness.check import observe
 from harness.check.scores.aisbench_perf import (
-    aisbench_perf_gates,
     measure_phase_perf,
+    perf_workdir,
     performance_result,
     read_aisbench_performance,
 )
@@ -29,6 +30,17 @@ from harness.results.result import Expectation, Observation
 
 RESULT = Path(__file__).parent / "data" / "aisbench" / "perf" / "20260822_101500" / "performances" / "ppconf"
 JSON = RESULT / "gsm8kdataset.json"
+
+
+def aisbench_perf_gates(gate: PerfGate, result: Path) -> tuple[list[str], list[str]]:
+    """``gate`` (asking for AISBench's perf run) on the figures of ``result``, through the phase
+    record production writes: (held, failed)."""
+    gate = gate.model_copy(update={"aisbench": AISBenchPerf(dataset_config="gsm8k_gen_0_shot_cot_str_perf")})
+    got = PhaseOutputs(aisbench={"figures": read_aisbench_performance(result), "result": str(result)})
+    plan = plan_phase(Phase(kind="concurrent", requests=2, perf_baseline=gate), 2)
+    rec = phase_record(plan, Compare(), got, None, {})
+    failed = list(rec.problems)
+    return [g for g in rec.gates if g not in failed], failed
 
 
 def test_the_figures_are_aisbenchs_throughput_and_median_latencies_in_seconds():
@@ -164,7 +176,7 @@ def _run_gate(tmp_path, phase: Phase):
     live = SimpleNamespace(client=SimpleNamespace(base="http://127.0.0.1:8000"), model_name="served", log_dir=tmp_path)
     # ppconf's own figures of the phase: not the gate's
     got = PhaseOutputs(metrics={"peak_running": 2.0}, perf={"output_tokens_per_s": 99999.0})
-    got.aisbench = measure_phase_perf(live, phase, tmp_path)
+    got.aisbench = measure_phase_perf(live, phase, tmp_path, "the phase's key")
     plan = plan_phase(phase, 2)
     rec = phase_record(plan, Compare(), got, None, {})
     return rec, judge(Expectation(kind="supported"), Observation(ready=True, workload=[rec]))
@@ -177,10 +189,11 @@ def test_the_gate_of_a_run_is_decided_by_aisbenchs_perf_run(tmp_path, fake_perf,
     (run,) = fake_perf.calls()
     argv = run["argv"]
     assert argv[argv.index("--mode") + 1] == "perf" and argv[argv.index("--num-prompts") + 1] == "8"
-    assert run["cwd"] == str(tmp_path / "aisbench-perf" / "perf" / "aisbench") and run["pgid"] != os.getpgid(0)
+    workdir = perf_workdir(tmp_path, _gated_phase(fake_perf.shipped), "the phase's key")
+    assert run["cwd"] == str(workdir / "aisbench") and run["pgid"] != os.getpgid(0)
     request = run["configs"]["ppconf_request.py"]
     assert "'request_rate': 11.2" in request and "'batch_size': 4" in request and "'max_out_len': 32" in request
-    result = tmp_path / "aisbench-perf/perf/aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
+    result = workdir / "aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
     (gate,) = rec.gates
     assert gate.startswith(f"output throughput {float(tput):g} tok/s (measured by AISBench, {result}) {sign} 2351.89")
     assert rec.aisbench.result == str(result) and rec.aisbench.figures["output_tokens_per_s"] == float(tput)
@@ -222,3 +235,62 @@ def test_the_newest_runs_performances_file_is_read_and_several_need_one_named(tm
     (out / "20261203_000000").mkdir()
     with pytest.raises(ScoreError, match="AISBench wrote no performances file in .*20261203_000000"):
         performance_result(out, None, log)
+
+
+@pytest.mark.parametrize(
+    "json_text, csv_bytes, message",
+    [
+        ("[1, 2]", None, "json: not AISBench's performance result \\(a JSON list, not an object\\)"),
+        ("2424.78", None, "json: not AISBench's performance result \\(a JSON float, not an object\\)"),
+        (None, b"Performance Parameters,Stage,Median\n\xff\xfe,total,1 ms\n", "csv: not AISBench's .*not UTF-8"),
+        (None, b"Performance Parameters,Stage,Median\nTTFT,total," + b"9" * 200000, "csv:2: not .*field limit"),
+    ],
+)
+def test_malformed_aisbench_output_is_a_score_error_naming_the_file(tmp_path, json_text, csv_bytes, message):
+    result = tmp_path / "gsm8kdataset.json"
+    result.write_text(json_text if json_text is not None else JSON.read_text())
+    if csv_bytes is not None:
+        (tmp_path / "gsm8kdataset.csv").write_bytes(csv_bytes)
+    with pytest.raises(ScoreError, match=f"{tmp_path / 'gsm8kdataset'}.{message}"):
+        read_aisbench_performance(result)
+
+
+def test_an_unreadable_csv_is_a_score_error_naming_it(tmp_path, monkeypatch):
+    result = tmp_path / "gsm8kdataset.json"
+    shutil.copy(JSON, result)
+    shutil.copy(RESULT / "gsm8kdataset.csv", tmp_path / "gsm8kdataset.csv")
+
+    opened = Path.open
+
+    def refuse(self, *a, **kw):
+        if self.suffix == ".csv":
+            raise PermissionError(13, "Permission denied")
+        return opened(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ScoreError, match="gsm8kdataset.csv: cannot read AISBench's per-request metrics .*denied"):
+        read_aisbench_performance(result)
+
+
+def test_phases_sharing_a_label_have_their_own_perf_folder(tmp_path, fake_perf, monkeypatch):
+    monkeypatch.setenv("FAKE_AISBENCH_TPUT", "2424.7802")
+    phase = _gated_phase(fake_perf.shipped)
+    live = SimpleNamespace(client=SimpleNamespace(base="http://127.0.0.1:8000"), model_name="served", log_dir=tmp_path)
+    first = measure_phase_perf(live, phase, tmp_path, "key one")
+    second = measure_phase_perf(live, phase, tmp_path, "key two")
+    assert first["result"] != second["result"] and Path(first["result"]).is_file()
+    assert [c["cwd"] for c in fake_perf.calls()] == [
+        str(perf_workdir(tmp_path, phase, k) / "aisbench") for k in ("key one", "key two")
+    ]
+
+
+def test_stage_busy_time_is_the_phases_own_not_the_aisbench_runs(tmp_path, monkeypatch):
+    # the stages' busy time grows during the phase and, further, during AISBench's run after it
+    busy = {"s": 0.0}
+    monkeypatch.setattr(observe.probe, "start_stage_timing", lambda live: True)
+    monkeypatch.setattr(observe, "run_phase", lambda live, ph, compare: busy.update(s=1.0) or PhaseOutputs(wall_s=2.0))
+    monkeypatch.setattr(observe, "measure_phase_perf", lambda *a: busy.update(s=9.0) or {"error": "x"})
+    monkeypatch.setattr(observe.probe, "stage_busy", lambda live, wall_s, pp, n: {"utilisation": busy["s"] / wall_s})
+    phase = _gated_phase(tmp_path)
+    out, stages = observe.measure_phase(None, plan_phase(phase, 2), Compare(), 2, "k", tmp_path, lambda s: None)
+    assert stages == {"utilisation": 0.5} and out.aisbench == {"error": "x"}

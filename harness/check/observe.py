@@ -40,6 +40,28 @@ from harness.results.result import Comparison, FeatureCheck, Observation, ScoreV
 ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
 
 
+def measure_phase(
+    live: LiveDeployment,
+    ph: PhasePlan,
+    compare: Compare,
+    pp: int,
+    key: str,
+    base_dir: Path,
+    say: Callable[[str], None],
+) -> tuple[PhaseOutputs, dict[str, Any]]:
+    """One phase on ``live``: its outputs and, for a PP deployment with the stage probe, each
+    stage's busy time over the phase alone (read before the AISBench perf run its gate may ask
+    for, whose forward passes are not the phase's); the perf run in its own folder for ``key``."""
+    timed = pp > 1 and probe.start_stage_timing(live)
+    out = run_phase(live, ph, compare)
+    stages = probe.stage_busy(live, out.wall_s, pp, out.metrics.get("peak_running")) if timed else {}
+    gate = ph.phase.perf_baseline
+    if gate is not None and gate.aisbench is not None and not out.error:
+        say(f"phase {ph.name}: AISBench perf run")
+        out.aisbench = measure_phase_perf(live, ph.phase, base_dir, key)
+    return out, stages
+
+
 class Observer:
     def __init__(
         self,
@@ -117,14 +139,8 @@ class Observer:
                 if key in phases:
                     continue
                 self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests)} requests)")
-                timed = pp > 1 and probe.start_stage_timing(live)
-                out = run_phase(live, ph, compare)
-                gate = ph.phase.perf_baseline
-                if gate is not None and gate.aisbench is not None and not out.error:
-                    self.progress("phase", c, f"phase {ph.name}: AISBench perf run")
-                    out.aisbench = measure_phase_perf(live, ph.phase, workload_dir(self.m, c))
-                stages = probe.stage_busy(live, out.wall_s, pp, out.metrics.get("peak_running")) if timed else {}
-                phases[key] = (out, stages)
+                say = functools.partial(self.progress, "phase", c)
+                phases[key] = measure_phase(live, ph, compare, pp, key, workload_dir(self.m, c), say)
 
     def _requests(self, case: Case) -> tuple[str, Compare]:
         """What to ask for a case: its comparison's requests (cases sharing one shape share them)."""

@@ -17,6 +17,7 @@ and its gate reads the figures of the newest run's performances file.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -24,8 +25,7 @@ from typing import Any
 
 from harness.check.scores.aisbench import AISBENCH_ABBR, failure_evidence, newest_run, run_aisbench
 from harness.check.scores.tool import ScoreError
-from harness.check.traffic.evidence import measured_by_aisbench, perf_gates
-from harness.matrix.schema import AISBenchPerf, PerfGate, Phase
+from harness.matrix.schema import AISBenchPerf, Phase
 
 STAGE = "total"  # the stage of a run without stages (DefaultPerfMetricCalculator)
 THROUGHPUT = "Output Token Throughput"
@@ -49,23 +49,41 @@ def _scaled(text: str, where: str) -> float:
     return value * UNITS[unit]
 
 
+def _csv_rows(table: Path) -> list[list[str]]:
+    """The rows of AISBench's per-request metrics ``table``; ScoreError naming the file (and
+    line) when it cannot be read as CSV."""
+    reader = None
+    try:
+        with table.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            return list(reader)
+    except UnicodeDecodeError as err:
+        raise ScoreError(f"{table}: not AISBench's per-request metrics (not UTF-8: {err})") from None
+    except csv.Error as err:
+        line = f":{reader.line_num}" if reader is not None else ""
+        raise ScoreError(f"{table}{line}: not AISBench's per-request metrics ({err})") from None
+    except OSError as err:
+        raise ScoreError(f"{table}: cannot read AISBench's per-request metrics ({err})") from None
+
+
 def read_aisbench_performance(result: Path) -> dict[str, float | None]:
     """The gate's figures from AISBench's performance result ``result`` (its ``<dataset
     abbr>.json``; the ``.csv`` beside it gives the latencies). ScoreError naming the file and
     entry when they are not AISBench's."""
     try:
         common = json.loads(result.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
         raise ScoreError(f"{result}: not AISBench's performance result ({err})") from None
-    entry = common.get(THROUGHPUT) if isinstance(common, dict) else None
+    if not isinstance(common, dict):
+        raise ScoreError(f"{result}: not AISBench's performance result (a JSON {type(common).__name__}, not an object)")
+    entry = common.get(THROUGHPUT)
     if not isinstance(entry, dict) or STAGE not in entry:
-        raise ScoreError(f"{result}: no {THROUGHPUT!r} of stage {STAGE!r} (keys: {', '.join(common)})")
+        raise ScoreError(f"{result}: no {THROUGHPUT!r} of stage {STAGE!r} (keys: {', '.join(map(str, common))})")
     figures: dict[str, float | None] = {"output_tokens_per_s": _scaled(entry[STAGE], f"{result}: {THROUGHPUT}")}
     table = result.with_suffix(".csv")
     if not table.is_file():
         return figures
-    with table.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+    rows = _csv_rows(table)
     header = rows[0] if rows else []
     if header[:2] != ["Performance Parameters", "Stage"] or "Median" not in header:
         raise ScoreError(f"{table}:1: not AISBench's per-request metrics (header {header})")
@@ -74,12 +92,6 @@ def read_aisbench_performance(result: Path) -> dict[str, float | None]:
         if len(row) == len(header) and row[0] in MEDIANS and row[1] == STAGE:
             figures[MEDIANS[row[0]]] = _scaled(row[median], f"{table}:{n}: {row[0]} Median")
     return figures
-
-
-def aisbench_perf_gates(gate: PerfGate, result: Path) -> tuple[list[str], list[str]]:
-    """``gate`` on the figures of AISBench's performance result ``result``: (held, failed), each
-    line naming the numbers and the file they came from."""
-    return perf_gates(gate, read_aisbench_performance(result), measured_by=measured_by_aisbench(result))
 
 
 def performance_result(out_dir: Path, dataset_abbr: str | None, log_path: Path) -> Path:
@@ -121,12 +133,18 @@ def measure_aisbench_perf(
     }
 
 
-def measure_phase_perf(live: Any, phase: Phase, base_dir: Path) -> dict[str, Any]:
-    """AISBench's perf run for ``phase`` (its ``perf_baseline.aisbench``) on the ready deployment
-    ``live``, within the phase's deadline, in its own folder under the deployment's logs."""
+def perf_workdir(log_dir: Path, phase: Phase, key: str) -> Path:
+    """The folder of the perf run of the phase ``key`` (phases sharing a label each have their own)."""
+    return log_dir / "aisbench-perf" / f"{phase.label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def measure_phase_perf(live: Any, phase: Phase, base_dir: Path, key: str) -> dict[str, Any]:
+    """AISBench's perf run for ``phase`` (its ``perf_baseline.aisbench``; ``key`` the phase's
+    identity) on the ready deployment ``live``, within the phase's deadline, in its own folder
+    under the deployment's logs."""
     gate = phase.perf_baseline
     assert gate is not None and gate.aisbench is not None
-    workdir = live.log_dir / "aisbench-perf" / phase.label
+    workdir = perf_workdir(live.log_dir, phase, key)
     return measure_aisbench_perf(
         live.client.base, live.model_name or "", gate.aisbench, base_dir, workdir, phase.deadline_s
     )
