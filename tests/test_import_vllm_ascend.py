@@ -74,6 +74,8 @@ def test_a_multi_node_config_becomes_family_topology_and_suite(tmp_path, shipped
     ais = perf.perf_baseline.aisbench
     assert (ais.dataset_config, ais.request_config) == ("gsm8k_gen_0_shot_cot_str_perf", "vllm_api_stream_chat")
     assert (ais.num_prompts, ais.max_out_len, ais.batch_size, ais.request_rate) == (2800, 1500, 700, 11.2)
+    # on the benchmark's dataset: no local copy yet (ppconf lint says so), its source named
+    assert (ais.dataset, ais.baseline_dataset) == (None, "vllm-ascend/GSM8K-in3500-bs2800")
 
 
 def test_plans_carry_the_configs_flags_and_env_on_every_node(tmp_path, shipped):

@@ -172,8 +172,19 @@ def _gated_phase(shipped: Path) -> Phase:
     )
 
 
+def _live(tmp_path: Path) -> SimpleNamespace:
+    # served from a local folder: AISBench's tokenizer
+    (tmp_path / "model").mkdir(exist_ok=True)
+    return SimpleNamespace(
+        client=SimpleNamespace(base="http://127.0.0.1:8000"),
+        model_name="served",
+        log_dir=tmp_path,
+        deployment=SimpleNamespace(model=str(tmp_path / "model")),
+    )
+
+
 def _run_gate(tmp_path, phase: Phase):
-    live = SimpleNamespace(client=SimpleNamespace(base="http://127.0.0.1:8000"), model_name="served", log_dir=tmp_path)
+    live = _live(tmp_path)
     # ppconf's own figures of the phase: not the gate's
     got = PhaseOutputs(metrics={"peak_running": 2.0}, perf={"output_tokens_per_s": 99999.0})
     got.aisbench = measure_phase_perf(live, phase, tmp_path, "the phase's key")
@@ -193,6 +204,9 @@ def test_the_gate_of_a_run_is_decided_by_aisbenchs_perf_run(tmp_path, fake_perf,
     assert run["cwd"] == str(workdir / "aisbench") and run["pgid"] != os.getpgid(0)
     request = run["configs"]["ppconf_request.py"]
     assert "'request_rate': 11.2" in request and "'batch_size': 4" in request and "'max_out_len': 32" in request
+    # as vllm-ascend's tools/aisbench.py writes a perf run: greedy, to the output length, the model's path
+    assert f"'path': {str(tmp_path / 'model')!r}" in request
+    assert "**{'temperature': 0.0, 'ignore_eos': True}}" in request
     result = workdir / "aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
     (gate,) = rec.gates
     assert gate.startswith(f"output throughput {float(tput):g} tok/s (measured by AISBench, {result}) {sign} 2351.89")
@@ -275,7 +289,7 @@ def test_an_unreadable_csv_is_a_score_error_naming_it(tmp_path, monkeypatch):
 def test_phases_sharing_a_label_have_their_own_perf_folder(tmp_path, fake_perf, monkeypatch):
     monkeypatch.setenv("FAKE_AISBENCH_TPUT", "2424.7802")
     phase = _gated_phase(fake_perf.shipped)
-    live = SimpleNamespace(client=SimpleNamespace(base="http://127.0.0.1:8000"), model_name="served", log_dir=tmp_path)
+    live = _live(tmp_path)
     first = measure_phase_perf(live, phase, tmp_path, "key one")
     second = measure_phase_perf(live, phase, tmp_path, "key two")
     assert first["result"] != second["result"] and Path(first["result"]).is_file()

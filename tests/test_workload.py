@@ -191,6 +191,22 @@ def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(m
     assert not [e for e in map(str, lint(load_matrix(matrix_dir.root)).errors) if "AISBench" in e]
 
 
+def test_lint_warns_at_the_gate_when_an_aisbench_perf_gate_names_no_local_dataset(matrix_dir):
+    perf = matrix_dir.root / "cpu" / "perf"
+    perf.mkdir(parents=True)
+    (perf / "mine.py").write_text("")
+    gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/mine.py, baseline_dataset: ms/gsm8k}}"
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, name: perf, perf_baseline: {gate}}}]"))
+    (warning,) = [w for w in lint(load_matrix(matrix_dir.root)).warnings if "dataset" in w.message]
+    assert "phase perf: its perf gate's AISBench run names no local dataset" in warning.message
+    assert "perf/mine.py's default data, not the baseline's (ms/gsm8k): set aisbench.dataset" in warning.message
+    assert warning.where.file.endswith("cpu/mine.yaml") and warning.where.line == 5  # the suite's workload line
+    (matrix_dir.root / "cpu" / "data").mkdir()
+    gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/mine.py, dataset: data}}"
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, name: perf, perf_baseline: {gate}}}]"))
+    assert not [w for w in lint(load_matrix(matrix_dir.root)).warnings if "dataset" in w.message]
+
+
 def test_the_shipped_workloads_lint_clean(shipped):
     assert not [e for e in map(str, lint(shipped).errors) if "phase" in e]
 

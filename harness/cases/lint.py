@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.cases.workload import workload_problems
 from harness.matrix.load import Matrix
 from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
+from harness.matrix.schema import Phase
 from harness.matrix.source import Where
 from harness.outcomes import NEEDS_REFERENCE
 from harness.target.assertions import engine_assertions
@@ -75,6 +77,43 @@ class LintReport:
         return not self.errors
 
 
+def _workloads(m: Matrix) -> list[tuple[list[Phase], str, tuple[Any, ...]]]:
+    """Every workload the matrix declares: its phases, the section and path of its entry."""
+    out: list[tuple[list[Phase], str, tuple[Any, ...]]] = []
+    for entry in m.rules:
+        if entry.rule.workload is not None:
+            out.append((entry.rule.workload, "rules", (str(entry.index), "workload")))
+    for name, suite in m.suites.items():
+        if suite.workload is not None:
+            out.append((suite.workload, "suites", (name, "workload")))
+        for g, group in enumerate(suite.groups):
+            if group.workload is not None:
+                out.append((group.workload, "suites", (name, "groups", g, "workload")))
+    return out
+
+
+def _perf_gates_without_dataset(m: Matrix) -> list[Finding]:
+    """A perf gate measured by AISBench on its dataset config's default data: vllm-ascend's
+    baseline was measured on the data its case names (``dataset_path``), so the gate compares
+    two different workloads."""
+    out = []
+    for phases, section, (name, *path) in _workloads(m):
+        for i, phase in enumerate(phases):
+            gate = phase.perf_baseline
+            spec = gate.aisbench if gate is not None else None
+            if spec is not None and spec.dataset is None:
+                data = f" ({spec.baseline_dataset})" if spec.baseline_dataset else ""
+                out.append(
+                    Finding(
+                        f"phase {phase.label}: its perf gate's AISBench run names no local dataset, so it "
+                        f"measures {spec.dataset_config}'s default data, not the baseline's{data}: set "
+                        "aisbench.dataset to a local copy of the data the baseline was measured on",
+                        m.at(section, name, *path, i, "perf_baseline", "aisbench"),
+                    )
+                )
+    return out
+
+
 def lint(m: Matrix) -> LintReport:
     report = LintReport()
     # keyed by suite too: one case id in two suites may be claimed differently (a `suite` condition)
@@ -128,6 +167,7 @@ def lint(m: Matrix) -> LintReport:
         if text in seen:
             report.errors.append(Finding(f"{rule} repeats the condition of the rule at {seen[text]}", where))
         seen.setdefault(text, entry.where)
+    report.warnings += _perf_gates_without_dataset(m)
     for name, feature in m.features.items():
         for pattern in feature.silent_disable:
             if shape := backtracking_shape(pattern):

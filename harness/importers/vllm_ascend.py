@@ -72,7 +72,8 @@ SPECULATIVE = {
 }
 # Sampling settings of a benchmark that AISBench's request config takes.
 GENERATION = ("temperature", "top_p", "top_k", "seed", "min_p", "presence_penalty", "repetition_penalty")
-# Benchmark keys vllm-ascend's runner reads that ppconf's own run decides (remote code, EOS).
+# Benchmark keys ppconf's own run decides: remote code, and EOS (vllm-ascend's tools/aisbench.py
+# reads no ignore_eos of the case: a perf run ignores EOS, as ppconf's does, an accuracy run not).
 BENCH_IGNORED = frozenset({"trust_remote_code", "ignore_eos"})
 BENCH_NEEDS = ("case_type", "dataset_conf", "request_conf", "max_out_len", "batch_size")
 BENCH_KEYS = frozenset(
@@ -698,6 +699,8 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
                     aisbench["num_prompts"] = int(bench["num_prompts"])
                 if "request_rate" in bench:
                     aisbench["request_rate"] = float(bench["request_rate"])
+                if bench.get("dataset_path"):
+                    aisbench["baseline_dataset"] = str(bench["dataset_path"])
                 kwargs = {k: bench[k] for k in GENERATION if k in bench}
                 if kwargs:
                     aisbench["generation_kwargs"] = kwargs

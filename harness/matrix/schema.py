@@ -200,6 +200,9 @@ class AISBenchPerf(Strict):
     dataset_config: str
     request_config: str = "vllm_api_stream_chat"
     dataset: str | None = None
+    # the data the baseline was measured on, where it came from (vllm-ascend's dataset_path, a
+    # ModelScope dataset): ``ppconf lint`` names it while ``dataset`` is not set
+    baseline_dataset: str | None = None
     dataset_abbr: str | None = None  # the performances file to read when the config has several
     num_prompts: int | None = Field(None, ge=1)
     max_out_len: int | None = Field(None, ge=1)

@@ -143,10 +143,15 @@ def write_aisbench_configs(
     model_name: str,
     dataset: Path | None,
     score: Any,
+    perf: bool = False,
+    tokenizer: str | None = None,
 ) -> tuple[Path, Path]:
     """Write ppconf's request and dataset configs under ``config_dir`` (models/, datasets/), each
     importing the user's (or AISBench's own) config and changing only what the run needs: the
-    server, the served model, the model abbreviation, generation settings, the dataset path."""
+    server, the served model, the model abbreviation, generation settings, the dataset path.
+    A ``perf`` run's as vllm-ascend's tools/aisbench.py writes them: temperature 0 unless the
+    matrix sets one, ``ignore_eos`` (every request runs to its output length) and the model's
+    ``path`` (AISBench counts tokens with it) ``tokenizer``, the served model's local folder."""
     url = urlsplit(base_url)
     if not url.hostname:
         raise ScoreError(f"no host in the server's URL {base_url!r}")
@@ -166,7 +171,11 @@ def write_aisbench_configs(
     if getattr(score, "request_rate", None) is not None:
         settings["request_rate"] = score.request_rate
     # greedy unless the matrix says otherwise: a PP case and its reference then answer alike
-    generation = {"temperature": 0.0, **(getattr(score, "generation_kwargs", None) or {})}
+    generation: dict[str, Any] = {"temperature": 0.0, **(getattr(score, "generation_kwargs", None) or {})}
+    if perf:
+        generation["ignore_eos"] = True
+    if perf and tokenizer is not None:
+        settings["path"] = tokenizer
     models = config_dir / "models" / f"{AISBENCH_MODELS}.py"
     module = _link_base(models.parent, request)
     models.write_text(
@@ -320,10 +329,12 @@ def run_aisbench(
     timeout_s: float,
     limit: int | None,
     mode: str | None = None,
+    tokenizer: str | None = None,
 ) -> dict[str, Any]:
     """Run AISBench's ``spec.dataset_config`` against the server at ``base_url`` serving
     ``model_name``, starting from ``spec.request_config``, on ``spec.dataset`` (relative to
-    ``base_dir``) when given; ``mode`` its ``--mode`` (its default, accuracy, when None). Its
+    ``base_dir``) when given; ``mode`` its ``--mode`` (its default, accuracy, when None);
+    ``tokenizer`` the served model's local folder, for a perf run (write_aisbench_configs). Its
     configs, log and outputs stay under ``workdir``/aisbench. The facts of the run, with
     ``out_dir`` (its --work-dir) to read the outputs from."""
     command = aisbench_executable()
@@ -359,7 +370,9 @@ def run_aisbench(
             raise ScoreError(f"AISBench has no {what}; last lines of {log}:\n{last_lines(log)}")
     config_dir = home / "configs"
     out_dir = home / "outputs"
-    generated = write_aisbench_configs(config_dir, request_file, dataset_file, base_url, model_name, dataset, spec)
+    generated = write_aisbench_configs(
+        config_dir, request_file, dataset_file, base_url, model_name, dataset, spec, mode == "perf", tokenizer
+    )
     argv = aisbench_argv(command, config_dir, out_dir, limit)
     if mode is not None:
         argv += ["--mode", mode]

@@ -113,13 +113,21 @@ def performance_result(out_dir: Path, dataset_abbr: str | None, log_path: Path) 
 
 
 def measure_aisbench_perf(
-    base_url: str, model_name: str, spec: AISBenchPerf, base_dir: Path, workdir: Path, timeout_s: float
+    base_url: str,
+    model_name: str,
+    spec: AISBenchPerf,
+    base_dir: Path,
+    workdir: Path,
+    timeout_s: float,
+    tokenizer: str | None = None,
 ) -> dict[str, Any]:
-    """AISBench in perf mode against the server at ``base_url``: the figures of its newest
+    """AISBench in perf mode against the server at ``base_url`` (``tokenizer``: the served
+    model's local folder, AISBench's model path), as vllm-ascend measures: the figures of its newest
     performances file, the file, the argv and the log; ``{"error": ...}`` with its evidence
     when it is missing, fails, runs past ``timeout_s`` or writes no performances."""
     try:
-        ran = run_aisbench(base_url, model_name, spec, base_dir, workdir, timeout_s, spec.num_prompts, mode="perf")
+        limit = spec.num_prompts
+        ran = run_aisbench(base_url, model_name, spec, base_dir, workdir, timeout_s, limit, "perf", tokenizer)
         result = performance_result(ran["out_dir"], spec.dataset_abbr, Path(ran["log"]))
         figures = read_aisbench_performance(result)
     except ScoreError as err:
@@ -145,6 +153,8 @@ def measure_phase_perf(live: Any, phase: Phase, base_dir: Path, key: str) -> dic
     gate = phase.perf_baseline
     assert gate is not None and gate.aisbench is not None
     workdir = perf_workdir(live.log_dir, phase, key)
+    model = live.deployment.model
+    tokenizer = model if model and Path(model).is_dir() else None
     return measure_aisbench_perf(
-        live.client.base, live.model_name or "", gate.aisbench, base_dir, workdir, phase.deadline_s
+        live.client.base, live.model_name or "", gate.aisbench, base_dir, workdir, phase.deadline_s, tokenizer
     )
