@@ -50,6 +50,21 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def in_groups(pgids: list[int]) -> list[int]:
+    """Every live process whose process group is one of ``pgids``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z" and int(fields[2]) in pgids:
+                found.append(int(entry.name))
+    return found
+
+
 def wait_until(predicate, timeout_s, step=0.2):
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -160,27 +175,6 @@ def test_missing_model_path_is_an_infrastructure_error(tmp_path, matrix_dir):
     assert not ours(tmp_path / "run")
 
 
-def test_sigkill_of_a_headless_rank_mid_case(tmp_path):
-    runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
-    (d,) = runner.prepare()
-    case = runner.by_id[d.case_ids[0]]
-    with _serve(runner, d, case, tmp_path) as live:
-        state, _ = live.wait_ready(300)
-        assert state == "ready"
-        headless = next(h for h in live.handles if h.spec.role == "headless")
-        os.killpg(headless.pid, signal.SIGKILL)
-        t0 = time.monotonic()
-        _, problem, _ = watch_request(live, lambda: _ask(runner, live), 120, None)
-        noticed = time.monotonic() - t0
-    assert problem is not None
-    assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
-    from harness.results.result import Observation
-
-    v = judge(case.expectation, Observation(ready=True, request_error=problem))
-    assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
-    assert wait_until(lambda: not ours(tmp_path / "run"), 30), f"left running: {ours(tmp_path / 'run')}"
-
-
 def test_unreachable_node_is_an_infrastructure_error_not_a_product_failure(tmp_path):
     closed = free_port()  # nothing listens here
     inventory = tmp_path / "down.yaml"
@@ -210,26 +204,42 @@ nodes:
     assert time.monotonic() - t0 < 120
 
 
-def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
-    """SIGSTOP the last stage's worker once the server is ready: the request can never finish.
-    The verdict must come at ppconf's deadline, and teardown must still remove the frozen group."""
-    runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-mp/1,4/none")
+@pytest.fixture(scope="module")
+def two_node_live(tmp_path_factory):
+    """One two-node deployment (head + --headless) that the next two tests break in turn: frozen
+    and thawed first, then one of its ranks killed. Each of them starts it afresh if run alone."""
+    tmp = tmp_path_factory.mktemp("two-node")
+    runner = _runner(tmp, "qwen3-tiny/pp2-tp1-2node-mp/auto/none")
     (d,) = runner.prepare()
     case = runner.by_id[d.case_ids[0]]
-
-    deadline = 20.0
-    with _serve(runner, d, case, tmp_path) as live:
+    with _serve(runner, d, case, tmp) as live:
         state, _ = live.wait_ready(300)
         assert state == "ready"
-        # vLLM names its engine and worker processes "VLLM::…"; freezing them all leaves the API
-        # server up and answering /health while no request can ever finish
-        frozen = [p for p in ours(tmp_path / "run") if "VLLM::" in _cmdline(p)]
-        assert frozen, "no vLLM engine or worker process found"
-        for pid in frozen:
-            os.kill(pid, signal.SIGSTOP)
+        groups = [h.pid for h in live.handles]
+        yield runner, case, live, tmp / "run"
+    assert wait_until(lambda: not ours(tmp / "run") and not in_groups(groups), 30), in_groups(groups)
+
+
+def test_a_hung_first_request_is_judged_at_the_request_deadline(two_node_live):
+    """SIGSTOP every engine and worker process once the server is ready: the request can never
+    finish. The verdict must come at ppconf's deadline; thawed, the deployment answers again."""
+    runner, case, live, run = two_node_live
+    deadline = 20.0
+    # vLLM names its engine and worker processes "VLLM::…"; freezing them all leaves the API
+    # server up and answering /health while no request can ever finish
+    # (found by process group: vLLM's spawned processes of a multi-node launch do not keep the
+    # run's marker in their environment)
+    frozen = [p for p in in_groups([h.pid for h in live.handles]) if "VLLM::" in _cmdline(p)]
+    assert frozen, "no vLLM engine or worker process found"
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
         t0 = time.monotonic()
         _, problem, _ = watch_request(live, lambda: _ask(runner, live), deadline, None)
         waited = time.monotonic() - t0
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
     assert problem == f"no answer within {deadline:.0f} s"
     assert deadline <= waited < deadline + 5
     from harness.check.verdict.diagnose import diagnose
@@ -238,4 +248,22 @@ def test_a_hung_first_request_is_judged_at_the_request_deadline(tmp_path):
     v = judge(case.expectation, Observation(ready=True, request_error=problem))
     assert v.outcome is Outcome.FAIL
     assert diagnose(runner.m.diagnosis, [v.reason], {})["symptom"] == "first request hangs"
-    assert wait_until(lambda: not ours(tmp_path / "run"), 30), f"left running: {ours(tmp_path / 'run')}"
+    # the freeze was the only fault: thawed, the same deployment answers (so the next test's
+    # failure is the killed rank's, not this one's)
+    answers, problem, _ = watch_request(live, lambda: _ask(runner, live), 120, None)
+    assert problem is None and answers is not None
+
+
+def test_sigkill_of_a_headless_rank_mid_case(two_node_live):
+    runner, case, live, run = two_node_live
+    headless = next(h for h in live.handles if h.spec.role == "headless")
+    os.killpg(headless.pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    _, problem, _ = watch_request(live, lambda: _ask(runner, live), 120, None)
+    noticed = time.monotonic() - t0
+    assert problem is not None
+    assert noticed < 90, f"took {noticed:.0f} s to notice the dead rank"
+    from harness.results.result import Observation
+
+    v = judge(case.expectation, Observation(ready=True, request_error=problem))
+    assert v.outcome in (Outcome.FAIL, Outcome.ERROR) and "request failed" in v.reason
