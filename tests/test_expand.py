@@ -100,6 +100,35 @@ def test_shipped_matrix_lints_clean(shipped):
     assert not report.warnings, report.warnings
 
 
+def test_lint_warns_of_a_variant_side_no_p_d_case_uses(matrix_dir):
+    matrix_dir(
+        "cpu/sided.yaml",
+        """\
+        families:
+          sided-tiny:
+            title: a variant with a decode side, only ever served without P/D
+            variants:
+              default:
+                architecture: Qwen3ForCausalLM
+                supports_pp: true
+                model: zoo:qwen3-tiny
+                platforms: [cpu]
+                decode:
+                  args: [--max-num-seqs, "2"]
+        suites:
+          sided:
+            title: no P/D topology
+            platform: cpu
+            groups:
+              - families: [sided-tiny]
+                topologies: [pp1-tp1]
+        """,
+    )
+    report = lint(load_matrix(matrix_dir.root))
+    (side,) = [w for w in map(str, report.warnings) if "sided-tiny" in w and "P/D" in w]
+    assert "sided.yaml:10:9" in side and "variants.default.decode: no case of the variant is P/D" in side, side
+
+
 def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
     matrix_dir(
         "zz-rules.yaml",

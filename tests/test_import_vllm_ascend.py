@@ -133,7 +133,8 @@ def test_pd_from_disaggregated_prefill_gives_each_instance_its_own_flags_and_env
     topology = m.topologies[group.topologies[0]]
     assert (topology.tp, topology.dp, topology.connector) == (8, 2, "MooncakeConnectorV1")
     assert (topology.decode.tp, topology.decode.dp) == (4, 4)
-    assert group.features == ["expert-parallel"]
+    # the decode instance's graph mode is recognised as the case's feature too
+    assert group.features == ["expert-parallel+graph-mode"]
     # the decode-only graph mode is the decode instance's own; the rest both share
     v = variant(m, "qwen3-235b-a22b-disaggregated_prefill")
     assert v.decode.args == ["--compilation-config", '{"cudagraph_mode":"FULL_DECODE_ONLY"}']
@@ -151,12 +152,32 @@ def test_pd_from_disaggregated_prefill_gives_each_instance_its_own_flags_and_env
         kv = argv[argv.index("--kv-transfer-config") + 1]
         assert '"kv_connector":"MooncakeConnectorV1"' in kv
         assert '"decode":{"dp_size":4,"tp_size":4,"pp_size":1}' in kv
-    assert "--compilation-config" not in launches["prefill"].argv
+    # the prefill instance takes graph mode as the shipped feature expresses it there
+    prefill = list(launches["prefill"].argv)
+    assert prefill[prefill.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
+    assert any("feature graph-mode" in o for o in dict(launches["prefill"].origins)["--compilation-config"])
     decode = list(launches["decode"].argv)
     assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
     # where the flag came from: the variant's decode side, at its line of the imported file
     origin = dict(launches["decode"].origins)["--compilation-config"]
     assert any("on the decode instance" in o for o in origin), origin
+
+
+def test_one_instances_json_flag_a_feature_would_change_decides_over_the_feature(tmp_path, shipped):
+    # decode-only PIECEWISE graphs: the graph-mode feature (FULL_DECODE_ONLY) must not replace them
+    config = tmp_path / "pd-piecewise.yaml"
+    config.write_text(PD.read_text().replace('"cudagraph_mode":"FULL_DECODE_ONLY"', '"cudagraph_mode":"PIECEWISE"'))
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
+    (group,) = m.suites["pd-piecewise"].groups
+    assert group.features == ["expert-parallel+graph-mode"]
+    assert group.decode.args == ["--compilation-config", '{"cudagraph_mode":"PIECEWISE"}'] and group.prefill is None
+    assert variant(m, "qwen3-235b-a22b-disaggregated_prefill").decode is None
+    (deployment,) = planned(m, "pd-piecewise").values()
+    launches = {launch.role: list(launch.argv) for launch in deployment.launches}
+    decode = launches["decode"]
+    assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"PIECEWISE"}'
+    prefill = launches["prefill"]
+    assert prefill[prefill.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
 
 
 def test_env_one_instance_of_a_pd_pair_sets_is_that_instances_own(tmp_path, shipped):
@@ -200,6 +221,15 @@ def test_env_one_instance_of_a_pd_pair_sets_is_that_instances_own(tmp_path, ship
             ),
             "MooncakeConnectorV2",
             "kv_connector 'MooncakeConnectorV2' on a decode host, 'MooncakeConnectorV1' on the prefill host",
+        ),
+        # one instance's own flags are checked as the shared ones are
+        (
+            (
+                '--compilation-config \'{"cudagraph_mode":"FULL_DECODE_ONLY"}\'',
+                '--speculative-config \'{"method":"bogus_method"}\'',
+            ),
+            "bogus_method",
+            "speculative method 'bogus_method': no feature expresses it",
         ),
     ],
 )

@@ -86,7 +86,17 @@ def flag(argv, name):
 
 
 def test_precedence_is_the_stated_one():
-    assert LEVELS == ("platform", "topology", "variant", "variant-side", "features", "suite", "group", "rule")
+    assert LEVELS == (
+        "platform",
+        "topology",
+        "variant",
+        "variant-side",
+        "features",
+        "suite",
+        "group",
+        "group-side",
+        "rule",
+    )
 
 
 def test_a_variants_pd_side_wins_over_its_own_flags_and_loses_to_a_feature():

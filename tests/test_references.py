@@ -106,15 +106,32 @@ def test_a_plain_reference_drafts_with_the_variant_s_reference_drafter(shipped, 
 
 @pytest.mark.parametrize(
     ("drafter", "message"),
-    [("mpt", "unknown reference_drafter of variant text 'mpt'.*mtp"), ("prefix-caching", "drafts no tokens")],
+    [
+        ("mpt", "reference_drafter: unknown feature 'mpt' (did you mean 'mtp'?)"),
+        ("prefix-caching", "drafts no tokens"),
+        # a reference keeping the drafter alone could not launch what it requires
+        ("draft-tp1", "feature 'draft-tp1' requires mtp"),
+        # deepseek-v4/text with its DFlash drafter model taken out
+        ("dflash", "drafts with a 'dflash' model the variant's drafters do not name"),
+    ],
 )
-def test_a_reference_drafter_is_a_feature_that_drafts(matrix_dir, drafter, message):
+def test_a_reference_drafter_is_a_feature_that_drafts_alone_with_a_model_the_variant_names(
+    matrix_dir, drafter, message
+):
+    import re
+
     from harness.matrix.source import MatrixError
 
     path = matrix_dir.root / "ascend/families.yaml"
-    path.write_text(path.read_text().replace("reference_drafter: mtp", f"reference_drafter: {drafter}", 1))
-    with pytest.raises(MatrixError, match=message):
+    text = path.read_text().replace("reference_drafter: mtp", f"reference_drafter: {drafter}", 1)
+    path.write_text(text.replace("          dflash: /models/DeepSeek-V4-DFlash\n", "", 1))
+    with pytest.raises(MatrixError) as err:
         load_matrix(matrix_dir.root)
+    (e,) = [e for e in err.value.errors if "reference_drafter" in str(e)]
+    assert message in str(e)
+    # at the reference_drafter line, not the family's
+    line = int(re.search(r"families\.yaml:(\d+):", str(e)).group(1))
+    assert f"reference_drafter: {drafter}" in path.read_text().splitlines()[line - 1], e
 
 
 def test_a_feature_kept_in_a_reference_keeps_what_it_requires(matrix_dir):

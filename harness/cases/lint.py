@@ -140,6 +140,7 @@ def lint(m: Matrix) -> LintReport:
             at = first.where if first.rule.workload is not None else m.where.get(("suites", case.suite))
             for problem in workload_problems(m, case):
                 report.errors.append(Finding(f"{problem} (case {case.id})", at))
+    report.warnings += _unused_sides(m, cases.values())
     seen: dict[str, object] = {}
     for entry in m.rules:
         where, rule = entry.where, f"rule '{entry.rule.when}'"
@@ -173,6 +174,21 @@ def lint(m: Matrix) -> LintReport:
             if shape := backtracking_shape(pattern):
                 report.warnings.append(Finding(_backtracks(f"feature {name}: silent_disable", pattern, shape)))
     return report
+
+
+def _unused_sides(m: Matrix, cases) -> list[Finding]:
+    """A variant's ``prefill:``/``decode:`` sides where no case of the variant is P/D: never used."""
+    pd = {(c.family, c.variant) for c in cases if m.topologies[c.topology].decode is not None}
+    return [
+        Finding(
+            f"families.{fname}.variants.{vname}.{role}: no case of the variant is P/D, so this side is never used",
+            m.at("families", fname, "variants", vname, role),
+        )
+        for fname, family in m.families.items()
+        for vname, variant in family.variants.items()
+        for role in ("prefill", "decode")
+        if getattr(variant, role) is not None and (fname, vname) not in pd
+    ]
 
 
 def _backtracks(subject: str, pattern: str, shape: str) -> str:

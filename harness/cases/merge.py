@@ -28,7 +28,7 @@ from typing import Any
 from harness.matrix.load import Matrix
 from harness.matrix.schema import JSON_FLAGS
 
-LEVELS = ("platform", "topology", "variant", "variant-side", "features", "suite", "group", "rule")
+LEVELS = ("platform", "topology", "variant", "variant-side", "features", "suite", "group", "group-side", "rule")
 
 # Flags vLLM spells with a --no- prefix for the same destination (BooleanOptionalAction).
 _NUMBER = re.compile(r"^-\d")
@@ -281,6 +281,18 @@ def _entry(
     )
 
 
+def _side(
+    m: Matrix, level: str, what: str, section: str, name: str, base: tuple, entry: Any, role: str | None
+) -> list[Layer]:
+    """The layer of an entry's ``prefill:``/``decode:`` side on that instance, if it gives one."""
+    own = getattr(entry, role) if role else None
+    if own is None:
+        return []
+    return [
+        _entry(m, level, f"{what} on the {role} instance", section, name, (*base, role), own.args, own.env, own.configs)
+    ]
+
+
 def matrix_layers(
     m: Matrix,
     platform: str,
@@ -324,21 +336,10 @@ def matrix_layers(
             args_key="serve_args",
         ),
     ]
-    own = getattr(v, role) if role else None
-    if own is not None:  # what the variant adds on this instance of a P/D pair
-        layers.append(
-            _entry(
-                m,
-                "variant-side",
-                f"variant {family}/{variant} on the {role} instance",
-                "families",
-                family,
-                ("variants", variant, role),
-                own.args,
-                own.env,
-                own.configs,
-            )
-        )
+    # what the variant adds on this instance of a P/D pair
+    layers += _side(
+        m, "variant-side", f"variant {family}/{variant}", "families", family, ("variants", variant), v, role
+    )
     for name in features:
         f = m.features[name].side(role)
         layers.append(_entry(m, "features", f"feature {name}", "features", name, (), f.args, f.env, f.configs))
@@ -373,6 +374,10 @@ def matrix_layers(
                     backend_env=g.backend_env,
                     backend=backend,
                 )
+            )
+            # what the group gives on this instance of a P/D pair
+            layers += _side(
+                m, "group-side", f"suite {suite} group {group}", "suites", suite, ("groups", group), g, role
             )
     if rule is not None and rule < len(m.rules):
         r = m.rules[rule].rule

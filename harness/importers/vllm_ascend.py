@@ -349,7 +349,11 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
         if f.name == "--kv-transfer-config":
             raise SourceError(f.where, "--kv-transfer-config without disaggregated_prefill: not mapped")
     flags = [_json_normalised(f) for f in flags]
+    sides = {role: ([_json_normalised(f) for f in own], own_env) for role, (own, own_env) in sides.items()}
+    # a feature one instance's own flags express is the case's too (its rules and cells apply)
     features = _features(flags, base)
+    for own, _ in sides.values():
+        features += [name for name in _features(own, base) if name not in features]
     group_args = _decided_by_config(flags, features, base)
     serve_args = [a for f in flags if f.name not in group_args for a in f.argv()]
     variant: dict[str, Any] = {
@@ -361,15 +365,20 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
         "serve_args": serve_args,
         "env": env,
     }
+    group_sides: dict[str, Any] = {}
     for role, (own_flags, own_env) in sides.items():
-        # what one instance of the pair takes beyond the flags and env both share
+        # what one instance of the pair takes beyond the flags and env both share; its JSON flags
+        # a feature would change go to the group's side, which decides over features
+        decided = _decided_by_config(own_flags, features, base)
         side: dict[str, Any] = {}
-        if own_flags:
-            side["args"] = [a for f in own_flags for a in _json_normalised(f).argv()]
+        if len(decided) < len(own_flags):
+            side["args"] = [a for f in own_flags if f.name not in decided for a in f.argv()]
         if own_env:
             side["env"] = own_env
         if side:
             variant[role] = side
+        if decided:
+            group_sides[role] = {"args": [a for f in own_flags if f.name in decided for a in f.argv()]}
     score, phases = _scores(test)
     if score is not None:
         variant["reference"] = {"kind": "score", "score": score}
@@ -382,6 +391,7 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     }
     if group_args:
         group["args"] = [a for f in flags if f.name in group_args for a in f.argv()]
+    group.update(group_sides)
     if phases:
         group["workload"] = [{"kind": "sequential"}, *phases]
     return family, group

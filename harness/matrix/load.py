@@ -371,6 +371,35 @@ def _zoo_spec_files(family: Family, folder: Path, doc: Document, name: str) -> t
     return family.model_copy(update={"variants": variants}), errors
 
 
+# Speculative methods that draft without a model of their own: n-gram lookup, and MTP heads
+# inside the target's checkpoint (vllm/config/speculative.py).
+SELF_DRAFTING = frozenset({"ngram", "suffix", "mtp", "deepseek_mtp"})
+
+
+def _reference_drafter_problem(m: Matrix, variant: Variant) -> str | None:
+    """Why a variant's ``reference_drafter`` cannot be what a plain reference drafts with, if it
+    cannot: it is no feature, drafts nothing, needs other features (a reference keeping only it
+    could not launch it), or drafts with a model the variant does not name in ``drafters``."""
+    name = variant.reference_drafter
+    if name is None:
+        return None
+    if name not in m.features:
+        return f"unknown feature '{name}'{suggest(name, m.features)}"
+    feature = m.features[name]
+    spec = feature.configs.get("speculative-config")
+    if spec is None:
+        return f"feature '{name}' drafts no tokens (it gives no speculative-config)"
+    if feature.requires:
+        return f"feature '{name}' requires {', '.join(feature.requires)}: a reference keeps it alone"
+    method = str(spec.get("method", ""))
+    if method not in SELF_DRAFTING and "model" not in spec and method not in variant.drafters:
+        return (
+            f"feature '{name}' drafts with a {method!r} model the variant's drafters do not name"
+            f"{suggest(method, variant.drafters)}"
+        )
+    return None
+
+
 def _check_references(m: Matrix) -> list[SourceError]:
     errors: list[SourceError] = []
 
@@ -386,15 +415,12 @@ def _check_references(m: Matrix) -> list[SourceError]:
             for p in variant.platforms:
                 if p not in m.platforms:
                     unknown("families", fname, f"platform in variant {vname}", p, m.platforms)
-            drafter = variant.reference_drafter
-            if drafter is not None and drafter not in m.features:
-                unknown("families", fname, f"reference_drafter of variant {vname}", drafter, m.features)
-            elif drafter is not None and "speculative-config" not in m.features[drafter].configs:
+            problem = _reference_drafter_problem(m, variant)
+            if problem is not None:
                 errors.append(
                     SourceError(
-                        m.where.get(("families", fname)),
-                        f"families.{fname}.variants.{vname}.reference_drafter: feature '{drafter}' "
-                        "drafts no tokens (it gives no speculative-config)",
+                        m.at("families", fname, "variants", vname, "reference_drafter"),
+                        f"families.{fname}.variants.{vname}.reference_drafter: {problem}",
                     )
                 )
     for name, feature in m.features.items():

@@ -593,6 +593,10 @@ class Group(Strict):
     args: list[str] = []
     env: Env = {}
     backend_env: dict[Backend, Env] = {}
+    # On a P/D pair, flags, env and configs the group gives on that instance only (over features,
+    # as args are: the vllm-ascend importer keeps a side's own JSON flag a feature would change here).
+    prefill: Side | None = None
+    decode: Side | None = None
     workload: list[Phase] | None = None  # over the suite's
 
     _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))

@@ -128,7 +128,7 @@ def reference_features(m: Matrix, case: Case) -> tuple[str, ...]:
                 kept.append(need)
                 todo.append(need)
     drafter = m.variant(case.family, case.variant).reference_drafter
-    if drafter is not None and not kept and not m.features[drafter].requires and not relative_perf(m, case):
+    if drafter is not None and not kept and not relative_perf(m, case):  # checked at load
         return (drafter,)  # a reference otherwise plain drafts as the variant's bounded cases do
     return tuple(f for f in case.features if f in kept)
 
