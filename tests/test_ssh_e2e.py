@@ -68,7 +68,7 @@ def vllm_without_ppconf(root: Path) -> tuple[Path, Path]:
     return root / "bin" / "python", launcher
 
 
-def test_the_probe_travels_to_nodes_without_ppconf_and_reads_even_and_custom_splits(sshd, tmp_path):
+def test_the_probe_travels_to_nodes_without_ppconf_and_reads_auto_and_custom_splits(sshd, tmp_path):
     python, launcher = vllm_without_ppconf(tmp_path / "node-env")
     nodes = "".join(
         f"""
