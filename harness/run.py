@@ -99,7 +99,9 @@ class SuiteRun:
         self.by_id: dict[str, Case] = {}
         self.plans_checked = False
         self._recording = threading.Lock()  # one writer of results, whichever thread judged them
-        self.launcher = Launcher(cfg.cluster, cfg.run_dir, self.suite.request_timeout_s)
+        self.launcher = Launcher(
+            cfg.cluster, cfg.run_dir, self.suite.request_timeout_s, stack=lambda node: self.versions.get(node, {})
+        )
         self.references = ReferenceRuns(
             self.m,
             cfg.cluster,

@@ -19,9 +19,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from harness.check.serving import modelinfo
 from harness.check.serving.instrument import instrument
 from harness.check.serving.live import LiveDeployment, fresh_ports
 from harness.plan.cluster import Cluster
@@ -37,7 +38,14 @@ LEASE_WAIT_S = 6 * 3600.0  # how long a launch waits for devices that other ppco
 
 
 class Launcher:
-    def __init__(self, cluster: Cluster, run_dir: Path, request_timeout_s: float, redactor: Redactor | None = None):
+    def __init__(
+        self,
+        cluster: Cluster,
+        run_dir: Path,
+        request_timeout_s: float,
+        redactor: Redactor | None = None,
+        stack: Callable[[str], Mapping[str, str]] | None = None,
+    ):
         self.cluster = cluster
         self.run_dir = run_dir
         self.request_timeout_s = request_timeout_s
@@ -50,10 +58,13 @@ class Launcher:
         self.unreaped: list[object] = []
         # every secret a launch is given is learnt here, and scrubbed from its logs once it stopped
         self.redactor = redactor or Redactor().learn_env(os.environ)
+        # the versions probed on a node: vLLM's model-info answers are kept between runs per stack
+        self.stack = stack
+        self.vllm_cache = run_dir / "vllm-cache"
 
     def extra_env(self) -> dict[str, str]:
         return {
-            "VLLM_CACHE_ROOT": str(self.run_dir / "vllm-cache"),
+            "VLLM_CACHE_ROOT": str(self.vllm_cache),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
             MARKER: str(self.run_dir.resolve()),  # the reaper finds them whichever way the run is named
@@ -115,6 +126,8 @@ class Launcher:
         """Lease, plan on what the lease gave, launch; stop every process group on the way out."""
         with self.leased(placement, note, prefer) as leased:
             d = instrument(replan(leased, self.ports()))
+            kept = modelinfo.store_for(self.stack(d.launches[0].node)) if self.stack and d.launches else None
+            modelinfo.seed(self.vllm_cache, kept)
             live = LiveDeployment(d, log_dir, self.extra_env(), self.request_timeout_s, self.cluster)
             with self._lock:
                 if self.stopping.is_set():
@@ -136,6 +149,7 @@ class Launcher:
                 with self._lock:
                     self._live.pop(id(live), None)
                 self._write_live()
+                modelinfo.keep(self.vllm_cache, kept)
                 self.redactor.learn(live.deployment)
                 for path in live.log_paths.values():
                     self.redactor.scrub_file(path)
