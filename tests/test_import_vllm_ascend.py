@@ -152,10 +152,10 @@ def test_pd_from_disaggregated_prefill_gives_each_instance_its_own_flags_and_env
         kv = argv[argv.index("--kv-transfer-config") + 1]
         assert '"kv_connector":"MooncakeConnectorV1"' in kv
         assert '"decode":{"dp_size":4,"tp_size":4,"pp_size":1}' in kv
-    # the prefill instance takes graph mode as the shipped feature expresses it there
-    prefill = list(launches["prefill"].argv)
-    assert prefill[prefill.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
-    assert any("feature graph-mode" in o for o in dict(launches["prefill"].origins)["--compilation-config"])
+    # the prefill instance runs without graph mode, as the config has it: the group's prefill side
+    # skips the feature, so no compilation config reaches that launch
+    assert group.prefill is not None and group.prefill.skip_features == ["graph-mode"] and group.decode is None
+    assert "--compilation-config" not in launches["prefill"].argv
     decode = list(launches["decode"].argv)
     assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
     # where the flag came from: the variant's decode side, at its line of the imported file
@@ -170,14 +170,15 @@ def test_one_instances_json_flag_a_feature_would_change_decides_over_the_feature
     m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, config)])
     (group,) = m.suites["pd-piecewise"].groups
     assert group.features == ["expert-parallel+graph-mode"]
-    assert group.decode.args == ["--compilation-config", '{"cudagraph_mode":"PIECEWISE"}'] and group.prefill is None
+    assert group.decode.args == ["--compilation-config", '{"cudagraph_mode":"PIECEWISE"}']
+    assert group.prefill is not None and group.prefill.skip_features == ["graph-mode"]
     assert variant(m, "qwen3-235b-a22b-disaggregated_prefill").decode is None
     (deployment,) = planned(m, "pd-piecewise").values()
     launches = {launch.role: list(launch.argv) for launch in deployment.launches}
     decode = launches["decode"]
     assert decode[decode.index("--compilation-config") + 1] == '{"cudagraph_mode":"PIECEWISE"}'
-    prefill = launches["prefill"]
-    assert prefill[prefill.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
+    # the prefill instance had no compilation config in the config, and gets none
+    assert "--compilation-config" not in launches["prefill"]
 
 
 def test_env_one_instance_of_a_pd_pair_sets_is_that_instances_own(tmp_path, shipped):

@@ -141,6 +141,7 @@ def lint(m: Matrix) -> LintReport:
             for problem in workload_problems(m, case):
                 report.errors.append(Finding(f"{problem} (case {case.id})", at))
     report.warnings += _unused_sides(m, cases.values())
+    report.warnings += _idle_skips(m, cases.values())
     seen: dict[str, object] = {}
     for entry in m.rules:
         where, rule = entry.where, f"rule '{entry.rule.when}'"
@@ -188,6 +189,26 @@ def _unused_sides(m: Matrix, cases) -> list[Finding]:
         for vname, variant in family.variants.items()
         for role in ("prefill", "decode")
         if getattr(variant, role) is not None and (fname, vname) not in pd
+    ]
+
+
+def _idle_skips(m: Matrix, cases) -> list[Finding]:
+    """A group side's ``skip_features`` naming a feature no P/D case of that group runs: it skips nothing."""
+    ran: dict[tuple[str, int], set[str]] = {}
+    for c in cases:
+        if c.group is not None and m.topologies[c.topology].decode is not None:
+            ran.setdefault((c.suite, c.group), set()).update(c.features)
+    return [
+        Finding(
+            f"suites.{suite}.groups[{gi}].{role}.skip_features: no P/D case of the group runs {feat}, "
+            f"so it skips nothing",
+            m.at("suites", suite, "groups", gi, role, "skip_features"),
+        )
+        for suite, s in m.suites.items()
+        for gi, group in enumerate(s.groups)
+        for role in ("prefill", "decode")
+        for feat in (getattr(group, role).skip_features if getattr(group, role) else ())
+        if feat not in ran.get((suite, gi), set())
     ]
 
 

@@ -293,6 +293,18 @@ def _side(
     ]
 
 
+def instance_features(
+    m: Matrix, features: tuple[str, ...] | list[str], suite: str | None, group: int | None, role: str | None
+) -> list[str]:
+    """The case's features expressed on one instance of a P/D pair (``role``): all of them but
+    those its suite group's side of that instance skips (``skip_features``)."""
+    side = None
+    if role and suite in m.suites and group is not None and group < len(m.suites[suite].groups):
+        side = getattr(m.suites[suite].groups[group], role)
+    skipped = set(side.skip_features) if side is not None else set()
+    return [f for f in features if f not in skipped]
+
+
 def matrix_layers(
     m: Matrix,
     platform: str,
@@ -340,7 +352,7 @@ def matrix_layers(
     layers += _side(
         m, "variant-side", f"variant {family}/{variant}", "families", family, ("variants", variant), v, role
     )
-    for name in features:
+    for name in instance_features(m, features, suite, group, role):
         f = m.features[name].side(role)
         layers.append(_entry(m, "features", f"feature {name}", "features", name, (), f.args, f.env, f.configs))
     if suite in m.suites:  # a case made outside any suite (a baseline) has none of its layers

@@ -350,10 +350,13 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
             raise SourceError(f.where, "--kv-transfer-config without disaggregated_prefill: not mapped")
     flags = [_json_normalised(f) for f in flags]
     sides = {role: ([_json_normalised(f) for f in own], own_env) for role, (own, own_env) in sides.items()}
-    # a feature one instance's own flags express is the case's too (its rules and cells apply)
+    # a feature one instance's own flags express is the case's too (its rules and cells apply),
+    # and the other instance runs without it, as the config has it
     features = _features(flags, base)
-    for own, _ in sides.values():
-        features += [name for name in _features(own, base) if name not in features]
+    own_features = {role: _features(own, base) for role, (own, _) in sides.items()}
+    for names in own_features.values():
+        features += [name for name in names if name not in features]
+    shared_features = set(_features(flags, base))
     group_args = _decided_by_config(flags, features, base)
     serve_args = [a for f in flags if f.name not in group_args for a in f.argv()]
     variant: dict[str, Any] = {
@@ -377,8 +380,14 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
             side["env"] = own_env
         if side:
             variant[role] = side
+        group_side: dict[str, Any] = {}
         if decided:
-            group_sides[role] = {"args": [a for f in own_flags if f.name in decided for a in f.argv()]}
+            group_side["args"] = [a for f in own_flags if f.name in decided for a in f.argv()]
+        skipped = [f for f in features if f not in shared_features and f not in own_features[role]]
+        if skipped:
+            group_side["skip_features"] = skipped
+        if group_side:
+            group_sides[role] = group_side
     score, phases = _scores(test)
     if score is not None:
         variant["reference"] = {"kind": "score", "score": score}

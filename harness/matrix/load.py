@@ -449,4 +449,9 @@ def _check_references(m: Matrix) -> list[SourceError]:
             for feat in group.toggles:
                 if feat not in m.features:
                     unknown("suites", name, "feature", feat, m.features)
+            for role in ("prefill", "decode"):
+                side = getattr(group, role)
+                for feat in side.skip_features if side else ():
+                    if feat not in m.features:
+                        unknown("suites", name, f"feature in a group's {role}.skip_features", feat, m.features)
     return errors

@@ -438,6 +438,14 @@ class Side(Strict):
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]
 
 
+class GroupSide(Side):
+    """What a suite group gives on one instance of a P/D pair: flags, env and configs (over the
+    features'), and the case's features that instance runs without (a config that sets graph mode
+    on its decode instance only leaves the prefill instance as vLLM's default has it)."""
+
+    skip_features: list[str] = []
+
+
 class Variant(Strict):
     architecture: str
     # None: not known in advance; read from the model's config.json when the case is planned.
@@ -594,9 +602,10 @@ class Group(Strict):
     env: Env = {}
     backend_env: dict[Backend, Env] = {}
     # On a P/D pair, flags, env and configs the group gives on that instance only (over features,
-    # as args are: the vllm-ascend importer keeps a side's own JSON flag a feature would change here).
-    prefill: Side | None = None
-    decode: Side | None = None
+    # as args are: the vllm-ascend importer keeps a side's own JSON flag a feature would change
+    # here), and the features of its cases that instance runs without (`skip_features`).
+    prefill: GroupSide | None = None
+    decode: GroupSide | None = None
     workload: list[Phase] | None = None  # over the suite's
 
     _workload = field_validator("workload")(classmethod(lambda cls, v: _unique_phases(v)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.cases.case import Case
-from harness.cases.merge import Merged, json_args, matrix_layers, merge, topology_layer
+from harness.cases.merge import Merged, instance_features, json_args, matrix_layers, merge, topology_layer
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster, Node
@@ -143,7 +143,7 @@ def plan(
             return next(
                 (
                     dict(m.features[f].side(role).configs["kv-transfer-config"])
-                    for f in case.features
+                    for f in instance_features(m, case.features, case.suite, case.group, role)
                     if "kv-transfer-config" in m.features[f].side(role).configs
                 ),
                 {},
