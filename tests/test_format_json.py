@@ -270,3 +270,17 @@ def test_lint_migrate_json_says_what_changed_in_the_object_alone(tiny, capsys):
     assert moved[0]["message"] == "suites.s.accuracy.logprob_tolerance -> suites.s.accuracy.compare.logprob_tolerance"
     code, out = run_cli(capsys, ["lint", "--matrices", root, "--migrate"])  # a second time: nothing
     assert code == 0 and out.startswith(f"{root}: nothing to migrate (matrix format ")
+
+
+def test_lint_migrate_json_names_what_it_changed_before_a_directory_it_could_not_migrate(tiny, capsys, tmp_path):
+    old = TINY.replace("    platform: cpu\n", "    platform: cpu\n    accuracy:\n      logprob_tolerance: 0.1\n")
+    root = tiny(old)
+    missing = str(tmp_path / "no-such-matrices")
+    code = main(["lint", "--matrices", root, "--matrices", missing, "--migrate", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 2
+    got = json.loads(captured.out)  # the first directory was migrated on disk: the object says so
+    assert got["ok"] is False and [m["root"] for m in got["migrated"]] == [root]
+    assert any("logprob_tolerance" in c["message"] for c in got["migrated"][0]["changes"])
+    assert got["errors"] == [f"matrix directory not found: {missing}"]
+    assert f"matrix directory not found: {missing}" in captured.err

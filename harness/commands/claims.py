@@ -15,7 +15,7 @@ from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, PartitionError, stage_ranges, tuning_advice
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix
-from harness.matrix.load import Matrix
+from harness.matrix.load import Matrix, MatrixError
 from harness.outcomes import NO_LAUNCH, Kind
 from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.deployment import plan
@@ -30,11 +30,16 @@ def _migrate(args: argparse.Namespace) -> list[dict]:
     args.matrices, migrations = migrate_for_lint(
         args.migrate if isinstance(args.migrate, Path) else None, args.matrices
     )
-    migrated = []
-    for migration in migrations:
-        if args.format == "text":
-            print("\n".join(migration.lines()))
-        migrated.append(migration.to_json())
+    migrated: list[dict] = []
+    try:
+        for migration in migrations:
+            if args.format == "text":
+                print("\n".join(migration.lines()))
+            migrated.append(migration.to_json())
+    except MatrixError as err:
+        if args.format == "json":  # what the earlier directories changed is on disk: say so
+            print(json.dumps({"ok": False, "migrated": migrated, "errors": [str(e) for e in err.errors]}, indent=2))
+        raise
     return migrated
 
 
