@@ -105,3 +105,21 @@ def test_a_huge_condition_fails_fast_with_its_position():
     assert len(shown) < 400 and shown.splitlines()[1].startswith("  …")  # a window, not 350 kB
     # a long but real condition still parses
     assert parse(" && ".join(["pp > 1"] * 200), {"pp": int}).evaluate({"pp": 2})
+
+
+def test_lint_warns_on_a_backtracking_silent_disable_pattern_at_its_line(matrix_dir):
+    path = matrix_dir(
+        "features-hostile.yaml",
+        """\
+        features:
+          hostile-off:
+            title: a feature whose silent-disable pattern backtracks
+            args: [--enforce-eager]
+            silent_disable:
+              - "turned off"
+              - "(a|a)*$"
+        """,
+    )
+    report = in_time(lambda: lint(load_matrix(matrix_dir.root)), 120)
+    (hit,) = [w for w in report.warnings if "feature hostile-off: silent_disable" in str(w)]
+    assert hit.where is not None and hit.where.file.endswith(path.name) and hit.where.line == 7, hit

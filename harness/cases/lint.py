@@ -171,9 +171,14 @@ def lint(m: Matrix) -> LintReport:
         seen.setdefault(text, entry.where)
     report.warnings += _perf_gates_without_dataset(m)
     for name, feature in m.features.items():
-        for pattern in feature.silent_disable:
+        for i, pattern in enumerate(feature.silent_disable):
             if shape := backtracking_shape(pattern):
-                report.warnings.append(Finding(_backtracks(f"feature {name}: silent_disable", pattern, shape)))
+                report.warnings.append(
+                    Finding(
+                        _backtracks(f"feature {name}: silent_disable", pattern, shape),
+                        m.at("features", name, "silent_disable", i),
+                    )
+                )
     return report
 
 
