@@ -10,14 +10,34 @@ from dataclasses import asdict, dataclass, field
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.cases.lint import Finding
-from harness.check.references.goldens import check_plannable
+from harness.check.references.goldens import load_golden
 from harness.check.serving.stack import layer_counts
 from harness.matrix.load import Matrix
 from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import DEFAULT_CLUSTERS, Cluster, load_cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import PlanError
+from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 from harness.plan.validate import PlanReport, engine, summarize, validate_cases
+
+
+def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
+    """Why the case's reference cannot run on ``cluster`` (None when it can): lint's question."""
+    ref = resolve(m, case)
+    try:
+        if ref.launches:
+            plan_reference(m, case, cluster, ref)
+        elif ref.spec.kind == "golden":
+            load_golden(ref.path(ref.spec.golden or ""))
+        if ref.spec.score is not None:
+            from harness.check.scores.evaluate import missing_files
+
+            missing = missing_files(ref.spec.score, ref.base_dir)
+            if missing:
+                return missing
+    except (PlanError, ReferenceUnavailable) as err:
+        return f"{ref.describe()}: {err}"
+    return None
 
 
 def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:

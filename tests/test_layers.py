@@ -159,6 +159,7 @@ LAYERS = (
     # each stage built, feature checks, task scores, references, verdicts; observe runs them all
     "harness.check.logs",
     "harness.check.serving",
+    "harness.check.context",  # the run's bundle every check step is handed
     "harness.check.traffic",
     "harness.check.stages",
     "harness.check.features",
@@ -228,3 +229,33 @@ def test_every_class_name_is_defined_once():
 def test_the_class_name_check_finds_a_planted_twin():
     planted = {"harness.a": "class Node:\n    pass\n", "harness.b": "class Node(Base):\n    x = 1\n"}
     assert defined_twice(planted) == {"Node": ["harness.a", "harness.b"]}
+
+
+def matrix_readers(edges: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """check/ modules that import the loaded matrix or its loader: the check step reads resolved
+    cases (``harness.plan.resolved``), never the matrix (schema value types may stay)."""
+    banned = ("harness.matrix.load", "harness.matrix.source", "harness.matrix.migrate")
+    return sorted(
+        f"{m} -> {t}{'.' + name if name else ''}"
+        for m, e in edges.items()
+        if m.startswith("harness.check")
+        for t, name in e
+        if t in banned or (name == "Matrix")
+    )
+
+
+def test_the_check_step_never_reads_the_matrix():
+    assert matrix_readers(imports(modules())) == []
+
+
+def test_the_matrix_reader_check_finds_a_planted_import():
+    known = {"harness.matrix.load", "harness.check.observe", "harness.matrix.schema"}
+    planted = {
+        "harness.check.observe": edges_of(
+            "harness.check.observe",
+            False,
+            "from harness.matrix.load import Matrix\nfrom harness.matrix.schema import Compare\n",
+            known,
+        )
+    }
+    assert matrix_readers(planted) == ["harness.check.observe -> harness.matrix.load.Matrix"]

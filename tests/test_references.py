@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from harness.cases.expand import expand, select
-from harness.check.references.goldens import cache_key, check_plannable, golden_record, load_golden, stack_difference
+from harness.check.references.goldens import cache_key, golden_record, load_golden, stack_difference
 from harness.check.traffic.compare import Outputs
 from harness.cli import main
 from harness.matrix.load import load_matrix
@@ -23,7 +23,7 @@ from harness.plan.reference import (
     resolve,
 )
 from harness.plan.schedule import schedule_suite
-from harness.preflight import references_unfit
+from harness.preflight import check_plannable, references_unfit
 
 
 def case(m, suite, cid):
@@ -359,7 +359,9 @@ def test_the_same_counterpart_has_one_key_on_any_node_and_from_any_case(shipped)
 
 def test_a_counterpart_cached_by_another_node_is_reused_not_launched(shipped, tmp_path):
     """The cache lookup: outputs a run on another host stored are found, nothing is launched."""
+    from harness.check.context import RunContext
     from harness.check.references.runs import ReferenceRuns
+    from harness.plan.resolved import Planner
 
     class NoLaunch:
         def serve(self, *args, **kwargs):
@@ -369,15 +371,18 @@ def test_a_counterpart_cached_by_another_node_is_reused_not_launched(shipped, tm
     stack = {"vllm": "0.32.0"}
     there = _other_host()
     ids = [[3, 4, 5]]
-    first = ReferenceRuns(shipped, there, tmp_path / "run-there", NoLaunch(), lambda: {"n7": stack}, tmp_path / "cache")
-    _, key = first._plan(c, resolve(shipped, c), ids)
+
+    def runs_on(cluster, run_dir, versions):
+        ctx = RunContext(Planner(shipped, cluster), run_dir, NoLaunch(), lambda: versions, tmp_path / "cache")
+        return ReferenceRuns(ctx), ctx.planner.resolved(c)
+
+    first, rc = runs_on(there, tmp_path / "run-there", {"n7": stack})
+    _, key = first._plan(rc, ids)
     outputs = Outputs(id_prompts=ids)
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / f"{key}.json").write_text(json.dumps({"key": key, "outputs": outputs.to_json()}))
-    runs = ReferenceRuns(
-        shipped, load_cluster(None), tmp_path / "run-here", NoLaunch(), lambda: {"local": stack}, tmp_path / "cache"
-    )
-    got = runs.for_case(c, ids)
+    runs, rc = runs_on(load_cluster(None), tmp_path / "run-here", {"local": stack})
+    got = runs.for_case(rc, ids)
     assert got.error is None and got.outputs is not None
     assert got.evidence["source"] == "reused from the reference cache" and got.evidence["key"] == key
     assert (runs.launched, runs.reused) == (0, 1)

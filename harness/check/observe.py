@@ -7,18 +7,16 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.cases.case import Case
-from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
+from harness.cases.workload import PhasePlan
 from harness.check import logs
+from harness.check.context import RunContext
 from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.scores.aisbench_perf import measure_phase_perf
-from harness.check.serving.launcher import Launcher
 from harness.check.serving.live import LiveDeployment
 from harness.check.serving.watch import watch_request
 from harness.check.stages import probe
@@ -26,13 +24,10 @@ from harness.check.stages.probe import read_partition, stage_costs, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs, run_phase
-from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
-from harness.plan.cluster import Cluster
-from harness.plan.deployment import plan
 from harness.plan.launch import Deployment
-from harness.plan.reference import resolve
+from harness.plan.resolved import RequestsKey, ResolvedCase
 from harness.results import store
 from harness.results.result import Comparison, FeatureCheck, Observation, ScoreVerdict
 
@@ -62,42 +57,48 @@ def measure_phase(
     return out, stages
 
 
-class Observer:
-    def __init__(
-        self,
-        m: Matrix,
-        cluster: Cluster,
-        run_dir: Path,
-        launcher: Launcher,
-        references: ReferenceRuns,
-        progress: Callable[[str, Case | None, str], None],
-    ):
-        self.m = m
-        self.cluster = cluster
-        self.run_dir = run_dir
-        self.launcher = launcher
-        self.references = references
-        self.progress = progress
+@dataclass(frozen=True)
+class PhaseKey:
+    """One distinct phase run on a deployment: cases whose planned phase and sampling are equal
+    share it (``text``, canonical JSON of both, also names the phase's AISBench perf folder)."""
 
-    def observe(self, d: Deployment, cases: list[Case]) -> tuple[Deployment, dict[str, Observation]]:
+    text: str
+
+
+def _phase_key(ph: PhasePlan, compare: Compare) -> PhaseKey:
+    sampling = [compare.top_logprobs, compare.temperature, compare.seed]
+    return PhaseKey(json.dumps([ph.to_json(), sampling], sort_keys=True))
+
+
+class Observer:
+    def __init__(self, ctx: RunContext, references: ReferenceRuns):
+        self.ctx = ctx
+        self.run_dir = ctx.run_dir
+        self.references = references
+
+    def progress(self, kind: str, rc: ResolvedCase | None, text: str) -> None:
+        self.ctx.say(kind, rc.case if rc is not None else None, text)
+
+    def observe(self, d: Deployment, cases: list[ResolvedCase]) -> tuple[Deployment, dict[str, Observation]]:
         """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's observation."""
-        suite = self.m.suite(cases[0].suite)
+        first = cases[0]
         obs = Observation()
         rejects = [c.expectation.error for c in cases if c.expectation.kind is Kind.REJECTED and c.expectation.error]
         pattern = "|".join(f"(?:{r})" for r in rejects) or None
-        outputs: dict[str, Outputs] = {}
-        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]] = {}
+        outputs: dict[RequestsKey, Outputs] = {}
+        phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]] = {}
+        scores: dict[ScoreKey, dict[str, Any]] = {}
 
         def replan(placement: Any, ports: Any) -> Deployment:
-            return replace(plan(self.m, cases[0], self.cluster, placement=placement, ports=ports), case_ids=d.case_ids)
+            return replace(self.ctx.planner.deployment(first.case, placement, ports), case_ids=d.case_ids)
 
-        self.progress("launch", cases[0], f"{len(cases)} case(s) on one deployment")
-        with self.launcher.serve(replan, d.placement, cases[0].id, self.run_dir / "logs" / d.key) as live:
-            state, elapsed = live.wait_ready(suite.startup_timeout_s)
+        self.progress("launch", first, f"{len(cases)} case(s) on one deployment")
+        with self.ctx.launcher.serve(replan, d.placement, first.id, self.run_dir / "logs" / d.key) as live:
+            state, elapsed = live.wait_ready(first.startup_timeout_s)
             obs.exit_codes = live.exit_codes()
             if state == "ready":
                 obs.ready, obs.ready_s = True, round(elapsed, 1)
-                self._check_live(live, cases, obs, pattern, outputs, phases)
+                self._check_live(live, cases, obs, pattern, outputs, phases, scores)
             else:
                 obs.failed_phase = "startup"
                 obs.failed_after_s = round(elapsed, 1)
@@ -114,65 +115,55 @@ class Observer:
         with self.references.near([name for name, _ in real.placement.nodes] if real.placement else []):
             self.references.prefetch([(c, self._asked_ids(c, outputs)) for c in judged])
             refs = {c.id: self.references.for_case(c, self._asked_ids(c, outputs)) for c in judged}
-        return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs, phases) for c in cases}
+        return real, {c.id: self._per_case(c, obs, paths, refs.get(c.id), outputs, phases, scores) for c in cases}
 
-    def _asked_ids(self, case: Case, outputs: dict[str, Outputs]) -> list[list[int]] | None:
-        got = outputs.get(self._requests(case)[0])
+    def _asked_ids(self, rc: ResolvedCase, outputs: dict[RequestsKey, Outputs]) -> list[list[int]] | None:
+        got = outputs.get(rc.requests)
         return got.id_prompts if got is not None else None
 
-    def _phase_key(self, plan: PhasePlan, compare: Compare) -> str:
-        sampling = [compare.top_logprobs, compare.temperature, compare.seed]
-        return json.dumps([plan.to_json(), sampling], sort_keys=True)
-
     def _run_phases(
-        self, live: LiveDeployment, cases: list[Case], phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]]
+        self,
+        live: LiveDeployment,
+        cases: list[ResolvedCase],
+        phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]],
     ) -> None:
         """Each distinct phase of the cases' workloads, once, in workload order; for a PP
         deployment with the stage probe, each stage's busy time over the phase too."""
-        pp = self.m.topologies[cases[0].topology].pp
         for c in cases:
-            if self.m.pools(c.features):
+            if c.pooling:
                 continue
-            compare = self._requests(c)[1]
-            for ph in plan_workload(self.m, c):
-                key = self._phase_key(ph, compare)
+            for ph in c.phases:
+                key = _phase_key(ph, c.compare)
                 if key in phases:
                     continue
                 self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests)} requests)")
                 say = functools.partial(self.progress, "phase", c)
-                phases[key] = measure_phase(live, ph, compare, pp, key, workload_dir(self.m, c), say)
-
-    def _requests(self, case: Case) -> tuple[str, Compare]:
-        """What to ask for a case: its comparison's requests (cases sharing one shape share them)."""
-        compare = resolve(self.m, case).compare
-        return json.dumps([compare.model_dump(), self.m.pools(case.features)], sort_keys=True), compare
+                phases[key] = measure_phase(live, ph, c.compare, c.pp, key.text, c.workload_dir, say)
 
     def _check_live(
         self,
         live: LiveDeployment,
-        cases: list[Case],
+        cases: list[ResolvedCase],
         obs: Observation,
         pattern: str | None,
-        outputs: dict[str, Outputs],
-        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
+        outputs: dict[RequestsKey, Outputs],
+        phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]],
+        scores: dict[ScoreKey, dict[str, Any]],
     ) -> None:
-        suite = self.m.suite(cases[0].suite)
-        case = cases[0]
+        first = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
         # every PP stage's forward time over the sequential requests (and, where the suite asks,
         # the partition-tuning advice from it)
-        timed = self.m.topologies[case.topology].pp > 1 and not first_request and start_timing(live, obs)
-        tuning = suite.partition_tuning and timed
+        timed = first.pp > 1 and not first_request and start_timing(live, obs)
+        tuning = first.partition_tuning and timed
         t_req = time.monotonic()
-        pooling = self.m.pools(case.features)
         for c in cases:
-            key, compare = self._requests(c)
-            if key in outputs:
+            if c.requests in outputs:
                 continue
             result, problem, line = watch_request(
                 live,
-                functools.partial(collect, live, suite.accuracy, compare, pooling),
-                suite.request_timeout_s,
+                functools.partial(collect, live, c.accuracy, c.compare, c.pooling),
+                c.request_timeout_s,
                 pattern,
             )
             if problem:
@@ -183,7 +174,7 @@ class Observer:
                     obs.expected_error_line = line
                     obs.expected_error_after_s = obs.failed_after_s
                 return
-            outputs[key] = result
+            outputs[c.requests] = result
         if first_request:
             return
         read_partition(live, obs)
@@ -192,55 +183,53 @@ class Observer:
         if tuning and obs.partition:
             obs.tuning = stage_costs(live, obs)
         self._run_phases(live, cases, phases)
-        for name in sorted(self.m.checks_of(case.features) & LIVE_CHECKS.keys()):
+        for name in sorted(first.checks & LIVE_CHECKS.keys()):
             obs.feature_checks[name] = FeatureCheck.of(LIVE_CHECKS[name](live))
-        self._scores(live, cases, obs)
+        self._scores(live, cases, scores)
 
-    def _scores(self, live: LiveDeployment, cases: list[Case], obs: Observation) -> None:
+    def _scores(self, live: LiveDeployment, cases: list[ResolvedCase], scores: dict[ScoreKey, dict[str, Any]]) -> None:
         """The task score of the deployment, once per distinct score a case's reference asks for."""
-        refs = [resolve(self.m, c) for c in cases if c.expectation.kind in NEEDS_REFERENCE]
-        specs = {json.dumps(r.spec.score.model_dump(), sort_keys=True): r for r in refs if r.spec.score is not None}
-        if not specs:
+        refs = [c for c in cases if c.expectation.kind in NEEDS_REFERENCE and c.reference.spec.score is not None]
+        if not refs:
             return
         from harness.check.scores.evaluate import ScoreError, evaluate_live
 
-        suite = self.m.suite(cases[0].suite)
-        for key, r in specs.items():
-            assert r.spec.score is not None
+        for c in refs:
+            spec, key = c.reference.spec.score, _score_key(c)
+            if key in scores or spec is None:
+                continue
             try:
-                obs.scores[key] = evaluate_live(
-                    live, r.spec.score, r.base_dir, live.log_dir / "score", suite.request_timeout_s
+                scores[key] = evaluate_live(
+                    live, spec, c.reference.base_dir, live.log_dir / "score", c.request_timeout_s
                 )
             except ScoreError as err:
-                obs.scores[key] = {"error": str(err)}
+                scores[key] = {"error": str(err)}
 
     def _per_case(
         self,
-        case: Case,
+        rc: ResolvedCase,
         shared: Observation,
         paths: dict[str, Path],
         ref: ReferenceResult | None,
-        outputs: dict[str, Outputs],
-        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
+        outputs: dict[RequestsKey, Outputs],
+        phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]],
+        scores: dict[ScoreKey, dict[str, Any]],
     ) -> Observation:
-        obs = shared.model_copy(update={"silent_disable": [], "scores": {}}, deep=True)
-        exp = case.expectation
-        topo = self.m.topologies[case.topology]
-        bounds = stage_bounds_of(self.m, case)
+        obs = shared.model_copy(update={"silent_disable": []}, deep=True)
+        exp, case = rc.expectation, rc.case
+        bounds = rc.stage_bounds
         if obs.stages is not None and bounds is not None:
             obs.stages.max_last_stage_memory_ratio = bounds.max_last_stage_memory_ratio
             obs.stages.max_step_time_ratio = bounds.max_step_time_ratio
             obs.stages.tapped_stage = bounds.tapped_stage
-        if case.attrs["layers"] and topo.pp > 1 and not case.attrs["partition_error"]:
-            rng = stage_ranges(case.attrs["layers"], topo.pp, None if case.partition == "auto" else case.partition)
-            obs.partition_expected = [list(r) for r in rng]
+        if rc.partition_expected is not None:
+            obs.partition_expected = [list(r) for r in rc.partition_expected]
         if exp.kind == "rejected" and exp.error and obs.expected_error_line is None:
             line = logs.search_errors(paths, exp.error)
             if line:
                 obs.expected_error_line = line
                 obs.expected_error_after_s = shared.failed_after_s
-        for f in case.features:
-            obs.silent_disable += logs.warnings_matching(paths, self.m.features[f].silent_disable)
+        obs.silent_disable += logs.warnings_matching(paths, list(rc.silent_disable))
         doc = case.attrs.get("partition_doc_error")
         if doc and not case.attrs.get("partition_error"):
             obs.notes.append(
@@ -249,24 +238,23 @@ class Observer:
                 f"server then did)"
             )
         if ref is not None and shared.ready and not shared.request_error:
-            self._accuracy(case, ref, obs, shared, outputs)
-        if shared.ready and not shared.request_error and not self.m.pools(case.features):
-            self._phase_records(case, ref, obs, phases)
+            self._accuracy(rc, ref, obs, outputs, scores)
+        if shared.ready and not shared.request_error and not rc.pooling:
+            self._phase_records(rc, ref, obs, phases)
         return obs
 
     def _phase_records(
         self,
-        case: Case,
+        rc: ResolvedCase,
         ref: ReferenceResult | None,
         obs: Observation,
-        phases: dict[str, tuple[PhaseOutputs, dict[str, Any]]],
+        phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]],
     ) -> None:
         """Each phase of the case against the reference's answers to the same requests."""
-        compare = self._requests(case)[1]
-        judged = _as_judged(compare, ref)
+        judged = _as_judged(rc.compare, ref)
         theirs = ref.outputs.phases if ref is not None and ref.outputs is not None else {}
-        for ph in plan_workload(self.m, case):
-            ran = phases.get(self._phase_key(ph, compare))
+        for ph in rc.phases:
+            ran = phases.get(_phase_key(ph, rc.compare))
             if ran is None:
                 continue
             got, stages = ran
@@ -276,16 +264,21 @@ class Observer:
             obs.workload.append(phase_record(ph, judged, got, other if other and not other.error else None, stages))
 
     def _accuracy(
-        self, case: Case, ref: ReferenceResult, obs: Observation, shared: Observation, outputs: dict[str, Outputs]
+        self,
+        rc: ResolvedCase,
+        ref: ReferenceResult,
+        obs: Observation,
+        outputs: dict[RequestsKey, Outputs],
+        scores: dict[ScoreKey, dict[str, Any]],
     ) -> None:
         obs.reference = dict(ref.evidence)
         if ref.error:
             obs.reference_error = ref.error
             return
-        got = outputs.get(self._requests(case)[0])
+        got = outputs.get(rc.requests)
         if ref.outputs is not None and got is not None:
             compare = _as_judged(ref.ref.compare, ref)
-            accuracy = Comparison.of(compare_outputs(compare, ref.outputs, got, self.m.pools(case.features)))
+            accuracy = Comparison.of(compare_outputs(compare, ref.outputs, got, rc.pooling))
             accuracy.reference = ref.ref.describe()
             if got.notes:
                 obs.notes += got.notes
@@ -297,12 +290,24 @@ class Observer:
         if spec is not None:
             from harness.check.scores.evaluate import judge_score
 
-            measured = shared.scores.get(json.dumps(spec.model_dump(), sort_keys=True)) or {}
+            measured = scores.get(_score_key(rc)) or {}
             if "error" in measured or "value" not in measured:
                 obs.score = ScoreVerdict(ok=False, detail=f"task score failed: {measured.get('error', 'not measured')}")
             else:
                 verdict = judge_score(measured["value"], ref.score, spec)
                 obs.score = ScoreVerdict.of(verdict | {"task": measured.get("task"), "metric": measured.get("metric")})
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """One distinct task score measured on a deployment (its spec as canonical JSON)."""
+
+    spec: str
+
+
+def _score_key(rc: ResolvedCase) -> ScoreKey:
+    spec = rc.reference.spec.score
+    return ScoreKey(json.dumps(spec.model_dump() if spec is not None else None, sort_keys=True))
 
 
 def _as_judged(compare: Compare, ref: ReferenceResult | None) -> Compare:

@@ -109,15 +109,16 @@ def github_output(suite: str, run_dir: Path) -> None:
 def cmd_golden_record(args: argparse.Namespace) -> int:
     """Launch a case's reference (or, with --from-case, the case itself) and write its outputs as a golden."""
     from harness.check.references.record import record_golden
+    from harness.plan.resolved import Planner
 
     m = matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
     work_dir = args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}"
+    planner = Planner(m, cluster)
     path = record_golden(
-        m,
-        cases[0],
-        cluster,
+        planner,
+        planner.resolved(cases[0]),
         args.out,
         from_case=args.from_case,
         work_dir=work_dir,

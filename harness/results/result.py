@@ -380,7 +380,6 @@ class Observation(Part):
     accuracy: Comparison | None = None
     reference: dict[str, Any] | None = None  # which reference decided the accuracy, where its outputs came from
     reference_error: str | None = None
-    scores: dict[str, dict[str, Any]] = {}  # task scores measured on the deployment, by score spec
     score: ScoreVerdict | None = None
     tuning: Tuning | None = None
     silent_disable: list[LogLine] = []

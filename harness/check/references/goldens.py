@@ -1,5 +1,5 @@
-"""What a reference is checked with: goldens (recorded outputs with the stack they came from),
-the cache key of a reference launch, and whether a case's reference can run on a cluster.
+"""What a reference is checked with: goldens (recorded outputs with the stack they came from)
+and the cache key of a reference launch.
 
 Reference launches are deployments like the others: planned (``harness.plan.reference``),
 leased, shared by every case that needs the same launch within a run, and cached across runs
@@ -15,35 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cases.case import Case
-from harness.cases.workload import plan_workload
 from harness.check.traffic.compare import Outputs, request_shape
-from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.content import launch_content
-from harness.plan.launch import Deployment, PlanError
-from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
+from harness.plan.launch import Deployment
+from harness.plan.reference import ReferenceUnavailable
+from harness.plan.resolved import ResolvedCase
 
 GOLDEN_FORMAT = 1
-
-
-def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
-    """Why the case's reference cannot run on ``cluster`` (None when it can): lint's question."""
-    ref = resolve(m, case)
-    try:
-        if ref.launches:
-            plan_reference(m, case, cluster, ref)
-        elif ref.spec.kind == "golden":
-            load_golden(ref.path(ref.spec.golden or ""))
-        if ref.spec.score is not None:
-            from harness.check.scores.evaluate import missing_files
-
-            missing = missing_files(ref.spec.score, ref.base_dir)
-            if missing:
-                return missing
-    except (PlanError, ReferenceUnavailable) as err:
-        return f"{ref.describe()}: {err}"
-    return None
 
 
 # ---- goldens -------------------------------------------------------------------------------------
@@ -137,7 +116,7 @@ def cache_key(
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def shape_for(m: Matrix, case: Case, ref: ResolvedReference) -> dict[str, Any]:
-    pooling = m.pools(case.features)
-    phases = [] if pooling else [p.to_json() for p in plan_workload(m, case)]
-    return request_shape(m.suite(case.suite).accuracy, ref.compare, pooling, phases)
+def shape_for(rc: ResolvedCase) -> dict[str, Any]:
+    """What is asked of a case's reference (its sequential requests, then its workload's phases)."""
+    phases = [] if rc.pooling else [p.to_json() for p in rc.phases]
+    return request_shape(rc.accuracy, rc.compare, rc.pooling, phases)
