@@ -12,11 +12,11 @@ from harness.cases.expand import expand
 from harness.cases.lint import Finding
 from harness.check.references.goldens import check_plannable
 from harness.check.serving.stack import layer_counts
+from harness.launch import PlanError
 from harness.matrix.load import Matrix
 from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import DEFAULT_CLUSTERS, Cluster, load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from harness.plan.validate import PlanReport, engine, summarize, validate_cases
 
 

@@ -26,12 +26,12 @@ from harness.check.stages.probe import read_partition, stage_costs, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs, run_phase
+from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import Deployment
 from harness.plan.reference import resolve
 from harness.results import store
 from harness.results.result import Comparison, FeatureCheck, Observation, ScoreVerdict

@@ -15,11 +15,11 @@ from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, PartitionError, stage_ranges, tuning_advice
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix
+from harness.launch import PlanError
 from harness.matrix.load import Matrix, MatrixError
 from harness.outcomes import NO_LAUNCH, Kind
 from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from harness.preflight import lint_plans, references_unfit
 
 

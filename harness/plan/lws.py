@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
+from harness import redact
+from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.schema import Platform
 from harness.outcomes import Kind
 from harness.plan.cluster import Cluster, Kubernetes
-from harness.plan.launch import Deployment, LaunchSpec, PlanError
-from harness.results import redact
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LEADER_ADDRESS = "LWS_LEADER_ADDRESS"

@@ -18,10 +18,10 @@ from typing import Any
 from harness.cases.case import Case
 from harness.cases.workload import plan_workload
 from harness.check.traffic.compare import Outputs, request_shape
+from harness.launch import Deployment, PlanError
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
 from harness.plan.content import launch_content
-from harness.plan.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference, plan_reference, resolve
 
 GOLDEN_FORMAT = 1

@@ -13,11 +13,12 @@ from harness.check.references.goldens import golden_record, shape_for
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.stack import probe_versions
 from harness.check.traffic.ask import ask
+from harness.launch import Deployment, Placement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Reference
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import Deployment, Placement, Ports
+from harness.plan.launch import Ports
 from harness.plan.reference import ResolvedReference, plan_reference, resolve
 from harness.results.store import write_json_atomic
 from harness.target.zoo import default_cache_root, ensure_model

@@ -22,9 +22,9 @@ from harness.check.references.goldens import cache_key, load_golden, shape_for, 
 from harness.check.serving.launcher import Launcher
 from harness.check.traffic.ask import ask
 from harness.check.traffic.compare import Outputs
+from harness.launch import Deployment, PlanError
 from harness.matrix.load import Matrix
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, PlanError
 from harness.plan.reference import (
     ReferenceUnavailable,
     ResolvedReference,
