@@ -57,7 +57,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         "suites": len(m.suites),
         "errors": len(errors),
         "warnings": len(report.warnings),
-        "findings": [w.to_json("warning") for w in report.warnings] + [e.to_json("error") for e in errors],
+        "findings": [f.to_json() for f in report.warnings + errors],
         **({"migrated": migrated} if migrated is not None else {}),
     }
     if args.format == "text":

@@ -1,0 +1,81 @@
+"""A record is made of the plan's own types (``CaseKey``, ``Deployment``, ``LaunchSpec``): what
+results.jsonl holds is derived from them by one function each, and a recorded file reads back
+into them and is written again byte for byte."""
+
+import json
+from pathlib import Path
+
+from harness.case_key import CaseKey
+from harness.cases.lint import Finding
+from harness.launch import Deployment, LaunchSpec, Payload
+from harness.matrix.source import Where
+from harness.redact import MASK
+from harness.results import store
+from harness.results.result import Result
+
+SMOKE = Path(__file__).resolve().parent / "data" / "smoke-run"
+
+
+def test_a_recorded_results_file_round_trips_to_identical_json(tmp_path):
+    lines = (SMOKE / store.RESULTS).read_text().splitlines(keepends=True)
+    assert any('"deployment": {' in line for line in lines), "the file records no deployment"
+    for line in lines:
+        assert json.dumps(Result.from_json(json.loads(line)).to_json(), sort_keys=True) + "\n" == line
+    for r in store.read_all(SMOKE):
+        store.append(tmp_path, r.to_json())
+    assert (tmp_path / store.RESULTS).read_text() == "".join(lines)
+
+
+def test_a_records_deployment_is_the_plans_type_with_its_secrets_masked():
+    line = next(l for l in (SMOKE / store.RESULTS).read_text().splitlines() if '"payload": [' in l)
+    r = Result.from_json(json.loads(line))
+    assert isinstance(r.deployment, Deployment) and isinstance(r.deployment.launches[0], LaunchSpec)
+    assert r.deployment.key == json.loads(line)["deployment"]["key"]  # as recorded, not the masked launches'
+    token = "hf_" + "x" * 30
+    spec = LaunchSpec(
+        "node0-api",
+        "api",
+        "local",
+        "localhost",
+        ("vllm", "serve", "m", "--api-key", token),
+        (("HF_TOKEN", token), ("VLLM_X", "1")),
+        8000,
+        payload=(Payload("probe.py", "print(1)\n"),),
+    )
+    planned = Deployment(("c",), (spec,), "node0-api", model="m")
+    recorded = planned.recorded()
+    (launch,) = recorded.to_json()["launches"]
+    assert launch == {
+        "name": "node0-api",
+        "role": "api",
+        "node": "local",
+        "host": "localhost",
+        "argv": ["vllm", "serve", "m", "--api-key", MASK],
+        "env": {"HF_TOKEN": MASK, "VLLM_X": "1"},
+        "port": 8000,
+        "set_env": None,
+        "payload": [{"name": "probe.py", "sha256": spec.payload[0].sha256}],
+    }
+    assert recorded.to_json() == planned.to_json() and recorded.key == planned.key
+    assert recorded.launches[0].payload[0].sha256 == spec.payload[0].sha256
+
+
+def test_every_step_holds_one_case_key():
+    r = store.read(SMOKE)[0]
+    key = CaseKey(**r.coordinates())
+    assert key.case == r.case == key.id and key.coordinates() == r.coordinates()
+    assert {k for k in r.to_json() if k in CaseKey.model_fields} == set(CaseKey.model_fields)
+
+
+def test_a_finding_says_its_severity_and_what_it_is_about():
+    at = Where("m.yaml", 3, 5)
+    assert Finding("bad", at, "warning").to_json() == {
+        "severity": "warning",
+        "file": "m.yaml",
+        "line": 3,
+        "column": 5,
+        "message": "bad",
+    }
+    planned = Finding("no fit", severity="note", suite="s", cluster="local")
+    assert planned.to_json() == {"severity": "note", "suite": "s", "cluster": "local", "message": "no fit"}
+    assert str(planned) == "s on local: no fit" and str(Finding("bad", at)) == f"{at}: bad"
