@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class CaseKey(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, validate_by_name=True)
 
-    # the case's id (``harness.cases.case.case_id``); "case" as a record names it
-    case: str = Field(validation_alias=AliasChoices("case", "id"))
+    id: str = Field(alias="case")  # ``harness.cases.case.case_id``; a record's "case"
     suite: str
     family: str
     variant: str
@@ -29,8 +28,8 @@ class CaseKey(BaseModel):
         return tuple(v) if isinstance(v, list) else v  # JSON's list: a case's stack is fixed
 
     @property
-    def id(self) -> str:
-        return self.case
+    def case(self) -> str:
+        return self.id
 
     def coordinates(self) -> dict[str, Any]:
         """The coordinates alone, by field, for another step's type to be made with."""

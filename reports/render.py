@@ -246,7 +246,8 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
         "header": head,
         "cases": [
             {
-                **{k: v for k, v in e.coordinates().items() if k != "suite"},  # a report is of one suite
+                "case": e.case,
+                **{k: v for k, v in e.coordinates().items() if k not in ("id", "suite")},  # a report is of one suite
                 "claim": e.expectation.to_json(),
                 "outcome": e.outcome,
                 "reason": e.reason,

@@ -26,6 +26,19 @@ def test_a_recorded_results_file_round_trips_to_identical_json(tmp_path):
     assert (tmp_path / store.RESULTS).read_text() == "".join(lines)
 
 
+def test_an_older_or_newer_writers_deployment_is_written_back_as_it_was_read(tmp_path):
+    rec = json.loads(next(l for l in (SMOKE / store.RESULTS).read_text().splitlines() if '"payload": [' in l))
+    deployment = rec["deployment"]
+    del deployment["model"], deployment["launches"][0]["set_env"]  # an older writer's
+    deployment["region"] = "eu"  # a newer writer's
+    deployment["launches"][0]["argv"] += ["--api-key", MASK]  # a masked secret: the key is of the real one
+    line = json.dumps(rec, sort_keys=True) + "\n"
+    (tmp_path / store.RESULTS).write_text(line)
+    (r,) = store.read(tmp_path)
+    assert r.deployment is not None and r.deployment.key == deployment["key"]
+    assert json.dumps(r.to_json(), sort_keys=True) + "\n" == line
+
+
 def test_a_records_deployment_is_the_plans_type_with_its_secrets_masked():
     line = next(l for l in (SMOKE / store.RESULTS).read_text().splitlines() if '"payload": [' in l)
     r = Result.from_json(json.loads(line))
@@ -60,11 +73,22 @@ def test_a_records_deployment_is_the_plans_type_with_its_secrets_masked():
     assert recorded.launches[0].payload[0].sha256 == spec.payload[0].sha256
 
 
-def test_every_step_holds_one_case_key():
+def test_every_step_holds_one_case_key(tmp_path):
+    from harness.results import index
+    from reports.cells import entries_from_results
+
+    conn = index.connect(tmp_path / "i.sqlite")
+    index.ingest(conn, SMOKE)
     r = store.read(SMOKE)[0]
-    key = CaseKey(**r.coordinates())
-    assert key.case == r.case == key.id and key.coordinates() == r.coordinates()
-    assert {k for k in r.to_json() if k in CaseKey.model_fields} == set(CaseKey.model_fields)
+    indexed = next(c for c in index.cases(conn) if c.case == r.case)
+    (entry,) = [e for e in entries_from_results([r]) if e.case == r.case]
+    for held in (r, indexed, entry):
+        assert isinstance(held, CaseKey) and held.coordinates() == r.coordinates()
+    flat = {f.alias or name for name, f in CaseKey.model_fields.items()}
+    assert flat == {"case", "suite", "family", "variant", "topology", "partition", "features", "platform"}
+    assert {k: v for k, v in r.to_json().items() if k in flat} == {
+        k: v for k, v in json.loads((SMOKE / store.RESULTS).read_text().splitlines()[0]).items() if k in flat
+    }
 
 
 def test_a_finding_says_its_severity_and_what_it_is_about():

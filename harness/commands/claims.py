@@ -133,13 +133,7 @@ def case_json(m: Matrix, case: Case, cluster: Cluster) -> dict:
         except PlanError as err:
             why = str(err)
     return {
-        "id": case.id,
-        "suite": case.suite,
-        "family": case.family,
-        "variant": case.variant,
-        "topology": case.topology,
-        "partition": case.partition,
-        "features": list(case.features),
+        **{k: v for k, v in case.coordinates().items() if k != "platform"},
         "group": case.group,
         "claim": case.expectation.kind.value,
         "attributes": case.attrs,

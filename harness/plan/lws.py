@@ -14,7 +14,7 @@ vLLM through Kubernetes' own ``$(VAR)`` expansion of command and env, never thro
 parsing them (a script that runs several launches only counts and substitutes words).
 
 Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value,
-JSON config key or URL password (``harness.results.redact``'s rule) is read from the Secret
+JSON config key or URL password (``harness.redact``'s rule) is read from the Secret
 ``ppconf-secrets``, each under a key of its own.
 """
 

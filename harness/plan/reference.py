@@ -157,7 +157,7 @@ def reference_case(
         name, topo = counterpart_topology(case.topology, m.topologies[case.topology], ref.spec.fold, node_devices)
     features = reference_features(m, case)
     rid = f"{case.model_key}/reference/{name}/{'+'.join(features) or 'none'}"
-    return case.model_copy(update={"case": rid, "topology": name, "partition": "auto", "features": features}), topo
+    return case.model_copy(update={"id": rid, "topology": name, "partition": "auto", "features": features}), topo
 
 
 def reference_expected(case: Case) -> bool:

@@ -339,7 +339,7 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
             raise IndexFileError(f"case {case} of run {run} in the index: expectation.{err}") from None
         out.append(
             IndexedCase(
-                case=case,
+                id=case,
                 suite=suite_,
                 family=family,
                 variant=variant,
