@@ -91,19 +91,6 @@ class LaunchSpec:
         payload = out.pop("payload")
         return out | ({"payload": [{"name": p.name, "sha256": p.sha256} for p in payload]} if payload else {})
 
-    @staticmethod
-    def recorded(data: Any) -> Any:
-        """``to_json``'s form (a record's launch) as this type's fields, for checking; anything
-        else as it is, for the check to refuse."""
-        if not isinstance(data, dict):
-            return data
-        out = dict(data)
-        if isinstance(data.get("env"), dict):
-            out["env"] = list(data["env"].items())
-        if isinstance(data.get("payload"), list):
-            out["payload"] = [p | {"content": ""} if isinstance(p, dict) else p for p in data["payload"]]
-        return out
-
 
 PLAN_ONLY = ("origins", "env_origins")  # where the plan's flags came from: not recorded
 
@@ -206,7 +193,7 @@ class Deployment:
         launches = data.get("launches", [])
         body = {
             "case_ids": data.get("cases", []),
-            "launches": [LaunchSpec.recorded(l) for l in launches] if isinstance(launches, list) else launches,
+            "launches": [_launch_fields(l) for l in launches] if isinstance(launches, list) else launches,
             "api": data.get("api") or "",
             "model": data.get("model") or "",
             "as_read": data,
@@ -216,6 +203,19 @@ class Deployment:
     def recorded(self) -> Deployment:
         """This deployment as its record holds it, and reads it back."""
         return Deployment.from_json(self.to_json())
+
+
+def _launch_fields(data: Any) -> Any:
+    """A recorded launch (``LaunchSpec.to_json``'s form) as LaunchSpec's fields, for checking;
+    anything else as it is, for the check to refuse."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    if isinstance(data.get("env"), dict):
+        out["env"] = list(data["env"].items())
+    if isinstance(data.get("payload"), list):
+        out["payload"] = [p | {"content": ""} if isinstance(p, dict) else p for p in data["payload"]]
+    return out
 
 
 class PlanError(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from harness.case_key import CaseKey
 from harness.matrix.schema import Rule
@@ -41,8 +41,6 @@ UNSPECIFIED = Expectation(kind=Kind.UNSPECIFIED, why="no rule of the matrix cove
 class Case(CaseKey):
     """One point of an expanded matrix: its coordinates, the attributes rules are matched
     against, and the claim the first matching rule makes."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     attrs: dict[str, Any] = Field(repr=False)
     expectation: Expectation = UNSPECIFIED
