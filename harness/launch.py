@@ -189,7 +189,10 @@ class Deployment:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Deployment:
         """A deployment as ``to_json`` wrote it (a record's, or an older writer's, whose keys
-        may be missing); pydantic's ValidationError names the field that does not fit."""
+        may be missing); a ValueError (pydantic's ValidationError, most) names the field that
+        does not fit."""
+        if not isinstance(data.get("key"), str | None):
+            raise ValueError(f"key: should be a string (got {data['key']!r:.80})")
         launches = data.get("launches", [])
         body = {
             "case_ids": data.get("cases", []),

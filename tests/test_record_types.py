@@ -5,13 +5,15 @@ into them and is written again byte for byte."""
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.case_key import CaseKey
 from harness.cases.lint import Finding
 from harness.launch import Deployment, LaunchSpec, Payload
 from harness.matrix.source import Where
 from harness.redact import MASK
 from harness.results import store
-from harness.results.result import Result
+from harness.results.result import RecordError, Result
 
 SMOKE = Path(__file__).resolve().parent / "data" / "smoke-run"
 
@@ -103,3 +105,15 @@ def test_a_finding_says_its_severity_and_what_it_is_about():
     planned = Finding("no fit", severity="note", suite="s", cluster="local")
     assert planned.to_json() == {"severity": "note", "suite": "s", "cluster": "local", "message": "no fit"}
     assert str(planned) == "s on local: no fit" and str(Finding("bad", at)) == f"{at}: bad"
+
+
+def test_a_deployment_that_does_not_fit_is_refused_naming_the_recorded_field():
+    rec = json.loads((SMOKE / store.RESULTS).read_text().splitlines()[0])
+    for deployment, says in (
+        ({"key": 5}, "deployment.key: should be a string (got 5)"),
+        ({"cases": [1]}, "deployment.cases.0: Input should be a valid string"),
+        ({"launches": [{"name": "n"}]}, "deployment.launches.0.role: Field required"),
+    ):
+        with pytest.raises(RecordError) as err:
+            Result.from_json(rec | {"deployment": deployment})
+        assert str(err.value).startswith(says)

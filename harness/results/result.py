@@ -480,6 +480,8 @@ class Result(Part, CaseKey):
             except ValidationError as err:
                 # the plan's name of the recorded "cases"
                 raise RecordError(f"deployment.{describe(err)}".replace(".case_ids", ".cases", 1)) from None
+            except ValueError as err:
+                raise RecordError(f"deployment.{err}") from None
         return super().from_json(data)
 
     def to_json(self) -> dict[str, Any]:
