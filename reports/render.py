@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import datetime
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from harness import redact
 from harness.check import logs
+from harness.launch import PlanError
 from harness.outcomes import WAIVER_KINDS, Outcome, symbol
-from harness.plan.launch import LaunchSpec, PlanError
-from harness.results import redact
 from harness.results import store as results
 from harness.results.result import LogLine, Observation, Result
 from harness.target.versions import stack
@@ -94,11 +95,8 @@ def _evidence(run_dir: Path | None, e: Entry, page_dir: Path) -> dict[str, Any]:
     obs = r.observation if r else Observation()
     launches = []
     for l in r.deployment.launches if r and r.deployment else []:
-        spec = LaunchSpec(
-            l.name, l.role, l.node, l.host, tuple(l.argv), tuple(sorted(l.env.items())), l.port, l.set_env
-        )
         try:
-            shell = spec.shell()
+            shell = replace(l, env=tuple(sorted(l.env)), payload=()).shell()
         except PlanError as err:  # a record written by hand, or before names were checked
             shell = f"# not shown: {err}"
         for p in l.payload:  # its content is not in the record; the repro bundle writes it inline
@@ -249,12 +247,7 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
         "cases": [
             {
                 "case": e.case,
-                "family": e.family,
-                "variant": e.variant,
-                "topology": e.topology,
-                "platform": e.platform,
-                "partition": e.partition,
-                "features": e.features,
+                **{k: v for k, v in e.coordinates().items() if k not in ("id", "suite")},  # a report is of one suite
                 "claim": e.expectation.to_json(),
                 "outcome": e.outcome,
                 "reason": e.reason,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan.launch import Placement
+from harness.launch import Placement
 from harness.plan.lease import Leases, default_root, pick_devices
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,9 +28,9 @@ from harness.check.stages.probe import StageReading, read_stages, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs, run_phase
+from harness.launch import Deployment
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
-from harness.plan.launch import Deployment
 from harness.plan.resolved import RequestsKey, ResolvedCase
 from harness.results import store
 from harness.results.result import Comparison, FeatureCheck, LogLine, Observation, ScoreVerdict

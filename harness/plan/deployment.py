@@ -12,18 +12,11 @@ from collections.abc import Callable
 
 from harness.cases.case import Case
 from harness.cases.merge import Merged, instance_features, json_args, matrix_layers, merge, topology_layer
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import (
-    API_PORT,
-    Deployment,
-    LaunchSpec,
-    Placement,
-    PlanError,
-    Ports,
-    default_placement,
-)
+from harness.plan.launch import API_PORT, Ports, default_placement
 from harness.plan.pd import plan_pd
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from harness.plan.launch import Placement
+from harness.launch import Placement
 
 POLL_START_S = 0.02
 POLL_MAX_S = 0.5

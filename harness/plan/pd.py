@@ -7,9 +7,10 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.merge import json_args
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
+from harness.plan.launch import Ports, default_placement
 
 
 def kv_parallel_config(topo: Topology, case: Case) -> dict:

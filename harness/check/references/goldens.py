@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.traffic.compare import Outputs, request_shape
+from harness.launch import Deployment
 from harness.plan.cluster import Cluster
 from harness.plan.content import launch_content
-from harness.plan.launch import Deployment
 from harness.plan.reference import ReferenceUnavailable
 from harness.plan.resolved import ResolvedCase
 

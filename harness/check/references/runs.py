@@ -27,7 +27,7 @@ from harness.check.references.goldens import (
 )
 from harness.check.traffic.ask import ask
 from harness.check.traffic.compare import Outputs
-from harness.plan.launch import Deployment, PlanError
+from harness.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import ResolvedCase
 from harness.results.store import write_json_atomic
