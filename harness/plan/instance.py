@@ -14,7 +14,7 @@ from collections.abc import Callable
 from harness.cases.case import Case
 from harness.cases.merge import Merged, instance_features, matrix_layers, merge, topology_layer
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Topology
+from harness.matrix.schema import Instance, Topology
 from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import Placement, PlanError, Ports
 
@@ -75,7 +75,7 @@ class InstancePlanner:
         self.model = resolve_model(self.variant.model)
         self.where = str(m.where.get(("topologies", case.topology), ""))
 
-    def merged(self, inst: Topology, extra_configs: dict | None = None, role: str | None = None) -> Merged:
+    def merged(self, inst: Topology | Instance, extra_configs: dict | None = None, role: str | None = None) -> Merged:
         """The launch's flags, env and JSON configs on one instance (``role``: a P/D side, or None)."""
         case, topo = self.case, self.topo
         layers = matrix_layers(
