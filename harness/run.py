@@ -27,10 +27,11 @@ from harness.check.references.runs import ReferenceRuns
 from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
 from harness.check.verdict.record import make_result
+from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, group_deployments
+from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore

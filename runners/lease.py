@@ -30,8 +30,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from harness.launch import Placement
 from harness.plan.devices import device_ranges, pick_devices
-from harness.plan.launch import Placement
 
 POLL_START_S = 0.02
 POLL_MAX_S = 0.5

@@ -13,9 +13,9 @@ import pytest
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
 from harness.check.serving.stack import layer_counts
+from harness.launch import PlanError
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from reports.drift import docs_drift
 
 SUITES = ("nightly-ascend", "release-ascend")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.launch import Placement
 from harness.plan.devices import pick_devices
-from harness.plan.launch import Placement
 from runners.lease import Leases, default_root
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,9 +27,9 @@ from harness.check.stages.probe import StageReading, read_stages, start_timing
 from harness.check.traffic.compare import Outputs, collect, compare_outputs
 from harness.check.traffic.evidence import phase_record
 from harness.check.traffic.phases import PhaseOutputs, run_phase
+from harness.launch import Deployment
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
-from harness.plan.launch import Deployment
 from harness.plan.resolved import RequestsKey, ResolvedCase
 from harness.registry import LIVE_CHECKS
 from harness.results import store
@@ -324,6 +324,9 @@ def _phase_records(
             continue
         got, stages = ran
         other = theirs.get(ph.name)
+        if other is None and ref is not None and ref.outputs is not None and not obs.reference_error:
+            # answers to compare with were expected: a phase the reference lacks is not a pass
+            obs.reference_error = f"reference, phase {ph.name}: the reference holds no answers for it"
         if other is not None and other.error and ref is not None and not obs.reference_error:
             obs.reference_error = f"reference, phase {ph.name}: {other.error}"
         obs.workload.append(phase_record(ph, judged, got, other if other and not other.error else None, stages))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from harness.cases.case import Case
 from harness.cases.merge import Merged, json_args
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.plan.cluster import Cluster, Node
 from harness.plan.instance import InstancePlanner, MergeError, ModelResolver, Origins, resolve_model_default
-from harness.plan.launch import API_PORT, Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
+from harness.plan.launch import API_PORT, Ports, default_placement
 from harness.plan.pd import plan_pd
 
 

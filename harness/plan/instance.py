@@ -13,10 +13,11 @@ from collections.abc import Callable
 
 from harness.cases.case import Case
 from harness.cases.merge import Merged, instance_features, matrix_layers, merge, topology_layer
+from harness.launch import Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Instance, Topology
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import Placement, PlanError, Ports
+from harness.plan.launch import Ports
 
 ModelResolver = Callable[[str], str]
 Origins = tuple[tuple[str, tuple[str, ...]], ...]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from harness.cases.case import Case
 from harness.cases.merge import json_args
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.schema import Topology
 from harness.plan.instance import InstancePlanner
-from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, default_placement
+from harness.plan.launch import default_placement
 
 
 def kv_parallel_config(topo: Topology, case: Case) -> dict:

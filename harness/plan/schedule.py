@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.expand import expand
+from harness.launch import Deployment, Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.devices import device_ranges, pick_devices
-from harness.plan.launch import Deployment, Placement, PlanError, group_deployments
+from harness.plan.launch import group_deployments
 from harness.results import store as results
 
 # Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must

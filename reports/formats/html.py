@@ -4,13 +4,14 @@ evidence (commands, env, log excerpts, workload, stages), by outcome, waivers an
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import redact
 from harness.check import logs
+from harness.launch import PlanError
 from harness.outcomes import WAIVER_KINDS, Outcome, symbol
-from harness.plan.launch import LaunchSpec, PlanError
-from harness.results import redact
 from harness.results import store as results
 from harness.results.result import LogLine, Observation, Result
 from reports import links, traffic
@@ -71,11 +72,8 @@ def _evidence(run_dir: Path | None, e: Entry, page_dir: Path) -> dict[str, Any]:
     obs = r.observation if r else Observation()
     launches = []
     for l in r.deployment.launches if r and r.deployment else []:
-        spec = LaunchSpec(
-            l.name, l.role, l.node, l.host, tuple(l.argv), tuple(sorted(l.env.items())), l.port, l.set_env
-        )
         try:
-            shell = spec.shell()
+            shell = replace(l, env=tuple(sorted(l.env)), payload=()).shell()
         except PlanError as err:  # a record written by hand, or before names were checked
             shell = f"# not shown: {err}"
         for p in l.payload:  # its content is not in the record; the repro bundle writes it inline

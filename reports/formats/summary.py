@@ -23,12 +23,7 @@ def summary(tables: list[Table], entries: list[Entry], head: str) -> dict[str, A
         "cases": [
             {
                 "case": e.case,
-                "family": e.family,
-                "variant": e.variant,
-                "topology": e.topology,
-                "platform": e.platform,
-                "partition": e.partition,
-                "features": e.features,
+                **{k: v for k, v in e.coordinates().items() if k not in ("id", "suite")},  # a report is of one suite
                 "claim": e.expectation.to_json(),
                 "outcome": e.outcome,
                 "reason": e.reason,
