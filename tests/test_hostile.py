@@ -303,7 +303,7 @@ def test_a_node_field_with_a_line_break_is_refused_at_load(tmp_path, field):
 def test_the_lws_header_stays_a_comment_whatever_the_model_path_holds():
     import yaml
 
-    from harness.plan import lws
+    from harness.export import lws
 
     docs = [
         {

@@ -16,10 +16,10 @@ from kubernetes.client import ApiClient
 
 from harness.cases.expand import expand, select
 from harness.cli import main
+from harness.export import lws
 from harness.launch import LaunchSpec, PlanError
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
-from harness.plan import lws
 from harness.plan.cluster import Kubernetes, load_cluster
 from harness.plan.deployment import plan
 

@@ -18,7 +18,6 @@ from typing import Any
 from harness.cases.workload import PhasePlan
 from harness.check import logs
 from harness.check.context import RunContext
-from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.scores.aisbench_perf import measure_phase_perf
 from harness.check.serving.live import LiveDeployment
@@ -32,6 +31,7 @@ from harness.launch import Deployment
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.resolved import RequestsKey, ResolvedCase
+from harness.registry import LIVE_CHECKS
 from harness.results import store
 from harness.results.result import Comparison, FeatureCheck, LogLine, Observation, ScoreVerdict
 

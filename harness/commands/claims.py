@@ -233,7 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             deployment = planner(cluster)
         shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
         if args.format == "lws":
-            from harness.plan import lws
+            from harness.export import lws
 
             print(
                 lws.render(

@@ -16,7 +16,18 @@ import re._parser as _parser  # type: ignore[import-not-found]
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
 # in its args); fragments are merged key by key into one value per flag (harness.cases.merge).
@@ -248,16 +259,13 @@ class PerfGate(Strict):
         return self
 
 
-# The kinds of traffic a workload phase sends (harness.cases.workload).
-PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
-
-
 class Phase(Strict):
     """One phase of a case's workload: requests of one kind, sent to the case and to its
     reference alike and compared request by request. Sizes left unset take the kind's default
     (``harness.cases.workload``); the phase's deadline bounds its wall time."""
 
-    kind: Literal[PHASE_KINDS]  # type: ignore[valid-type]
+    # the kind of traffic it sends: a name of harness.registry.PHASE_KINDS (harness.cases.phases)
+    kind: Annotated[str, PlainValidator(PHASE_KINDS.check)]
     name: str | None = Field(None, pattern=rf"^{NAME}$")  # unique within the workload; the kind by default
     deadline_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
     # batch: prompts in the one request; long-prompt: prompts; the other kinds: requests in flight
@@ -299,6 +307,8 @@ class Accuracy(Strict):
     compare: Compare = Compare()
 
 
+SCORE_TOOL_NAMES = SCORE_TOOLS.names  # harness.check.scores: one module per tool
+
 # Fields of a score that only AISBench reads (harness.check.scores.evaluate).
 AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
 
@@ -307,7 +317,7 @@ class Score(Strict):
     """A task-level evaluation of the running server on a local dataset, with lm-evaluation-harness
     (`tool: lm-eval`, the default) or AISBench (`tool: aisbench`)."""
 
-    tool: Literal["lm-eval", "aisbench"] = "lm-eval"
+    tool: Literal[SCORE_TOOL_NAMES] = "lm-eval"  # type: ignore[valid-type]
     # lm-eval: a task file (lm-eval task YAML); `dataset` is the file it reads. Both relative to the
     # matrix file.
     task: str | None = None
@@ -505,8 +515,9 @@ class Family(Strict):
         return v
 
 
-# Every check a feature may name: a frozen registry, so a typo is an error at load.
-FEATURE_CHECKS = ("prefix-cache-hit", "embeddings")
+# Every check a feature may name, so a typo is an error at load: the live checks' registry, and
+# `embeddings` (the case's requests become embeddings, compared by cosine: Matrix.pools).
+FEATURE_CHECKS = (*LIVE_CHECKS.names, "embeddings")
 
 
 class Feature(Strict):
@@ -520,7 +531,7 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
-    # The checks the feature needs: run on the live deployment (harness.check.features.LIVE_CHECKS),
+    # The checks the feature needs: run on the live deployment (harness.registry.LIVE_CHECKS),
     # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
     checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
     link: str | None = None

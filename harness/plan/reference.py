@@ -14,7 +14,8 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare, Reference, Topology
 from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import ModelResolver, plan, resolve_model_default
+from harness.plan.deployment import plan
+from harness.plan.instance import ModelResolver, resolve_model_default
 from harness.plan.launch import Ports
 
 
