@@ -130,3 +130,43 @@ def test_what_the_case_asks_of_the_drafter_is_read_from_its_launch():
     )
     assert asked_drafter(["vllm", "serve", "m"]) == (None, None)
     assert asked_drafter(["vllm", "serve", "m", "--speculative-config", "not json"]) == (None, None)
+
+
+# -- where the output modules were built (StageBounds.output_modules) -------------------------
+
+
+def test_the_smoke_suite_checks_the_guide_s_output_modules_cell(shipped):
+    from harness.cases.expand import expand
+    from harness.cases.workload import stage_bounds_of
+
+    case = next(c for c in expand(shipped, "smoke-cpu").cases if c.id == "qwen3-tiny/pp2-tp1-mp/auto/none")
+    assert stage_bounds_of(shipped, case).output_modules == {
+        "embedding": "first",
+        "final_norm": "last",
+        "lm_head": "last",
+    }
+
+
+def test_a_bound_on_an_unknown_module_or_stage_is_refused_at_load(matrix_dir):
+    from harness.matrix.load import load_matrix
+    from harness.matrix.source import MatrixError
+
+    matrix_dir(
+        "extra.yaml",
+        """\
+        suites:
+          mine:
+            title: x
+            platform: cpu
+            stage_bounds:
+              output_modules: {lm-head: last, final_norm: middle}
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+        """,
+    )
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    errs = [str(e) for e in err.value.errors]
+    assert any("extra.yaml:6" in e and "lm-head" in e for e in errs), errs
+    assert any("extra.yaml:6" in e and "middle" in e for e in errs), errs
