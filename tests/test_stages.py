@@ -170,3 +170,51 @@ def test_a_bound_on_an_unknown_module_or_stage_is_refused_at_load(matrix_dir):
     errs = [str(e) for e in err.value.errors]
     assert any("extra.yaml:6" in e and "lm-head" in e for e in errs), errs
     assert any("extra.yaml:6" in e and "middle" in e for e in errs), errs
+
+
+GUIDE = {"embedding": "first", "final_norm": "last", "lm_head": "last"}
+
+
+def recorded_modules() -> tuple[Stages, list[list[int]]]:
+    """Answers of the V1 runner recorded from a real smoke-cpu PP2 run (the probe's own words)."""
+    doc = json.loads((DATA / "recorded-qwen3-pp2-output-modules.json").read_text())
+    return recorded("recorded-qwen3-pp2-output-modules.json").model_copy(update={"output_modules": GUIDE}), doc[
+        "expected"
+    ]
+
+
+def test_real_answers_put_the_output_modules_where_the_guide_says():
+    stages, expected = recorded_modules()
+    assert [(w.model_runner, w.model_runner_class) for w in stages.workers] == [("v1", "CPUModelRunner")] * 2
+    assert problems(stages, expected) == []
+    # what an empty field reads back as: a placeholder, not tied
+    first = stages.workers[0].output_modules
+    assert first is not None and first.lm_head is not None and not first.lm_head.built and first.tied is False
+
+
+def test_real_answers_with_a_module_off_its_stage_fail():
+    stages, expected = recorded_modules()
+    first, last = stages.workers
+    assert first.output_modules is not None and last.output_modules is not None
+    head = first.output_modules.lm_head.model_copy(update={"built": True, "module": "ParallelLMHead"})
+    no_norm = last.output_modules.final_norm.model_copy(update={"built": False, "module": "PPMissingLayer"})
+    planted = stages.model_copy(
+        update={
+            "workers": [
+                first.model_copy(update={"output_modules": first.output_modules.model_copy(update={"lm_head": head})}),
+                last.model_copy(
+                    update={"output_modules": last.output_modules.model_copy(update={"final_norm": no_norm})}
+                ),
+            ]
+        }
+    )
+    assert problems(planted, expected) == [
+        "rank 0 (PP stage 0 of 2, TP rank 0) built the LM head (lm_head: ParallelLMHead); the claim puts it on the "
+        "last PP stage only",
+        "rank 1 (PP stage 1 of 2, TP rank 0) did not build the final norm (model.norm is a PPMissingLayer "
+        "placeholder); the claim puts it on the last PP stage",
+    ]
+    v = verdict(planted)
+    assert v.outcome is Outcome.FAIL and "built the LM head" in v.reason
+    # without the claim, where they were built is recorded but not judged
+    assert problems(planted.model_copy(update={"output_modules": None}), expected) == []

@@ -165,9 +165,9 @@ def test_output_modules_where_the_guide_puts_them(ask):
     workers = ask([runner("v2", 0), runner("v2", 1, speculator("v2"))])
     first, last = (w.output_modules for w in workers)
     assert first.embedding.path == "model.embed_tokens" and first.embedding.built
-    assert not first.final_norm.built and first.lm_head.module == "PPMissingLayer" and first.tied is None
+    assert not first.final_norm.built and first.lm_head.module == "PPMissingLayer" and first.tied is False
     assert not last.embedding.built and last.final_norm.built and last.lm_head.path == "lm_head"
-    assert last.tied is None  # the last stage built no embedding: nothing to tie
+    assert last.tied is False  # the last stage built no embedding: nothing to tie
 
 
 def test_output_modules_off_their_stage_fail(ask):

@@ -300,17 +300,18 @@ class BuiltModule(Part):
 
     path: str  # where it hangs in the loaded model, e.g. model.embed_tokens
     module: str  # its class
-    built: bool  # a real module; False: vLLM's pipeline placeholder (PPMissingLayer)
+    built: bool = False  # a real module; False: vLLM's pipeline placeholder (PPMissingLayer)
 
 
 class OutputModules(Part):
     """Where one worker built the target's embedding, final norm and LM head (None: the model has
-    no module of a name the probe knows), and whether the LM head uses the embedding's weight."""
+    no module of a name the probe knows), and whether the LM head uses the embedding's weight.
+    An empty field is not written back (``Part``), so ``built`` and ``tied`` read False when absent."""
 
     embedding: BuiltModule | None = None
     final_norm: BuiltModule | None = None
     lm_head: BuiltModule | None = None
-    tied: bool | None = None  # None unless the worker built both
+    tied: bool = False  # True only where the worker built both and the LM head uses the embedding's weight
 
 
 class WorkerStage(Part):

@@ -243,7 +243,7 @@ def _output_modules(model, stack_path: str, stack) -> dict[str, Any] | None:
 
     Each is `{"path", "module", "built"}` (`built` False for vLLM's pipeline
     placeholder), or None where the model has no module of a known name;
-    `tied` says whether the LM head uses the embedding's weight (None unless
+    `tied` says whether the LM head uses the embedding's weight (False unless
     this worker built both).
     """
     if stack is None:
@@ -269,7 +269,7 @@ def _output_modules(model, stack_path: str, stack) -> dict[str, Any] | None:
         head, head_info = found(model.get_submodule(owner_path), owner_path, _LM_HEADS)
         if head_info is not None:
             break
-    tied = None
+    tied = False
     if embedding_info and head_info and embedding_info["built"] and head_info["built"]:
         weight = getattr(head, "weight", None)
         tied = weight is not None and weight is getattr(embedding, "weight", None)
