@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.check.stages.built import asked_drafter, problems
-from harness.check.verdict.judge import judge
+from harness.check.verdict.judge import _failed_checks, judge
 from harness.outcomes import Outcome
 from harness.results.result import Expectation, Observation, Stages, WorkerStage
 
@@ -218,3 +218,45 @@ def test_real_answers_with_a_module_off_its_stage_fail():
     assert v.outcome is Outcome.FAIL and "built the LM head" in v.reason
     # without the claim, where they were built is recorded but not judged
     assert problems(planted.model_copy(update={"output_modules": None}), expected) == []
+
+
+def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipped):
+    """The bound travels from the suite to the case's observation (ResolvedCase -> assemble)."""
+    from harness.cases.expand import expand, select
+    from harness.check.observe import Asked, CaseLogs, Served, Startup, assemble
+    from harness.check.stages.probe import StageReading
+    from harness.check.traffic.compare import Outputs
+    from harness.plan.cluster import load_cluster
+    from harness.plan.resolved import Planner
+
+    rc = Planner(shipped, load_cluster(None)).resolved(
+        select(expand(shipped, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])[0]
+    )
+    stages, expected = recorded_modules()
+    real = stages.model_copy(update={"output_modules": None, "draft_method": None})
+
+    def observed(answers: Stages):
+        served = Served(
+            Startup(ready=True, ready_s=60.0),
+            Asked(outputs={rc.requests: Outputs(id_prompts=[[1, 2]])}),
+            stages=StageReading(expected, "workers (collective_rpc)", answers),
+        )
+        obs = assemble(rc, served, CaseLogs(None, []), None)
+        return obs, [why for kind, why in _failed_checks(obs) if kind == "stages"]
+
+    obs, failed = observed(real)
+    assert obs.stages.output_modules == GUIDE and failed == []
+    last = real.workers[1]
+    no_head = last.output_modules.lm_head.model_copy(update={"built": False, "module": "PPMissingLayer"})
+    planted = real.model_copy(
+        update={
+            "workers": [
+                real.workers[0],
+                last.model_copy(update={"output_modules": last.output_modules.model_copy(update={"lm_head": no_head})}),
+            ]
+        }
+    )
+    assert observed(planted)[1] == [
+        "rank 1 (PP stage 1 of 2, TP rank 0) did not build the LM head (lm_head is a PPMissingLayer placeholder); "
+        "the claim puts it on the last PP stage"
+    ]
