@@ -162,6 +162,7 @@ def _loaded_model(model_runner):
     get = getattr(model_runner, "get_model", None)
     if callable(get):
         return get()
+    # a runner of neither layout: try the name both use
     return getattr(model_runner, RUNNER_LAYOUTS[_runner_version(model_runner) or "v1"]["model"])
 
 
