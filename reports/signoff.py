@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.outcomes import FAILS_RUN, NO_LAUNCH, WAIVED, WAIVER_KINDS, Outcome
 from harness.results import store as results
+from harness.results.meta import run_stack
 from harness.results.result import POSITION, Result
 from harness.target.versions import MACHINE, Change, differences, stack, stack_changes
 from harness.target.versions import unknown as versions_unknown
@@ -85,21 +86,13 @@ def _fails(outcome: str | None) -> bool:
     return outcome in FAILS_RUN
 
 
-def run_stack(run_dir: Path, records: list[Result]) -> dict[str, dict]:
-    """The stack a run started on (run.json), with the records' for nodes run.json does not name."""
-    versions = dict(load_meta(run_dir).get("versions") or {})
-    for r in records:
-        for node, v in r.versions.items():
-            versions.setdefault(node, v)
-    return versions
-
-
 def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
     records = results.read(results.check_run_dir(run_dir))
     base_records = results.read(results.check_run_dir(baseline_dir))
     now = {e.case: e for e in entries_from_results(records)}
     before = {e.case: e for e in entries_from_results(base_records)}
-    d = Diff(stack=stack_changes(run_stack(baseline_dir, base_records), run_stack(run_dir, records)))
+    moved = stack_changes(run_stack(load_meta(baseline_dir), base_records), run_stack(load_meta(run_dir), records))
+    d = Diff(stack=moved)
     for case, e in sorted(now.items()):
         b = before.get(case)
         if b is None:

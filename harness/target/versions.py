@@ -6,9 +6,9 @@ holds the script and how its answer reads; ``harness.check.serving.stack`` runs 
     probe_versions(cluster, models) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...,
                                                   "model /models/X": "config 1f2e..., weights index 9a8b..."}, ...}
 
-The machine is part of the stack: "isa" summarises the node's instruction set (``isa``: which
-kernels vLLM-CPU and torch pick depends on it) and, on Ascend, "soc" names the NPU's SoC beside
-CANN's version.
+The machine is part of the stack: "isa" is the node's instruction set (``isa`` summarises it;
+which kernels vLLM-CPU and torch run depends on it) and, on Ascend, "soc" names the NPU's SoC
+beside CANN's version.
 
 A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
 ``differences`` says what differs between the nodes of one deployment: a run refuses to launch it;
@@ -44,7 +44,7 @@ ISA_FLAGS = {
 ISA_MODEL = {"ppc64le": "cpu", "riscv64": "isa"}
 
 
-def isa(cpuinfo: str, machine: str, flags: dict, model: dict) -> str:
+def isa(cpuinfo: str, machine: str, flags: Mapping[str, tuple[str, ...]], model: Mapping[str, str]) -> str:
     """A node's instruction set in one short line that equal machines share: the machine, then
     the extensions of ``flags`` that every processor in ``cpuinfo`` (/proc/cpuinfo) has, sorted:
     "x86_64 avx2 avx512_bf16 avx512f". Runs on the nodes (its source travels in ``SCRIPT``)."""
@@ -193,16 +193,16 @@ class Change:
     machine (its instruction set, its SoC), which changes the kernels as much as a new engine."""
 
     node: str
-    distribution: str
-    old: str | None  # None: the node (or the distribution) was not there before
+    item: str  # a distribution, "cann", "isa", "soc", ...
+    old: str | None  # None: the node (or the item) was not there before
     new: str | None
 
     def __str__(self) -> str:
-        old = self.old or ("(not recorded)" if self.distribution in MACHINE else "(none)")
-        return f"{self.node}: {self.distribution} {old} → {self.new or '(none)'}"
+        old = self.old or ("(not recorded)" if self.item in MACHINE else "(none)")
+        return f"{self.node}: {self.item} {old} → {self.new or '(none)'}"
 
     def to_json(self) -> dict[str, str | None]:
-        return {"node": self.node, "item": self.distribution, "before": self.old, "after": self.new}
+        return {"node": self.node, "item": self.item, "before": self.old, "after": self.new}
 
 
 def stack_changes(before: Mapping[str, Mapping], after: Mapping[str, Mapping]) -> list[Change]:
