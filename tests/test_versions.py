@@ -39,8 +39,12 @@ def test_cann_version_and_soc_are_read_from_the_toolkit_that_set_env_points_at(t
     (pyacl / "acl.py").write_text("def get_soc_name():\n    return 'Ascend910B3'\n")
     set_env = tmp_path / "set env.sh"
     set_env.write_text(f"export ASCEND_TOOLKIT_HOME='{toolkit}'\nexport PYTHONPATH='{pyacl}'\n")
-    got = probe(Cluster(name="c", platform="ascend", nodes=[node(set_env=str(set_env)), node(name="n2")]))
+    no_pyacl = tmp_path / "no-pyacl.sh"
+    no_pyacl.write_text(f"export ASCEND_TOOLKIT_HOME='{toolkit}'\nexport PYTHONPATH=\n")
+    nodes = [node(set_env=str(set_env)), node(name="n2"), node(name="n3", set_env=str(no_pyacl))]
+    got = probe(Cluster(name="c", platform="ascend", nodes=nodes))
     assert got["n1"]["cann"] == "8.5.0" and got["n1"]["soc"] == "Ascend910B3"
+    assert got["n3"]["soc"] == "unknown (ModuleNotFoundError)"  # CANN without pyACL: said, not made up
     assert "cann" not in got["n2"] and "soc" not in got["n2"]  # no toolkit there: nothing is made up
     # the rest is what this interpreter has installed (with or without torch): the same on both
     assert got["n1"]["python"] == platform.python_version()
