@@ -161,6 +161,7 @@ LAYERS = (
     "harness.check.serving",
     "harness.check.traffic",
     "harness.check.stages",
+    "harness.check.effective",
     "harness.check.features",
     "harness.check.scores",
     "harness.check.references",

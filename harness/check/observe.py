@@ -15,6 +15,7 @@ from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
 from harness.check import logs
+from harness.check.effective import read as effective
 from harness.check.features import LIVE_CHECKS
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.scores.aisbench_perf import measure_phase_perf
@@ -97,6 +98,7 @@ class Observer:
             obs.exit_codes = live.exit_codes()
             if state == "ready":
                 obs.ready, obs.ready_s = True, round(elapsed, 1)
+                effective.observe(live, self.m, [f for c in cases for f in c.features], obs)
                 self._check_live(live, cases, obs, pattern, outputs, phases)
             else:
                 obs.failed_phase = "startup"

@@ -14,9 +14,11 @@ import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _parser  # type: ignore[import-not-found]
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from harness.matrix.effective import Requirement, parse_requirements
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
 # in its args); fragments are merged key by key into one value per flag (harness.cases.merge).
@@ -510,6 +512,10 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
+    # The fields of the configuration the engine built that must hold for the feature to be on
+    # (``harness.matrix.effective``): dotted name -> value or {equals|in|truthy|gt: ...}. A
+    # feature claimed on whose fields say off fails "disabled by the engine", log line or not.
+    effective: dict[str, Any] = {}
     # The checks the feature needs: run on the live deployment (harness.check.features.LIVE_CHECKS),
     # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
     checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
@@ -538,6 +544,16 @@ class Feature(Strict):
         return own or Side(args=self.args, env=self.env, configs=self.configs)
 
     _regexes = field_validator("silent_disable")(classmethod(lambda cls, v: _compiled(v)))
+
+    @field_validator("effective")
+    @classmethod
+    def _effective(cls, v: dict[str, Any]) -> dict[str, Any]:
+        parse_requirements(v)
+        return v
+
+    def requirements(self) -> list[Requirement]:
+        """What the feature needs of the engine's effective configuration."""
+        return parse_requirements(self.effective)
 
 
 class Instance(Strict):
@@ -650,7 +666,17 @@ class Suite(Strict):
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
 # The checks of a served case a known-issue or flaky waiver can cover (harness.check.verdict.judge).
-CHECKS = ("startup", "request", "partition", "stages", "accuracy", "silent-disable", "feature-checks", "workload")
+CHECKS = (
+    "startup",
+    "request",
+    "partition",
+    "stages",
+    "accuracy",
+    "silent-disable",
+    "effective-config",
+    "feature-checks",
+    "workload",
+)
 
 
 class Rule(Strict):
