@@ -80,9 +80,7 @@ def test_a_bad_effective_field_is_an_error_at_its_line_with_the_closest_section(
 
 def test_every_shipped_feature_that_changes_the_engine_declares_its_effective_fields(shipped):
     # a feature expressed by flags or configs is on only if the engine's configuration says so
-    missing = [
-        name for name, f in shipped.features.items() if (f.args or f.configs) and not f.requirements()
-    ]
+    missing = [name for name, f in shipped.features.items() if (f.args or f.configs) and not f.requirements()]
     assert missing == []
 
 
