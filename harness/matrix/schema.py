@@ -404,6 +404,16 @@ class ConfigKey(Strict):
     title: str = ""
 
 
+class EngineKey(Strict):
+    """A key of vLLM's own JSON flags that this platform's engine reads though the driver's vLLM
+    may not: the engine and version whose source reads it, and the file that does."""
+
+    engine: Literal["vllm", "vllm-ascend"]
+    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?$")  # a release, e.g. 0.27.0
+    read_in: str = Field(min_length=1)  # that release's source file that reads the key
+    source: str | None = None  # a guide that documents it, where one does
+
+
 class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
@@ -422,8 +432,10 @@ class Platform(Strict):
     # source; a plan's additional-config is checked against them.
     additional_config: dict[str, ConfigKey] = {}
     # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
-    # installed one, dotted ("compilation-config.pass_config.enable_sp").
-    config_keys: dict[str, ConfigKey] = {}
+    # installed one, dotted ("compilation-config.pass_config.enable_sp"), each naming the engine
+    # release whose source reads it (`lint --plans` checks the key against that release where it
+    # is the one installed, and says on whose word it passes otherwise).
+    config_keys: dict[str, EngineKey] = {}
     # The Kubernetes extended resource of one device (`plan --format lws` requests a node's
     # devices as it), written DOMAIN/NAME; unset where pods request no devices.
     k8s_resource: str | None = Field(

@@ -97,6 +97,7 @@ class Engine:
     config_classes: dict[str, type]
     dests: dict[str, str]  # option string -> destination
     env_names: frozenset[str] = frozenset()  # the VLLM_* variables this vLLM reads (vllm.envs)
+    version: str = ""  # the installed vLLM's release, without its local build tag ("0.32.0")
 
     def parse(self, args: list[str]) -> tuple[Any, list[str]]:
         import argparse
@@ -149,9 +150,40 @@ def engine() -> Engine | str:
     dests = {opt: action.dest for opt, action in parser._option_string_actions.items()}
     classes = {flag: getattr(config, name) for flag, name in CONFIG_CLASSES.items() if hasattr(config, name)}
     platform = DEVICE_PLATFORM.get(getattr(current_platform, "device_type", ""), "")
+    import vllm
     import vllm.envs as envs
 
-    return Engine(parser, EngineArgs, platform, classes, dests, frozenset(envs.environment_variables))
+    release = str(getattr(vllm, "__version__", "")).split("+", 1)[0]
+    return Engine(parser, EngineArgs, platform, classes, dests, frozenset(envs.environment_variables), release)
+
+
+def engine_key_report(m: Matrix, platforms: Iterable[str], eng: Engine) -> PlanReport:
+    """Each JSON key a platform declares beyond the driver's vLLM (``config_keys``), against the
+    installed engine: where it is the release the matrix names, the key must be a field of its
+    config class (else the matrix's word is wrong: an error at the key); otherwise a note says on
+    whose word the key passes unchecked."""
+    report = PlanReport()
+    for name in sorted(set(platforms)):
+        for key, spec in m.platforms[name].config_keys.items():
+            where = m.at("platforms", name, "config_keys", key) or m.where.get(("platforms", name)) or "platforms"
+            flag, _, path = key.partition(".")
+            cls = eng.config_classes.get(flag)
+            if spec.engine != "vllm" or cls is None or spec.version != eng.version:
+                report.notes.append(
+                    f"{where}: {key} passes unchecked on the word of {spec.engine} {spec.version}'s "
+                    f"{spec.read_in} (the installed vLLM is {eng.version or 'of unknown version'})"
+                )
+                continue
+            value: Any = True
+            for part in reversed(path.split(".")):
+                value = {part: value}
+            problems = _config_errors(value, cls, flag, set())
+            report.errors += [
+                f"{where}: {key}: platform {name} says vLLM {spec.version} reads it ({spec.read_in}), but the "
+                f"installed vLLM {eng.version}'s {cls.__name__} does not: {p}"
+                for p in problems
+            ]
+    return report
 
 
 def _origins(launch: LaunchSpec, flag: str) -> str:
@@ -473,6 +505,9 @@ def validate_cases(m: Matrix, cases: Iterable[Case], cluster: Cluster) -> PlanRe
             f"world sizes, env names and ports were still checked"
         )
     suites_seen: set[str] = set()
+    cases = list(cases)
+    if isinstance(eng, Engine):
+        report.extend(engine_key_report(m, {c.platform for c in cases if c.platform == cluster.platform}, eng))
     for case in cases:
         if case.suite in m.suites and case.suite not in suites_seen:
             suites_seen.add(case.suite)
