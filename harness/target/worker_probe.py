@@ -135,12 +135,12 @@ class StageProbe:
 
     def ppconf_effective_config(self) -> dict[str, Any]:
         """The configuration this worker runs with, after every override (the platform's
-        among them): dotted field -> JSON value for the sections in `_EFFECTIVE_SECTIONS`,
+        among them): dotted field -> JSON value for the sections in `EFFECTIVE_SECTIONS`,
         enums by name; with the model runner class it built and the platform's class."""
         config = self.vllm_config
         fields: dict[str, Any] = {}
-        for section in _EFFECTIVE_SECTIONS:
-            _flatten(getattr(config, section, None), section, fields, 0)
+        for section in EFFECTIVE_SECTIONS:
+            flatten_config(getattr(config, section, None), section, fields, 0)
         runner = type(self.model_runner)
         fields["model_runner.class"] = f"{runner.__module__}.{runner.__qualname__}"
         try:
@@ -298,7 +298,7 @@ def _peak_memory() -> tuple[int | None, str]:
 # --- effective configuration: flattening the engine's config objects ---
 
 # The VllmConfig sections read back (harness.matrix.effective.CONFIG_SECTIONS names the same).
-_EFFECTIVE_SECTIONS = (
+EFFECTIVE_SECTIONS = (
     "model_config",
     "cache_config",
     "parallel_config",
@@ -316,7 +316,7 @@ _EFFECTIVE_LIST = 32
 _EFFECTIVE_SKIP = re.compile(r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|_time$", re.I)
 
 
-def _flatten(value, name: str, out: dict[str, Any], depth: int) -> None:
+def flatten_config(value, name: str, out: dict[str, Any], depth: int) -> None:
     """`value` (a config dataclass, pydantic model, dict or plain value) into `out` as dotted names."""
     import dataclasses
     import enum
@@ -334,7 +334,7 @@ def _flatten(value, name: str, out: dict[str, Any], depth: int) -> None:
             return
         for key, child in children.items():
             if not key.startswith("_") and not _EFFECTIVE_SKIP.search(key):
-                _flatten(child, f"{name}.{key}", out, depth + 1)
+                flatten_config(child, f"{name}.{key}", out, depth + 1)
         return
     if isinstance(value, enum.Enum):
         out[name] = value.name

@@ -15,7 +15,7 @@ from typing import Any
 from harness.matrix.effective import CONFIG_SECTIONS, WORKER_SECTIONS, Requirement
 from harness.results.result import EffectiveConfig, EngineDisabled
 
-# The same rules as the stage probe's flattening (harness.target.worker_probe._flatten), for the
+# The same rules as the stage probe's flattening (harness.target.worker_probe.flatten_config), for the
 # API server's JSON: a test holds the two to one output.
 DEPTH = 3
 LIST = 32
