@@ -242,3 +242,10 @@ def test_lint_shows_a_field_the_built_configuration_already_says_off(shipped):
     )
     # the shipped claim waives the check: nothing to say
     assert built_config_notes(shipped, case, api, eng.engine_args.from_cli_args(ns), eng) == []
+
+
+def test_the_value_that_says_off_is_kept_in_the_record_even_when_false():
+    eff = EffectiveConfig(api={"scheduler_config.async_scheduling": False})
+    [d] = disabled(ASYNC, eff)
+    assert d.to_json()["value"] is False
+    assert EffectiveConfig(disabled=[d]).to_json()["disabled"][0]["value"] is False

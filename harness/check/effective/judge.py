@@ -19,7 +19,7 @@ from harness.results.result import EffectiveConfig, EngineDisabled
 # API server's JSON: a test holds the two to one output.
 DEPTH = 3
 LIST = 32
-SKIP = r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|_time$"  # the probe's _EFFECTIVE_SKIP
+SKIP = r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$"  # the probe's _EFFECTIVE_SKIP
 
 
 def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,13 +94,11 @@ def _off(feature: str, req: Requirement, seen: Mapping[str, Mapping[str, Any]]) 
     for source, view in seen.items():
         if req.field in view:
             if not req.holds(view[req.field]):
-                return EngineDisabled(
-                    feature=feature, field=req.field, needs=req.describe(), value=view[req.field], source=source
-                )
+                return _record(feature, req.field, req.describe(), view[req.field], source)
             continue
         parent = _unset_parent(req.field, view)
         if parent is not None:
-            return EngineDisabled(feature=feature, field=parent, needs=req.describe(), value=None, source=source)
+            return _record(feature, parent, req.describe(), None, source)
     if any(req.field in view for view in seen.values()):
         return None
     names = sorted({k for view in seen.values() for k in view})
@@ -112,6 +110,11 @@ def _off(feature: str, req: Requirement, seen: Mapping[str, Mapping[str, Any]]) 
         source=f"closest field: {close[0]}" if close else "",
         missing=True,
     )
+
+
+def _record(feature: str, field: str, needs: str, value: Any, source: str) -> EngineDisabled:
+    # through JSON, so the record keeps a value of false or null: it is the evidence
+    return EngineDisabled.of({"feature": feature, "field": field, "needs": needs, "value": value, "source": source})
 
 
 def describe(d: EngineDisabled) -> str:
