@@ -313,7 +313,9 @@ _EFFECTIVE_DEPTH = 3
 # A longer list is summarised (capture sizes and the like say nothing of a feature being on).
 _EFFECTIVE_LIST = 32
 # Names whose values may be secret, or are objects and not settings.
-_EFFECTIVE_SKIP = re.compile(r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$", re.I)
+_EFFECTIVE_SKIP = re.compile(
+    r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$", re.I
+)
 
 
 def flatten_config(value, name: str, out: dict[str, Any], depth: int) -> None:

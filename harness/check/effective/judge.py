@@ -16,10 +16,10 @@ from harness.matrix.effective import CONFIG_SECTIONS, WORKER_SECTIONS, Requireme
 from harness.results.result import EffectiveConfig, EngineDisabled
 
 # The same rules as the stage probe's flattening (harness.target.worker_probe.flatten_config), for the
-# API server's JSON: a test holds the two to one output.
+# API server's JSON: a test holds the two to one output (SKIP is the probe's _EFFECTIVE_SKIP).
 DEPTH = 3
 LIST = 32
-SKIP = r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$"  # the probe's _EFFECTIVE_SKIP
+SKIP = r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$"
 
 
 def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
