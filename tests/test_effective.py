@@ -249,3 +249,61 @@ def test_the_value_that_says_off_is_kept_in_the_record_even_when_false():
     [d] = disabled(ASYNC, eff)
     assert d.to_json()["value"] is False
     assert EffectiveConfig(disabled=[d]).to_json()["disabled"][0]["value"] is False
+
+
+# --- reading a live deployment (its client faked) ---
+
+
+class FakeClient:
+    def __init__(self, config=None, workers=None):
+        self.config, self.workers = config, workers
+
+    def server_config(self):
+        if self.config is None:
+            raise RuntimeError("404 Not Found")
+        return self.config
+
+    def collective_rpc(self, method):
+        assert method == "ppconf_effective_config"
+        if self.workers is None:
+            raise RuntimeError("no such method")
+        return self.workers
+
+
+class FakeLive:
+    def __init__(self, client):
+        self.client = client
+
+
+def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
+    from harness.check.effective.read import read
+
+    config = {"scheduler_config": {"async_scheduling": False}, "compilation_config": {"cudagraph_mode": 0}}
+    workers = [
+        {
+            "rank": 1,
+            "fields": {"scheduler_config.async_scheduling": False, "compilation_config.cudagraph_mode": "NONE"},
+        },
+        {"rank": 0, "fields": {"scheduler_config.async_scheduling": False, "model_runner.v2": False}},
+    ]
+    eff = read(FakeLive(FakeClient(config, workers)))
+    assert eff.api["scheduler_config.async_scheduling"] is False
+    assert eff.api["compilation_config.cudagraph_mode"] == 0
+    assert eff.api["speculative_config"] is None  # a section the server has unset
+    assert eff.workers == {"0": {"model_runner.v2": False}, "1": {"compilation_config.cudagraph_mode": "NONE"}}
+    assert eff.unavailable == []
+
+
+def test_a_deployment_that_does_not_answer_leaves_a_note_and_no_verdict(shipped):
+    from harness.check.effective.read import observe
+
+    obs = Observation(ready=True)
+    observe(FakeLive(FakeClient()), shipped, ["async-scheduling"], obs)
+    assert obs.effective is not None and obs.effective.disabled == []
+    assert [u.split(":")[0] for u in obs.effective.unavailable] == ["api server", "workers"]
+    assert any("the fields of async-scheduling were not judged" in n for n in obs.notes)
+    # a deployment whose API server answers alone is judged on it
+    obs = Observation(ready=True)
+    observe(FakeLive(FakeClient({"scheduler_config": {"async_scheduling": False}})), shipped, ["async-scheduling"], obs)
+    assert [d.field for d in obs.effective.disabled] == ["scheduler_config.async_scheduling"]
+    assert obs.notes == []
