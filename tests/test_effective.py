@@ -294,16 +294,22 @@ def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
     assert eff.unavailable == []
 
 
-def test_a_deployment_that_does_not_answer_leaves_a_note_and_no_verdict(shipped):
-    from harness.check.effective.read import observe
+def test_a_deployment_that_does_not_answer_leaves_a_note_and_no_verdict():
+    from harness.check.effective.read import judge_case, read
 
+    needs = [("async-scheduling", Requirement("scheduler_config.async_scheduling", "equals", True))]
     obs = Observation(ready=True)
-    observe(FakeLive(FakeClient()), shipped, ["async-scheduling"], obs)
+    judge_case(obs, read(FakeLive(FakeClient())), needs)
     assert obs.effective is not None and obs.effective.disabled == []
     assert [u.split(":")[0] for u in obs.effective.unavailable] == ["api server", "workers"]
     assert any("the fields of async-scheduling were not judged" in n for n in obs.notes)
-    # a deployment whose API server answers alone is judged on it
+    # a deployment whose API server answers alone is judged on it, each case on its own features
+    eff = read(FakeLive(FakeClient({"scheduler_config": {"async_scheduling": False}})))
     obs = Observation(ready=True)
-    observe(FakeLive(FakeClient({"scheduler_config": {"async_scheduling": False}})), shipped, ["async-scheduling"], obs)
+    judge_case(obs, eff, needs)
     assert [d.field for d in obs.effective.disabled] == ["scheduler_config.async_scheduling"]
     assert obs.notes == []
+    other = Observation(ready=True)
+    judge_case(other, eff, [])
+    assert other.effective.disabled == [] and other.effective.api == eff.api
+    assert eff.disabled == []  # the deployment's reading is shared, never judged in place

@@ -1,6 +1,6 @@
 """Reading the configuration a live deployment's engine built: from the API server (vLLM's
 dev-mode ``/server_info``) and from every worker (the stage probe's ``ppconf_effective_config``),
-then judging the cases' features against it (``harness.check.effective.judge``)."""
+once per deployment; then each case's features judged against it (``harness.check.effective.judge``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from harness.check.effective.judge import disabled, flatten, worker_differences
 from harness.check.serving.live import LiveDeployment
-from harness.matrix.load import Matrix
+from harness.matrix.effective import Requirement
 from harness.results.result import EffectiveConfig, Observation
 
 EFFECTIVE_METHOD = "ppconf_effective_config"
@@ -32,16 +32,18 @@ def read(live: LiveDeployment) -> EffectiveConfig:
     return eff
 
 
-def observe(live: LiveDeployment, m: Matrix, features: Iterable[str], obs: Observation) -> None:
-    """Read the engine's configuration onto ``obs`` and judge ``features`` (the cases' of this
-    deployment: they share its launches) against it; where nothing answered, a note says the
-    features' fields went unjudged."""
-    eff = read(live)
-    needs = {f: m.features[f].requirements() for f in sorted(set(features)) if m.features[f].effective}
-    eff.disabled = disabled(needs, eff)
-    obs.effective = eff
-    if needs and not eff.api and not eff.workers:
+def judge_case(obs: Observation, eff: EffectiveConfig | None, needs: Iterable[tuple[str, Requirement]]) -> None:
+    """The deployment's configuration onto one case's observation, with the case's features
+    judged against it (``needs``: each feature with a field it needs); where no process
+    answered, a note says the features' fields went unjudged."""
+    if eff is None:
+        return
+    by_feature: dict[str, list[Requirement]] = {}
+    for feature, req in needs:
+        by_feature.setdefault(feature, []).append(req)
+    obs.effective = eff.model_copy(update={"disabled": disabled(by_feature, eff)}, deep=True)
+    if by_feature and not eff.api and not eff.workers:
         obs.notes.append(
             f"effective configuration unavailable ({'; '.join(eff.unavailable)}): the fields of "
-            f"{', '.join(needs)} were not judged"
+            f"{', '.join(by_feature)} were not judged"
         )
