@@ -178,6 +178,7 @@ LAYERS = (
     "harness.check.context",  # the run's bundle every check step is handed
     "harness.check.traffic",
     "harness.check.stages",
+    "harness.check.effective",
     "harness.check.features",
     "harness.check.scores",
     "harness.check.references",

@@ -18,6 +18,7 @@ from typing import Any
 from harness.cases.workload import PhasePlan
 from harness.check import logs
 from harness.check.context import RunContext
+from harness.check.effective import read as effective
 from harness.check.references.runs import ReferenceResult, ReferenceRuns
 from harness.check.scores.aisbench_perf import measure_phase_perf
 from harness.check.serving.live import LiveDeployment
@@ -33,7 +34,7 @@ from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.resolved import RequestsKey, ResolvedCase
 from harness.registry import LIVE_CHECKS
 from harness.results import store
-from harness.results.result import Comparison, FeatureCheck, LogLine, Observation, ScoreVerdict
+from harness.results.result import Comparison, EffectiveConfig, FeatureCheck, LogLine, Observation, ScoreVerdict
 
 # A log line from one of these processes means the configuration was accepted and the engine began.
 ENGINE_PROCESS = r"^\((EngineCore|Worker|VllmWorker)\w*"
@@ -106,6 +107,7 @@ class Served:
     phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]] = field(default_factory=dict)
     checks: dict[str, FeatureCheck] = field(default_factory=dict)
     scores: dict[ScoreKey, dict[str, Any]] = field(default_factory=dict)
+    effective: EffectiveConfig | None = None  # the configuration the engine built, as it reported it
     logs: dict[str, str] = field(default_factory=dict)  # launch name -> log file, relative to the run
     engine_started: bool = False
     root_cause: LogLine | None = None
@@ -166,7 +168,7 @@ class Observer:
         a claimed error), then what the workers built, each phase, the feature checks and scores."""
         first = cases[0]
         first_request = any(c.expectation.phase == "first-request" for c in cases)
-        served = Served(startup)
+        served = Served(startup, effective=effective.read(live))
         # every PP stage's forward time over the sequential requests (and, where the suite asks,
         # the partition-tuning advice from it)
         if first.pp > 1 and not first_request:
@@ -281,6 +283,7 @@ def assemble(rc: ResolvedCase, served: Served, seen: CaseLogs, ref: ReferenceRes
         feature_checks={k: v.model_copy(deep=True) for k, v in served.checks.items()},
         notes=[served.timing_note] if served.timing_note else [],
     )
+    effective.judge_case(obs, served.effective, rc.effective)
     if seen.expected_line is not None:
         obs.expected_error_line = seen.expected_line
         obs.expected_error_after_s = asked.failed_after_s if asked.expected_line is not None else failed_after

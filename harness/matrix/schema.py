@@ -14,7 +14,7 @@ import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _parser  # type: ignore[import-not-found]
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.matrix.effective import Requirement, parse_requirements
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
@@ -427,6 +428,16 @@ class ConfigKey(Strict):
     title: str = ""
 
 
+class EngineKey(Strict):
+    """A key of vLLM's own JSON flags that this platform's engine reads though the driver's vLLM
+    may not: the engine and version whose source reads it, and the file that does."""
+
+    engine: Literal["vllm", "vllm-ascend"]
+    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?$")  # a release, e.g. 0.27.0
+    read_in: str = Field(min_length=1)  # that release's source file that reads the key
+    source: str | None = None  # a guide that documents it, where one does
+
+
 class Platform(Strict):
     title: str
     # The variable that selects this platform's devices for a process, and how a device set is
@@ -445,8 +456,10 @@ class Platform(Strict):
     # source; a plan's additional-config is checked against them.
     additional_config: dict[str, ConfigKey] = {}
     # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
-    # installed one, dotted ("compilation-config.pass_config.enable_sp").
-    config_keys: dict[str, ConfigKey] = {}
+    # installed one, dotted ("compilation-config.pass_config.enable_sp"), each naming the engine
+    # release whose source reads it (`lint --plans` checks the key against that release where it
+    # is the one installed, and says on whose word it passes otherwise).
+    config_keys: dict[str, EngineKey] = {}
     # The Kubernetes extended resource of one device (`plan --format lws` requests a node's
     # devices as it), written DOMAIN/NAME; unset where pods request no devices.
     k8s_resource: str | None = Field(
@@ -536,6 +549,10 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
+    # The fields of the configuration the engine built that must hold for the feature to be on
+    # (``harness.matrix.effective``): dotted name -> value or {equals|in|truthy|gt: ...}. A
+    # feature claimed on whose fields say off fails "disabled by the engine", log line or not.
+    effective: dict[str, Any] = {}
     # The checks the feature needs: run on the live deployment (harness.registry.LIVE_CHECKS),
     # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
     checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
@@ -564,6 +581,16 @@ class Feature(Strict):
         return own or Side(args=self.args, env=self.env, configs=self.configs)
 
     _regexes = field_validator("silent_disable")(classmethod(lambda cls, v: _compiled(v)))
+
+    @field_validator("effective")
+    @classmethod
+    def _effective(cls, v: dict[str, Any]) -> dict[str, Any]:
+        parse_requirements(v)
+        return v
+
+    def requirements(self) -> list[Requirement]:
+        """What the feature needs of the engine's effective configuration."""
+        return parse_requirements(self.effective)
 
 
 class Instance(Strict):
@@ -676,7 +703,17 @@ class Suite(Strict):
 
 Expect = Literal["supported", "rejected", "unsupported-on-platform", "known-issue", "flaky"]
 # The checks of a served case a known-issue or flaky waiver can cover (harness.check.verdict.judge).
-CHECKS = ("startup", "request", "partition", "stages", "accuracy", "silent-disable", "feature-checks", "workload")
+CHECKS = (
+    "startup",
+    "request",
+    "partition",
+    "stages",
+    "accuracy",
+    "silent-disable",
+    "effective-config",
+    "feature-checks",
+    "workload",
+)
 
 
 class Rule(Strict):

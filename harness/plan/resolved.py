@@ -19,6 +19,7 @@ from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
 from harness.launch import Deployment, Placement
+from harness.matrix.effective import Requirement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
 from harness.plan.cluster import Cluster
@@ -54,6 +55,8 @@ class ResolvedCase:
     partition_tuning: bool
     device_env: str  # the platform's device-control variable
     reference_features: tuple[str, ...]  # the case's features its reference launch keeps
+    # each of the case's features with a field it needs of the configuration the engine built
+    effective: tuple[tuple[str, Requirement], ...] = ()
 
     @property
     def id(self) -> str:
@@ -97,6 +100,7 @@ def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
         partition_tuning=suite.partition_tuning,
         device_env=m.platforms[case.platform].device_env,
         reference_features=reference_features(m, case),
+        effective=tuple((f, r) for f in case.features for r in m.features[f].requirements()),
     )
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from harness.cases.case import Case
 from harness.launch import Deployment, LaunchSpec, PlanError
+from harness.matrix.effective import CONFIG_SECTIONS
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
@@ -98,6 +99,7 @@ class Engine:
     config_classes: dict[str, type]
     dests: dict[str, str]  # option string -> destination
     env_names: frozenset[str] = frozenset()  # the VLLM_* variables this vLLM reads (vllm.envs)
+    version: str = ""  # the installed vLLM's release, without its local build tag ("0.32.0")
 
     def parse(self, args: list[str]) -> tuple[Any, list[str]]:
         import argparse
@@ -150,9 +152,40 @@ def engine() -> Engine | str:
     dests = {opt: action.dest for opt, action in parser._option_string_actions.items()}
     classes = {flag: getattr(config, name) for flag, name in CONFIG_CLASSES.items() if hasattr(config, name)}
     platform = DEVICE_PLATFORM.get(getattr(current_platform, "device_type", ""), "")
+    import vllm
     import vllm.envs as envs
 
-    return Engine(parser, EngineArgs, platform, classes, dests, frozenset(envs.environment_variables))
+    release = str(getattr(vllm, "__version__", "")).split("+", 1)[0]
+    return Engine(parser, EngineArgs, platform, classes, dests, frozenset(envs.environment_variables), release)
+
+
+def engine_key_report(m: Matrix, platforms: Iterable[str], eng: Engine) -> PlanReport:
+    """Each JSON key a platform declares beyond the driver's vLLM (``config_keys``), against the
+    installed engine: where it is the release the matrix names, the key must be a field of its
+    config class (else the matrix's word is wrong: an error at the key); otherwise a note says on
+    whose word the key passes unchecked."""
+    report = PlanReport()
+    for name in sorted(set(platforms)):
+        for key, spec in m.platforms[name].config_keys.items():
+            where = m.at("platforms", name, "config_keys", key) or m.where.get(("platforms", name)) or "platforms"
+            flag, _, path = key.partition(".")
+            cls = eng.config_classes.get(flag)
+            if spec.engine != "vllm" or cls is None or spec.version != eng.version:
+                report.notes.append(
+                    f"{where}: {key} passes unchecked on the word of {spec.engine} {spec.version}'s "
+                    f"{spec.read_in} (the installed vLLM is {eng.version or 'of unknown version'})"
+                )
+                continue
+            value: Any = True
+            for part in reversed(path.split(".")):
+                value = {part: value}
+            problems = _config_errors(value, cls, flag, set())
+            report.errors += [
+                f"{where}: {key}: platform {name} says vLLM {spec.version} reads it ({spec.read_in}), but the "
+                f"installed vLLM {eng.version}'s {cls.__name__} does not: {p}"
+                for p in problems
+            ]
+    return report
 
 
 def _origins(launch: LaunchSpec, flag: str) -> str:
@@ -286,10 +319,14 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
                         f"given at {_origins(launch, flag)}"
                     )
             if ns is not None:
+                if getattr(ns, "model_tag", None):
+                    ns.model = ns.model_tag  # as `vllm serve` takes its positional model
                 try:
-                    eng.engine_args.from_cli_args(ns)
+                    built = eng.engine_args.from_cli_args(ns)
                 except Exception as err:  # the engine's own value checks
                     report.errors.append(f"{what}: vLLM's EngineArgs rejects it: {err}")
+                else:
+                    report.notes += [f"{what}: {n}" for n in built_config_notes(m, case, launch, built, eng)]
             dest_of = eng.dests
         else:
             dest_of = {}
@@ -309,6 +346,49 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
     report.errors += _world_errors(m, case, d, parsed)
     report.errors += _port_errors(case, d)
     return report
+
+
+def built_config_notes(m: Matrix, case: Case, launch: LaunchSpec, args: Any, eng: Engine) -> list[str]:
+    """Where the driver runs the case's platform and holds its model, the configuration vLLM
+    builds from the API launch (``create_engine_config``: the platform's overrides applied, the
+    launch's env not) against the fields the case's features need (``effective:``): a note for
+    each the built configuration already says is off, before any launch. Claims that expect a
+    refusal, or waive the check, are not looked at."""
+    from pathlib import Path
+
+    from harness.outcomes import Kind
+
+    exp = case.expectation
+    if launch.role != "api" or eng.platform != case.platform or exp.kind is Kind.REJECTED:
+        return []
+    if "effective-config" in exp.waives:
+        return []
+    needs = [(f, r) for f in case.features for r in m.features[f].requirements()]
+    needs = [(f, r) for f, r in needs if r.field.split(".", 1)[0] in CONFIG_SECTIONS]
+    model = str(args.model)
+    if model.startswith("zoo:"):
+        from harness.target.zoo import model_dir
+
+        model = str(model_dir(model[4:]))
+    if not needs or not Path(model).is_dir():
+        return []  # a model only the nodes hold: nothing to build here
+    args.model = model
+    try:
+        with engine_quiet():
+            config = args.create_engine_config()
+    except Exception as err:  # noqa: BLE001 — the launch itself will say; lint only looks
+        return [f"vLLM could not build its configuration here ({type(err).__name__}: {err})"]
+    from harness.target.worker_probe import EFFECTIVE_SECTIONS, flatten_config
+
+    fields: dict[str, Any] = {}
+    for section in EFFECTIVE_SECTIONS:
+        flatten_config(getattr(config, section, None), section, fields, 0)
+    return [
+        f"{feature}: the configuration vLLM builds here already says {r.field} = {fields[r.field]} "
+        f"(the feature needs {r.describe()}): the case will fail its effective-config check"
+        for feature, r in needs
+        if r.field in fields and not r.holds(fields[r.field])
+    ]
 
 
 def _without(args: list[str], keys: set[str]) -> list[str]:
@@ -474,6 +554,9 @@ def validate_cases(m: Matrix, cases: Iterable[Case], cluster: Cluster) -> PlanRe
             f"world sizes, env names and ports were still checked"
         )
     suites_seen: set[str] = set()
+    cases = list(cases)
+    if isinstance(eng, Engine):
+        report.extend(engine_key_report(m, {c.platform for c in cases if c.platform == cluster.platform}, eng))
     for case in cases:
         if case.suite in m.suites and case.suite not in suites_seen:
             suites_seen.add(case.suite)

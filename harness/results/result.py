@@ -282,6 +282,30 @@ class FeatureCheck(Part):
     detail: str
 
 
+class EngineDisabled(Part):
+    """A field of the engine's effective configuration that says a claimed feature is off."""
+
+    feature: str
+    field: str
+    needs: str  # what the feature needs, e.g. "scheduler_config.async_scheduling = true"
+    value: Any = None  # what the engine built (None also where the field is absent)
+    source: str = ""  # which process said so: "api server" or "rank N"
+    missing: bool = False  # no process reported the field at all
+
+
+class EffectiveConfig(Part):
+    """The configuration the engine built, as its processes report it after startup
+    (``harness.check.effective``): dotted field -> value."""
+
+    api: dict[str, Any] = {}  # the API server's (/server_info)
+    # each worker's, by global rank: the fields where it differs from the API server's (all of
+    # them where the API server did not answer), and what only a worker knows (model_runner.*,
+    # platform.*)
+    workers: dict[str, dict[str, Any]] = {}
+    unavailable: list[str] = []  # the processes that did not answer, and why
+    disabled: list[EngineDisabled] = []  # the claimed features whose fields say off
+
+
 class Drafter(Part):
     """The speculative-decoding drafter one worker holds (``ppconf_stage_info``'s ``drafter``)."""
 
@@ -380,6 +404,7 @@ class Observation(Part):
     score: ScoreVerdict | None = None
     tuning: Tuning | None = None
     silent_disable: list[LogLine] = []
+    effective: EffectiveConfig | None = None  # the configuration the engine built, and what it says is off
     feature_checks: dict[str, FeatureCheck] = {}
     workload: list[PhaseRecord] = []  # the phases after the sequential requests, each compared
     request_error: str | None = None

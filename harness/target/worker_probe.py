@@ -19,6 +19,7 @@ recomputed from the partition rule, so it can check that rule.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from typing import Any
@@ -138,6 +139,28 @@ class StageProbe:
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }
+
+    # --- effective configuration (its helpers are at the end of this file) ---
+
+    def ppconf_effective_config(self) -> dict[str, Any]:
+        """The configuration this worker runs with, after every override (the platform's
+        among them): dotted field -> JSON value for the sections in `EFFECTIVE_SECTIONS`,
+        enums by name; with the model runner class it built and the platform's class."""
+        config = self.vllm_config
+        fields: dict[str, Any] = {}
+        for section in EFFECTIVE_SECTIONS:
+            flatten_config(getattr(config, section, None), section, fields, 0)
+        runner = type(self.model_runner)
+        fields["model_runner.class"] = f"{runner.__module__}.{runner.__qualname__}"
+        try:
+            fields["model_runner.v2"] = bool(config.use_v2_model_runner)
+        except Exception:  # noqa: BLE001 - an engine without the property, or one that refuses here
+            fields["model_runner.v2"] = None
+        from vllm.platforms import current_platform
+
+        fields["platform.class"] = type(current_platform).__name__
+        fields["platform.device_name"] = getattr(current_platform, "device_name", None)
+        return {"rank": self.rank, "fields": fields}
 
 
 # Where each of vLLM's model runners keeps what this probe reads. A runner is told by its layout,
@@ -348,3 +371,60 @@ def _peak_memory() -> tuple[int | None, str]:
     except OSError:
         pass
     return None, "unavailable"
+
+
+# --- effective configuration: flattening the engine's config objects ---
+
+# The VllmConfig sections read back (harness.matrix.effective.CONFIG_SECTIONS names the same).
+EFFECTIVE_SECTIONS = (
+    "model_config",
+    "cache_config",
+    "parallel_config",
+    "scheduler_config",
+    "speculative_config",
+    "compilation_config",
+    "kv_transfer_config",
+    "additional_config",
+)
+# Deeper than this is model internals (a draft model's own config of configs), not settings.
+_EFFECTIVE_DEPTH = 3
+# A longer list is summarised (capture sizes and the like say nothing of a feature being on).
+_EFFECTIVE_LIST = 32
+# Names whose values may be secret, or are objects and not settings.
+_EFFECTIVE_SKIP = re.compile(
+    r"token$|secret|password|api_key|^hf_config$|^hf_text_config$|^static_|^traced_files$|_time$", re.I
+)
+
+
+def flatten_config(value, name: str, out: dict[str, Any], depth: int) -> None:
+    """`value` (a config dataclass, pydantic model, dict or plain value) into `out` as dotted names."""
+    import dataclasses
+    import enum
+
+    children = None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+    elif hasattr(value, "model_fields") and not isinstance(value, type):
+        children = {k: getattr(value, k, None) for k in type(value).model_fields}
+    elif isinstance(value, dict):
+        children = {str(k): v for k, v in value.items()}
+    if children is not None:
+        if depth >= _EFFECTIVE_DEPTH or not children:
+            out[name] = None if not children else f"<{type(value).__name__}>"
+            return
+        for key, child in children.items():
+            if not key.startswith("_") and not _EFFECTIVE_SKIP.search(key):
+                flatten_config(child, f"{name}.{key}", out, depth + 1)
+        return
+    if isinstance(value, enum.Enum):
+        out[name] = value.name
+    elif value is None or isinstance(value, (bool, int, float, str)):
+        out[name] = value
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        plain = all(v is None or isinstance(v, (bool, int, float, str)) for v in items)
+        out[name] = items if plain and len(items) <= _EFFECTIVE_LIST else f"<{len(items)} items>"
+    elif isinstance(value, torch.dtype):
+        out[name] = str(value)
+    else:  # an object, not a setting
+        out[name] = f"<{type(value).__name__}>"

@@ -235,6 +235,15 @@ class Client:
         r.raise_for_status()
         return r.json()["results"]
 
+    def server_config(self) -> dict[str, Any]:
+        """The configuration the API server built (vLLM's dev-mode ``/server_info``, as JSON)."""
+        r = self.http.get(f"{self.base}/server_info", params={"config_format": "json"})
+        r.raise_for_status()
+        config = r.json()["vllm_config"]
+        if not isinstance(config, dict):
+            raise ValueError(f"/server_info: vllm_config is a {type(config).__name__}, not an object")
+        return config
+
     def metrics(self) -> str:
         r = self.http.get(f"{self.base}/metrics")
         r.raise_for_status()

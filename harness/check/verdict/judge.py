@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.check.effective import judge as effective
 from harness.check.stages import balance, built
 from harness.matrix.pattern import Pattern, PatternTimeout
 from harness.outcomes import Cause, Kind, Outcome, crash_signal
@@ -71,6 +72,8 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
         out += [("workload", f"phase {phase.name}: {p}") for p in phase.problems]
     for line in obs.silent_disable:
         out.append(("silent-disable", f"feature silently disabled: {line.text}"))
+    if obs.effective is not None:
+        out += [("effective-config", effective.describe(d)) for d in obs.effective.disabled]
     for name, check in obs.feature_checks.items():
         if not check.ok:
             out.append(("feature-checks", f"{name} check failed: {check.detail}"))
