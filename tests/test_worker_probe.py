@@ -1,23 +1,44 @@
 """The stage probe's report of where the drafter lives (no server: the probe's helpers on
 stand-in runners built from real torch modules and vLLM's own pipeline placeholder)."""
 
+import functools
 from types import SimpleNamespace
 
 import pytest
 
-# the probe runs inside vLLM's workers and imports torch itself; without torch there is nothing to
-# test (in CI, where torch is installed, a skip here fails: tests/needs.py)
-torch = pytest.importorskip("torch")
-
-from harness.target.worker_probe import _drafter_info  # noqa: E402
-
 pytestmark = pytest.mark.slow  # importing torch alone takes seconds: not for the fast loop
 
 
-class Draft(torch.nn.Module):
-    def __init__(self, n: int):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+# torch (which the probe imports too) is imported by the first test, not at collection: every
+# `pytest -m "not slow"` collects this module and would pay for it
+@functools.cache
+def _torch():
+    # the probe runs inside vLLM's workers and imports torch itself; without torch there is nothing
+    # to test (in CI, where torch is installed, a skip here fails: tests/needs.py)
+    return pytest.importorskip("torch")
+
+
+def _drafter_info(runner, config):
+    _torch()
+    from harness.target.worker_probe import _drafter_info
+
+    return _drafter_info(runner, config)
+
+
+@functools.cache
+def _draft_class() -> type:
+    torch = _torch()
+
+    class Draft(torch.nn.Module):
+        def __init__(self, n: int):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+
+    return Draft
+
+
+def Draft(n: int):  # noqa: N802 (stands for the class)
+    return _draft_class()(n)
 
 
 CONFIG = SimpleNamespace(
