@@ -178,6 +178,7 @@ def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite three times
 def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(matrix_dir):
     gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/gone.py, dataset: data/gsm8k}}"
     matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
@@ -191,6 +192,7 @@ def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(m
     assert not [e for e in map(str, lint(load_matrix(matrix_dir.root)).errors) if "AISBench" in e]
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite twice
 def test_lint_warns_at_the_gate_when_an_aisbench_perf_gate_names_no_local_dataset(matrix_dir):
     perf = matrix_dir.root / "cpu" / "perf"
     perf.mkdir(parents=True)
