@@ -209,6 +209,7 @@ def test_lint_warns_at_the_gate_when_an_aisbench_perf_gate_names_no_local_datase
     assert not [w for w in lint(load_matrix(matrix_dir.root)).warnings if "dataset" in w.message]
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite, as test_expand's shipped lint does in the fast loop
 def test_the_shipped_workloads_lint_clean(shipped):
     assert not [e for e in map(str, lint(shipped).errors) if "phase" in e]
 
