@@ -6,7 +6,8 @@ and the tests that cost the most.
 Runs from the repository root with this interpreter (the checkout first on PYTHONPATH) and prints
 the wall time, the CPU time (user + system of the pytest process and every child it waited for:
 the CLI runs and helper processes the tests start), the part of it spent collecting, and the
-costliest tests by CPU time, each with its wall time. It exits 1 when the loop's CPU time is over
+costliest tests by CPU time, each with the part of it spent in processes it started and its wall
+time. It exits 1 when the loop's CPU time is over
 TARGET_S or a test's is over TEST_TARGET_S. On a shared machine the wall times grow with whatever
 else the cores do and the CPU times do not; a test whose wall time is far above its CPU time
 waits (a sleep, a timeout, another process), so time it alone before believing either. A test's
@@ -99,6 +100,9 @@ def main(argv: list[str]) -> int:
     print(f"CPU time         {cpu:7.1f} s  (user {user:.1f} + system {system:.1f}; target {TARGET_S:.0f} s)")
     if measured["collect_cpu"] is not None:
         print(f"  collecting     {measured['collect_cpu']:7.1f} s  (start-up, imports of the test modules)")
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        print("  (PYTHONDONTWRITEBYTECODE is set: every process compiles what it imports, and pytest")
+        print("   rewrites the asserts of every test module and plugin again, so all of it costs more)")
     in_tests = sum(c for c, _, _ in tests.values())
     in_children = sum(k for _, k, _ in tests.values())
     print(f"  in tests       {in_tests:7.1f} s  ({len(tests)} tests; {in_children:.1f} s in processes they started)")
