@@ -142,6 +142,7 @@ def test_files_a_phase_names_are_relative_to_the_matrix_file_declaring_the_workl
     assert workload_dir(m, c) == matrix_dir.root / "cpu" / "deeper"
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
     matrix_dir("cpu/mine.yaml", _suite_with("[{kind: long-prompt, prompt_tokens: 300}]"))
     report = lint(load_matrix(matrix_dir.root))
@@ -164,6 +165,7 @@ def test_lint_refuses_a_long_prompt_the_batch_budget_holds_in_one_step(matrix_di
         ), problems
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     matrix_dir(
         "cpu/mine.yaml",
