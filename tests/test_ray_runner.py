@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_root]
 
-from harness.plan.launch import LaunchSpec, Payload  # noqa: E402
+from harness.launch import LaunchSpec, Payload  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_local_runner import TREE, group_members  # noqa: E402
 

@@ -364,8 +364,8 @@ def test_a_perf_gate_needs_a_figure_and_its_measurement():
 
 
 def test_every_feature_check_the_schema_admits_is_run_or_shapes_the_requests(shipped):
-    from harness.check.features import LIVE_CHECKS
     from harness.matrix.schema import FEATURE_CHECKS
+    from harness.registry import LIVE_CHECKS
 
     assert set(FEATURE_CHECKS) == set(LIVE_CHECKS) | {"embeddings"}
     # pooling is what the feature declares, not its name

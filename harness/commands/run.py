@@ -87,10 +87,12 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
         f"{counts or 'nothing run'}"
     )
     print(f"results: {run_dir / 'results.jsonl'}")
+    from harness.registry import REPORT_FORMATS
     from reports.render import report_run
 
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
-    print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
+    first, *others = (fmt.file for fmt in REPORT_FORMATS.values())
+    print(f"report:  {run_dir / 'report' / first} (and {', '.join(others)})")
     if args.github:
         github_output(suite, run_dir)
     return 1 if summary.failed else 0
@@ -109,15 +111,16 @@ def github_output(suite: str, run_dir: Path) -> None:
 def cmd_golden_record(args: argparse.Namespace) -> int:
     """Launch a case's reference (or, with --from-case, the case itself) and write its outputs as a golden."""
     from harness.check.references.record import record_golden
+    from harness.plan.resolved import Planner
 
     m = matrix(args)
     cluster = load_cluster(args.cluster)
     cases = select(expand(m, args.suite, layer_counts(cluster)).cases, ids=[args.case])
     work_dir = args.work_dir or Path("runs") / f"golden-{time.strftime('%Y%m%d-%H%M%S')}"
+    planner = Planner(m, cluster)
     path = record_golden(
-        m,
-        cases[0],
-        cluster,
+        planner,
+        planner.resolved(cases[0]),
         args.out,
         from_case=args.from_case,
         work_dir=work_dir,

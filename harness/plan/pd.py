@@ -3,13 +3,12 @@ side needs (Mooncake's, or a feature's own connector for that side), and the pro
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.cases.case import Case
 from harness.cases.merge import json_args
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.schema import Topology
-from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
+from harness.plan.instance import InstancePlanner
+from harness.plan.launch import default_placement
 
 
 def kv_parallel_config(topo: Topology, case: Case) -> dict:
@@ -24,21 +23,11 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     }
 
 
-def plan_pd(
-    case: Case,
-    cluster: Cluster,
-    topo: Topology,
-    placement: Placement | None,
-    ports: Ports,
-    model: str,
-    merged: Any,
-    node_env: Any,
-    origins: Any,
-    env_origins: Any,
-    own_kv: Any,
-) -> Deployment:
+def plan_pd(p: InstancePlanner) -> Deployment:
     """The prefill instance, the decode instance and the proxy of one P/D case; ``merged`` and the
-    other callables are the planner's, so both sides get one merge with one precedence."""
+    other parts are the planner's, so both sides get one merge with one precedence."""
+    case, cluster, topo, placement, ports, model = p.case, p.cluster, p.topo, p.placement, p.ports, p.model
+    merged, node_env, origins, env_origins, own_kv = p.merged, p.node_env, p.origins, p.env_origins, p.own_kv
     decode = topo.decode
     assert decode is not None, "a P/D topology has a decode instance"
     extra_config = kv_parallel_config(topo, case)

@@ -8,30 +8,28 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cases.case import Case
-from harness.cases.workload import plan_workload
-from harness.check.references.goldens import cache_key, load_golden, shape_for, stack_difference
-from harness.check.serving.launcher import Launcher
+from harness.check.context import RunContext
+from harness.check.references.goldens import (
+    cache_content,
+    cache_key,
+    entry_problem,
+    load_golden,
+    reference_entry,
+    shape_for,
+    stack_difference,
+)
 from harness.check.traffic.ask import ask
 from harness.check.traffic.compare import Outputs
-from harness.matrix.load import Matrix
-from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, PlanError
-from harness.plan.reference import (
-    ReferenceUnavailable,
-    ResolvedReference,
-    plan_reference,
-    reference_features,
-    resolve,
-)
+from harness.launch import Deployment, PlanError
+from harness.plan.reference import ReferenceUnavailable, ResolvedReference
+from harness.plan.resolved import ResolvedCase
 from harness.results.store import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -53,24 +51,13 @@ class ReferenceResult:
 
 
 class ReferenceRuns:
-    def __init__(
-        self,
-        m: Matrix,
-        cluster: Cluster,
-        run_dir: Path,
-        launcher: Launcher,
-        versions: Callable[[], dict[str, dict[str, str]]],
-        cache_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None,
-    ):
-        self.m = m
-        self.cluster = cluster
-        self.run_dir = run_dir
-        self.launcher = launcher
-        self.versions = versions
-        self.cache_dir = cache_dir
-        self.progress = progress or (lambda text: None)
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.run_dir = ctx.run_dir
+        self.versions = ctx.versions
+        self.cache_dir = ctx.reference_cache
         self._memo: dict[str, Outputs | str] = {}
+        self.refused: list[str] = []  # kept references that did not prove what they answer
         self._source: dict[str, str] = {}  # how a launched key's outputs came, for its first case
         self.launched = 0
         self.reused = 0
@@ -99,28 +86,29 @@ class ReferenceRuns:
                 stack.enter_context(lock)
             yield
 
-    def for_case(self, case: Case, id_prompts: list[list[int]] | None = None) -> ReferenceResult:
+    def for_case(self, rc: ResolvedCase, id_prompts: list[list[int]] | None = None) -> ReferenceResult:
         """The reference's answers to what the case was asked (``id_prompts``: the case's
         tokenisation of the sequential prompts, sent to a launched reference as they are)."""
-        ref = resolve(self.m, case)
+        ref = rc.reference
         result = ReferenceResult(
             ref, evidence={"reference": ref.describe(), "kind": ref.spec.kind, "compare": ref.compare.mode}
         )
         try:
             if ref.launches:
-                result.outputs = self._launched(case, ref, result.evidence, id_prompts or None)
+                result.outputs = self._launched(rc, result.evidence, id_prompts or None)
             elif ref.spec.kind == "golden":
-                result.outputs = self._golden(case, ref, result.evidence)
+                result.outputs = self._golden(rc, result.evidence)
         except ReferenceUnavailable as err:
             result.error = str(err)
         return result
 
     # ---- goldens ---------------------------------------------------------------------------------
-    def _golden(self, case: Case, ref: ResolvedReference, evidence: dict[str, Any]) -> Outputs:
+    def _golden(self, rc: ResolvedCase, evidence: dict[str, Any]) -> Outputs:
+        ref = rc.reference
         path = ref.path(ref.spec.golden or "")
         data = load_golden(path)
         evidence["golden"] = str(path)
-        shape = shape_for(self.m, case, ref)
+        shape = shape_for(rc)
         if data.get("request") != shape:
             raise ReferenceUnavailable(
                 f"golden {path} answers other requests than this suite asks "
@@ -134,85 +122,98 @@ class ReferenceRuns:
         return Outputs.from_json(data["outputs"])
 
     # ---- launched references ---------------------------------------------------------------------
-    def _plan(self, case: Case, ref: ResolvedReference, id_prompts: list[list[int]] | None) -> tuple[Deployment, str]:
-        try:
-            planned = plan_reference(self.m, case, self.cluster, ref)
-        except PlanError as err:
-            raise ReferenceUnavailable(f"reference cannot be planned on cluster '{self.cluster.name}': {err}") from None
-        score = ref.spec.score.model_dump() if ref.spec.score else None
-        device_env = self.m.platforms[case.platform].device_env
-        return planned, cache_key(
-            planned, self.cluster, device_env, self.versions(), shape_for(self.m, case, ref), score, id_prompts
-        )
+    def _plan(self, rc: ResolvedCase, id_prompts: list[list[int]] | None) -> tuple[Deployment, str]:
+        planned, key, _ = self._planned(rc, id_prompts)
+        return planned, key
 
-    def _stored(self, key: str, case: Case) -> tuple[Outputs, str] | None:
-        """Outputs kept under ``key`` by this run or the reference cache, and which of them."""
+    def _planned(self, rc: ResolvedCase, id_prompts: list[list[int]] | None) -> tuple[Deployment, str, dict[str, Any]]:
+        """The reference launch of ``rc``, its cache key and what it computes (the key's content)."""
+        ref, cluster = rc.reference, self.ctx.cluster
+        try:
+            planned = self.ctx.planner.reference(rc.case, ref)
+        except PlanError as err:
+            raise ReferenceUnavailable(f"reference cannot be planned on cluster '{cluster.name}': {err}") from None
+        score = ref.spec.score.model_dump() if ref.spec.score else None
+        content = cache_content(planned, cluster, rc.device_env, self.versions(), shape_for(rc), score, id_prompts)
+        return planned, cache_key(content), content
+
+    def _stored(self, key: str, rc: ResolvedCase, content: dict[str, Any]) -> tuple[Outputs, str] | None:
+        """Outputs kept under ``key`` by this run or the reference cache, and which of them: only
+        an entry that proves it answers what is asked (its key, launch, stack, requests and
+        outputs' digest, every phase asked); any other is refused, said, and launched afresh."""
         path = self.run_dir / "references" / f"{key}.json"
         cached = self.cache_dir / f"{key}.json" if self.cache_dir else None
+        phases = [] if rc.pooling else [p.name for p in rc.phases]
         for where, label in ((path, "this run"), (cached, "the reference cache")):
-            if where is not None and where.is_file():
-                try:
-                    outputs = Outputs.from_json(json.loads(where.read_text())["outputs"])
-                except (OSError, ValueError, KeyError, TypeError):
-                    continue
-                if where != path:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(where, path)
-                log.info("reference %s of %s reused from %s", key, case.id, label)
-                return outputs, label
+            if where is None or where.is_symlink() or not where.is_file():
+                continue
+            try:
+                data = json.loads(where.read_text())
+                problem = entry_problem(data, key, content, phases)
+                outputs = None if problem else Outputs.from_json(data["outputs"])
+            except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+                problem = f"unreadable ({type(err).__name__})"
+            if problem or outputs is None:
+                why = f"kept reference {where} refused: {problem}; launching it afresh"
+                log.warning("%s", why)
+                self.ctx.say("reference", rc.case, why)
+                self.refused.append(why)
+                continue
+            if where != path:  # a copy of its own in the run, written whole and never through a link
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(path, data)
+            log.info("reference %s of %s reused from %s", key, rc.id, label)
+            return outputs, label
         return None
 
-    def prefetch(self, asks: list[tuple[Case, list[list[int]] | None]]) -> None:
+    def prefetch(self, asks: list[tuple[ResolvedCase, list[list[int]] | None]]) -> None:
         """Launch each reference deployment that several of ``asks`` need once, and ask it every
         distinct set of requests they make (cases of one deployment whose workloads or
         comparisons differ share their counterpart's launch). What is kept or cached is not
         launched; a single ask is left to ``for_case``."""
         groups: dict[str, list[_Ask]] = {}
-        for case, ids in asks:
-            ref = resolve(self.m, case)
-            if not ref.launches:
+        for rc, ids in asks:
+            if not rc.reference.launches:
                 continue
             try:
-                planned, key = self._plan(case, ref, ids or None)
+                planned, key, content = self._planned(rc, ids or None)
             except ReferenceUnavailable:
                 continue  # for_case says why
-            if key in self._memo or self._stored(key, case) is not None:
+            if key in self._memo or self._stored(key, rc, content) is not None:
                 continue
             launch = json.dumps([(s.role, s.node, list(s.argv), sorted(s.env)) for s in planned.launches])
             members = groups.setdefault(launch, [])
             if key not in {a.key for a in members}:
-                members.append(_Ask(case, ref, key, planned, ids or None))
+                members.append(_Ask(rc, key, planned, ids or None, content))
         for members in groups.values():
             if len(members) > 1:
                 with self._holding([a.key for a in members]):
                     if not any(a.key in self._memo for a in members):  # another thread launched it meanwhile
                         self._launch(members)
 
-    def _launched(
-        self, case: Case, ref: ResolvedReference, evidence: dict[str, Any], id_prompts: list[list[int]] | None
-    ) -> Outputs:
-        planned, key = self._plan(case, ref, id_prompts)
+    def _launched(self, rc: ResolvedCase, evidence: dict[str, Any], id_prompts: list[list[int]] | None) -> Outputs:
+        planned, key, content = self._planned(rc, id_prompts)
         evidence["key"] = key
         evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
-        kept = reference_features(self.m, case)
-        left_out = [f for f in case.features if f not in kept]
+        features = rc.case.features
+        left_out = [f for f in features if f not in rc.reference_features]
         if left_out:
             # meant not to change outputs: the comparison also shows that they did not
             evidence["features_left_out"] = left_out
-        added = [f for f in kept if f not in case.features]
+        added = [f for f in rc.reference_features if f not in features]
         if added:  # the variant's reference_drafter, which the case does not run
             evidence["features_added"] = added
         with self._holding([key]):
-            return self._known_or_launched(case, ref, evidence, id_prompts, planned, key)
+            return self._known_or_launched(rc, evidence, id_prompts, planned, key, content)
 
     def _known_or_launched(
         self,
-        case: Case,
-        ref: ResolvedReference,
+        rc: ResolvedCase,
         evidence: dict[str, Any],
         id_prompts: list[list[int]] | None,
         planned: Deployment,
         key: str,
+        content: dict[str, Any],
     ) -> Outputs:
         known = self._memo.get(key)
         if isinstance(known, str):
@@ -220,78 +221,62 @@ class ReferenceRuns:
         if known is not None:
             evidence["source"] = self._source.pop(key, "shared within this run")
             return known
-        stored = self._stored(key, case)
+        stored = self._stored(key, rc, content)
         if stored is not None:
             with self._guard:
                 self.reused += 1
             evidence["source"] = f"reused from {stored[1]}"
             self._memo[key] = stored[0]
             return stored[0]
-        self._launch([_Ask(case, ref, key, planned, id_prompts)])
-        return self._launched(case, ref, evidence, id_prompts)
+        self._launch([_Ask(rc, key, planned, id_prompts, content)])
+        return self._launched(rc, evidence, id_prompts)
 
     def _launch(self, asks: list[_Ask]) -> None:
         """One launch of the asks' reference deployment, asked each ask's requests in turn; every
         answer is kept under its own key (its error too, so no case launches it again)."""
         first = asks[0]
-        suite = self.m.suite(first.case.suite)
         log_dir = self.run_dir / "logs" / "references" / first.key
-        self.progress(f"reference of {first.case.id}: {first.ref.describe()}")
+        self.ctx.say("reference", None, f"reference of {first.rc.id}: {first.rc.reference.describe()}")
         with self._guard:
             self.launched += 1
         shared = f" (one launch answering {len(asks)} sets of requests)" if len(asks) > 1 else ""
         try:
-            with self.launcher.serve(
-                lambda pl, ports: plan_reference(self.m, first.case, self.cluster, first.ref, pl, ports),
+            with self.ctx.launcher.serve(
+                lambda pl, ports: self.ctx.planner.reference(first.rc.case, first.rc.reference, pl, ports),
                 first.planned.placement,
                 f"reference {first.key}",
                 log_dir,
                 prefer=getattr(self._near, "nodes", ()),
             ) as live:
-                why = live.why_not_ready(suite.startup_timeout_s)
+                why = live.why_not_ready(first.rc.startup_timeout_s)
                 if why:
                     raise ReferenceUnavailable(f"reference {why}")
                 for a in asks:
-                    self._memo[a.key] = self._ask(live, a, log_dir)
+                    try:
+                        self._memo[a.key] = ask_reference(live, a.rc, a.rc.reference, log_dir, a.ids)
+                    except ReferenceUnavailable as err:
+                        self._memo[a.key] = str(err)
                     self._store(a)
                     self._source[a.key] = f"launched in this run{shared}"
         except ReferenceUnavailable as err:
             for a in asks:
                 self._memo.setdefault(a.key, str(err))
 
-    def _ask(self, live: Any, a: _Ask, log_dir: Path) -> Outputs | str:
-        suite = self.m.suite(a.case.suite)
-        try:
-            pooling = self.m.pools(a.case.features)
-            outputs = ask(live, suite.accuracy, a.ref.compare, pooling, plan_workload(self.m, a.case), a.ids)
-        except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
-            return f"reference requests failed: {type(err).__name__}: {err}"
-        if a.ref.spec.score is not None:
-            from harness.check.scores.evaluate import ScoreError, evaluate_live
-
-            t0 = time.monotonic()
-            try:
-                outputs.score = evaluate_live(
-                    live, a.ref.spec.score, a.ref.base_dir, log_dir / "score", suite.request_timeout_s
-                )
-            except ScoreError as err:
-                return f"reference score failed: {err}"
-            log.info("reference score of %s took %.1f s", a.case.id, time.monotonic() - t0)
-        return outputs
-
     def _store(self, a: _Ask) -> None:
         outputs = self._memo.get(a.key)
         if not isinstance(outputs, Outputs):
             return
-        record = {
-            "key": a.key,
-            "reference": a.ref.describe(),
-            "case": a.case.id,
-            "deployment": a.planned.to_json(),
-            "versions": self.versions(),
-            "request": shape_for(self.m, a.case, a.ref),
-            "outputs": outputs.to_json(),
-        }
+        record = reference_entry(
+            a.key,
+            a.content,
+            outputs,
+            {
+                "reference": a.rc.reference.describe(),
+                "case": a.rc.id,
+                "deployment": a.planned.to_json(),
+                "versions": self.versions(),
+            },
+        )
         path = self.run_dir / "references" / f"{a.key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, record)
@@ -300,12 +285,33 @@ class ReferenceRuns:
             write_json_atomic(self.cache_dir / f"{a.key}.json", record)
 
 
+def ask_reference(
+    live: Any, rc: ResolvedCase, ref: ResolvedReference, log_dir: Path, ids: list[list[int]] | None = None
+) -> Outputs:
+    """Ask a live launch what ``rc`` is compared on (its requests, its phases, and the task score
+    ``ref`` declares): the one path a launched reference and a recorded golden take."""
+    try:
+        outputs = ask(live, rc.accuracy, ref.compare, rc.pooling, list(rc.phases), ids)
+    except Exception as err:  # noqa: BLE001 — the reference's own failure, named as such
+        raise ReferenceUnavailable(f"reference requests failed: {type(err).__name__}: {err}") from None
+    if ref.spec.score is not None:
+        from harness.check.scores.evaluate import ScoreError, evaluate_live
+
+        t0 = time.monotonic()
+        try:
+            outputs.score = evaluate_live(live, ref.spec.score, ref.base_dir, log_dir / "score", rc.request_timeout_s)
+        except ScoreError as err:
+            raise ReferenceUnavailable(f"reference score failed: {err}") from None
+        log.info("reference score of %s took %.1f s", rc.id, time.monotonic() - t0)
+    return outputs
+
+
 @dataclass(frozen=True)
 class _Ask:
     """One set of requests asked of a reference launch, for the case that needs it."""
 
-    case: Case
-    ref: ResolvedReference
+    rc: ResolvedCase
     key: str
     planned: Deployment
     ids: list[list[int]] | None
+    content: dict[str, Any]  # what the launch computes: its cache key's content

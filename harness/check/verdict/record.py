@@ -3,50 +3,38 @@ its diagnosis and repro bundle."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.cases.case import Case
+from harness.check.context import RunContext
 from harness.check.verdict.diagnose import diagnose
 from harness.check.verdict.judge import judge
 from harness.check.verdict.repro import write_bundle
-from harness.matrix.load import Matrix
+from harness.launch import Deployment
 from harness.outcomes import WAIVED
-from harness.plan.launch import Deployment
 from harness.results import store
-from harness.results.redact import Redactor
-from harness.results.result import DeploymentRecord, Diagnosis, Observation, Repro, Result
+from harness.results.result import Diagnosis, Observation, Repro, Result
 
 
 def make_result(
-    m: Matrix,
-    run_dir: Path,
+    ctx: RunContext,
     case: Case,
     d: Deployment | None,
     obs: Observation,
     started: str,
     duration: float,
-    versions: dict[str, dict[str, str]],
     plan_key: str | None = None,
     harness_error: str | None = None,
-    redactor: Redactor | None = None,
 ) -> Result:
+    run_dir, versions = ctx.run_dir, ctx.versions()
     verdict = judge(case.expectation, obs)
     nodes = dict.fromkeys(s.node for s in d.launches) if d else {}
     result = Result(
-        case=case.id,
-        suite=case.suite,
-        family=case.family,
-        variant=case.variant,
-        topology=case.topology,
-        partition=case.partition,
-        features=list(case.features),
-        platform=case.platform,
+        **case.coordinates(),
         expectation=case.expectation,
         outcome=verdict.outcome,
         reason=verdict.reason,
         fails_run=verdict.outcome.fails_run,
         observation=obs,
-        deployment=DeploymentRecord.of(d.to_json()) if d else None,
+        deployment=d.recorded() if d else None,
         plan_key=plan_key,
         versions={n: {k: v for k, v in versions.get(n, {}).items()} for n in nodes},
         started=started,
@@ -56,6 +44,6 @@ def make_result(
     if verdict.outcome.fails_run or verdict.outcome in WAIVED:
         texts = [verdict.reason, obs.request_error or "", obs.root_cause.text if obs.root_cause else ""]
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
-        result.diagnosis = Diagnosis.of(diagnose(m.diagnosis, texts, paths))
-        result.repro = Repro.of(write_bundle(run_dir, result, d, m.root, case.attrs, redactor))
+        result.diagnosis = Diagnosis.of(diagnose(ctx.planner.diagnosis, texts, paths))
+        result.repro = Repro.of(write_bundle(run_dir, result, d, ctx.planner.root, case.attrs, ctx.launcher.redactor))
     return result

@@ -1,14 +1,7 @@
-"""Checks of a stacked feature on a live deployment, named in the matrix (``Feature.checks``).
-
-A feature names the checks it needs; ``LIVE_CHECKS`` is the registry of those run on a live
-deployment (adding one is a function here and a line there, and its name in the schema's
-``FEATURE_CHECKS``, which refuses an unknown name at load). ``embeddings`` is not run here: it
-makes the case's requests embeddings, compared by cosine (``Matrix.pools``).
-"""
+"""``prefix-cache-hit``: a prompt sent twice must be served from the prefix cache the second time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness.check.serving.live import LiveDeployment
@@ -34,6 +27,4 @@ def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]
     }
 
 
-LIVE_CHECKS: dict[str, Callable[[LiveDeployment], dict[str, Any]]] = {
-    "prefix-cache-hit": prefix_cache_check,
-}
+CHECK = prefix_cache_check

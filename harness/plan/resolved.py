@@ -1,0 +1,144 @@
+"""A case as the check step consumes it: every fact the matrix decides about it (its timeouts,
+requests and comparison, reference, workload, stage bounds, feature checks and patterns, the
+split it must build) resolved once, before the run, into a frozen ``ResolvedCase``; and the
+``Planner``, the one object that still holds the matrix for what must be planned again at lease
+time (a case's or its reference's launch on the places and ports it is given).
+
+The check step reads these and never the matrix: what a case is judged on is fixed before the
+first launch, and the same object is what a test builds to check one step alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cases.case import Case
+from harness.cases.partition import stage_ranges
+from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
+from harness.launch import Deployment, Placement
+from harness.matrix.load import Matrix
+from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
+from harness.plan.cluster import Cluster
+from harness.plan.deployment import plan
+from harness.plan.launch import Ports
+from harness.plan.reference import ResolvedReference, plan_reference, reference_features, resolve
+from harness.results.result import Expectation
+
+
+@dataclass(frozen=True)
+class RequestsKey:
+    """What a case asks of a deployment: cases with equal keys share one set of answers."""
+
+    compare: str  # the comparison's fields, as canonical JSON
+    pooling: bool
+
+
+@dataclass(frozen=True)
+class ResolvedCase:
+    case: Case
+    startup_timeout_s: float
+    request_timeout_s: float
+    accuracy: Accuracy  # the suite's sequential requests
+    reference: ResolvedReference  # the reference and the comparison mode
+    pooling: bool  # a pooling runner: embeddings compared by cosine, no completions
+    pp: int
+    phases: tuple[PhasePlan, ...]  # the workload after the sequential requests, planned
+    workload_dir: Path  # files the workload names are relative to it
+    stage_bounds: StageBounds | None
+    checks: frozenset[str]  # the checks the case's features name
+    silent_disable: tuple[str, ...]  # the WARNING texts that say a feature was turned off
+    partition_expected: tuple[tuple[int, int], ...] | None  # each stage's [start, end) vLLM must build
+    partition_tuning: bool
+    device_env: str  # the platform's device-control variable
+    reference_features: tuple[str, ...]  # the case's features its reference launch keeps
+
+    @property
+    def id(self) -> str:
+        return self.case.id
+
+    @property
+    def expectation(self) -> Expectation:
+        return self.case.expectation
+
+    @property
+    def compare(self) -> Compare:
+        return self.reference.compare
+
+    @property
+    def requests(self) -> RequestsKey:
+        return RequestsKey(json.dumps(self.compare.model_dump(), sort_keys=True), self.pooling)
+
+
+def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
+    suite = m.suite(case.suite)
+    topo = m.topologies[case.topology]
+    layers = case.attrs.get("layers")
+    expected = None
+    if layers and topo.pp > 1 and not case.attrs.get("partition_error"):
+        split = None if case.partition == "auto" else case.partition
+        expected = tuple(stage_ranges(layers, topo.pp, split))
+    return ResolvedCase(
+        case=case,
+        startup_timeout_s=suite.startup_timeout_s,
+        request_timeout_s=suite.request_timeout_s,
+        accuracy=suite.accuracy,
+        reference=resolve(m, case),
+        pooling=m.pools(case.features),
+        pp=topo.pp,
+        phases=tuple(plan_workload(m, case)),
+        workload_dir=workload_dir(m, case),
+        stage_bounds=stage_bounds_of(m, case),
+        checks=frozenset(m.checks_of(case.features)),
+        silent_disable=tuple(p for f in case.features for p in m.features[f].silent_disable),
+        partition_expected=expected,
+        partition_tuning=suite.partition_tuning,
+        device_env=m.platforms[case.platform].device_env,
+        reference_features=reference_features(m, case),
+    )
+
+
+class Planner:
+    """The matrix and the cluster, for what is planned at run time: each case resolved once, and
+    a case's (or its reference's) launches planned again on the places and ports a lease gives."""
+
+    def __init__(self, m: Matrix, cluster: Cluster):
+        self._m = m
+        self.cluster = cluster
+        self._resolved: dict[str, ResolvedCase] = {}
+
+    @property
+    def root(self) -> Path:
+        return self._m.root
+
+    @property
+    def diagnosis(self) -> list[DiagnosisRule]:
+        return self._m.diagnosis
+
+    def resolved(self, case: Case) -> ResolvedCase:
+        rc = self._resolved.get(case.id)
+        if rc is None or rc.case != case or rc.expectation != case.expectation:
+            rc = self._resolved[case.id] = resolve_case(self._m, case)
+        return rc
+
+    def deployment(self, case: Case, placement: Placement | None = None, ports: Ports | None = None) -> Deployment:
+        return plan(self._m, case, self.cluster, placement=placement, ports=ports)
+
+    def reference(
+        self,
+        case: Case,
+        ref: ResolvedReference | None = None,
+        placement: Placement | None = None,
+        ports: Ports | None = None,
+    ) -> Deployment:
+        return plan_reference(self._m, case, self.cluster, ref, placement, ports)
+
+    def zoo_models(self, cases: Iterable[Case]) -> list[str]:
+        """The tiny models (``zoo:`` names) the cases and their drafters need, once each."""
+        names: set[str] = set()
+        for c in cases:
+            v = self._m.variant(c.family, c.variant)
+            names |= {ref[4:] for ref in [v.model, *v.drafters.values()] if ref.startswith("zoo:")}
+        return sorted(names)
