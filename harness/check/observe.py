@@ -293,6 +293,8 @@ def assemble(rc: ResolvedCase, served: Served, seen: CaseLogs, ref: ReferenceRes
             obs.stages.max_last_stage_memory_ratio = rc.stage_bounds.max_last_stage_memory_ratio
             obs.stages.max_step_time_ratio = rc.stage_bounds.max_step_time_ratio
             obs.stages.tapped_stage = rc.stage_bounds.tapped_stage
+            modules = rc.stage_bounds.output_modules or {}
+            obs.stages.output_modules = {str(k): str(v) for k, v in modules.items()} or None
     if rc.partition_expected is not None:
         obs.partition_expected = [list(r) for r in rc.partition_expected]
     doc = rc.case.attrs.get("partition_doc_error")

@@ -173,11 +173,16 @@ class StageBounds(Strict):
     output modules and the drafter sit there), the slowest stage's mean forward time likewise; and
     `tapped_stage`, a stage that must hold one of the drafter's taps (DSpark's
     dspark_target_layer_ids) for the relay to the last stage to be exercised — a case where none
-    lies there is "not exercised", never a PASS."""
+    lies there is "not exercised", never a PASS; and `output_modules`, the only PP stage each of the
+    modules around the decoder stack may be built on (`{embedding: first, final_norm: last, lm_head:
+    last}`): a real module on every worker of that stage, vLLM's placeholder on every other."""
 
     max_last_stage_memory_ratio: float | None = Field(None, gt=0)
     max_step_time_ratio: float | None = Field(None, gt=0)
     tapped_stage: int | None = Field(None, ge=0)
+    output_modules: dict[Literal["embedding", "final_norm", "lm_head"], Literal["first", "last"]] | None = Field(
+        None, min_length=1
+    )
 
 
 # An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to

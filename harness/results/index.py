@@ -53,6 +53,7 @@ from typing import Any
 from harness.case_key import CaseKey
 from harness.outcomes import WAIVER_KINDS
 from harness.results import store
+from harness.results.meta import run_stack
 from harness.results.result import Expectation, Observation, RecordError
 
 DEFAULT_INDEX = Path("runs") / "index.sqlite"
@@ -209,10 +210,7 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         raise store.RunDirError(
             f"{run_dir}: run.json names no suite and the records name {', '.join(suites) or 'none'}"
         )
-    versions = dict(meta.get("versions") or {})
-    for r in records:  # a run without run.json still knows its stack from its records
-        for node, v in r.versions.items():
-            versions.setdefault(node, v)
+    versions = run_stack(meta, records)
     run = IndexedRun(
         run_id(meta, started, suite, run_dir),
         str(Path(run_dir).resolve()),

@@ -295,6 +295,25 @@ class Drafter(Part):
     parameters: int = 0
 
 
+class BuiltModule(Part):
+    """One module around a worker's decoder stack (``ppconf_stage_info``'s ``output_modules``)."""
+
+    path: str  # where it hangs in the loaded model, e.g. model.embed_tokens
+    module: str  # its class
+    built: bool = False  # a real module; False: vLLM's pipeline placeholder (PPMissingLayer)
+
+
+class OutputModules(Part):
+    """Where one worker built the target's embedding, final norm and LM head (None: the model has
+    no module of a name the probe knows), and whether the LM head uses the embedding's weight.
+    An empty field is not written back (``Part``), so ``built`` and ``tied`` read False when absent."""
+
+    embedding: BuiltModule | None = None
+    final_norm: BuiltModule | None = None
+    lm_head: BuiltModule | None = None
+    tied: bool = False  # True only where the worker built both and the LM head uses the embedding's weight
+
+
 class WorkerStage(Part):
     """What one worker built, as the stage probe read it from the loaded model
     (``harness.target.worker_probe.StageProbe.ppconf_stage_info``)."""
@@ -309,6 +328,9 @@ class WorkerStage(Part):
     start_layer: int | None = None
     end_layer: int | None = None
     built_layers: list[int] | None = None  # blocks that are real modules (with weights), not placeholders
+    output_modules: OutputModules | None = None
+    model_runner: str | None = None  # "v1" | "v2" as the probe told the runner by its layout; None: unknown
+    model_runner_class: str | None = None
     drafter: Drafter | None = None
     taps: list[int] | None = None  # dspark_target_layer_ids, as the drafter's config names them
     aux_layers: list[int] | None = None  # the same taps in the target's capture numbering
@@ -330,6 +352,8 @@ class Stages(Part):
     max_last_stage_memory_ratio: float | None = None
     max_step_time_ratio: float | None = None
     tapped_stage: int | None = None  # a stage that must hold a drafter tap (``StageBounds``)
+    # the only PP stage ("first" | "last") each output module may be built on (``StageBounds``)
+    output_modules: dict[str, str] | None = None
 
 
 class Observation(Part):
