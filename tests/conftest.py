@@ -1,3 +1,4 @@
+import functools
 import shutil
 import signal
 import textwrap
@@ -13,6 +14,18 @@ from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 # job's signal mask, not ppconf. Ctrl-C means Ctrl-C here and in every process the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_distributions_listed_once():
+    """Which vLLM distribution an interpreter has installed does not change during a session, but
+    listing them reads every installed distribution's metadata (~0.07 s), and about a hundred tests
+    plan on the local cluster, which asks each time."""
+    from harness.target import vllm_cpu
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(vllm_cpu, "_installed_names", functools.cache(vllm_cpu._installed_names))
+        yield
 
 
 @pytest.fixture(scope="session")

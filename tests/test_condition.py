@@ -627,7 +627,7 @@ cases = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(trees, cases, st.sampled_from(["", " ", "  "]))
 def test_random_trees_match_reference(tree, case, sp):
     text = render(tree, sp)

@@ -100,6 +100,7 @@ def test_shipped_matrix_lints_clean(shipped):
     assert not report.warnings, report.warnings
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_warns_of_a_variant_side_no_p_d_case_uses(matrix_dir):
     matrix_dir(
         "cpu/sided.yaml",
@@ -129,6 +130,7 @@ def test_lint_warns_of_a_variant_side_no_p_d_case_uses(matrix_dir):
     assert "sided.yaml:10:9" in side and "variants.default.decode: no case of the variant is P/D" in side, side
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_finds_unused_shadowed_and_uncovered(matrix_dir):
     matrix_dir(
         "zz-rules.yaml",

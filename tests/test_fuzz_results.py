@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,6 +110,7 @@ def lines(recs):
     return "".join(json.dumps(r) + "\n" for r in recs)
 
 
+@pytest.mark.slow  # over 1 s: each example runs report, diff and signoff
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     run=st.lists(records(), max_size=4),

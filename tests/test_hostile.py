@@ -84,6 +84,7 @@ def test_schedule_cli_gives_one_clean_line_for_nan(tmp_path):
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a duration" in out.stderr, out.stderr
 
 
+@pytest.mark.slow  # about 4 s in all: each value starts the CLI in a process of its own
 @pytest.mark.parametrize(
     "argv,says",
     [

@@ -2,6 +2,7 @@
 back, runners depend on plan types only, and no module reaches for another's private names."""
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,9 +34,15 @@ def imports(mods: dict[str, Path]) -> dict[str, set[tuple[str, str]]]:
     return {m: edges_of(m, p.name == "__init__.py", p.read_text(), set(mods)) for m, p in mods.items()}
 
 
+@functools.cache
+def parsed(source: str) -> ast.Module:
+    """Each test here reads the whole source; parse each text once (the trees are only read)."""
+    return ast.parse(source)
+
+
 def edges_of(module: str, is_package: bool, source: str, known: set[str]) -> set[tuple[str, str]]:
     edges: set[tuple[str, str]] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.ImportFrom):
             target = absolute(module, is_package, node)
             for a in node.names:
@@ -233,7 +240,7 @@ def defined_twice(sources: dict[str, str]) -> dict[str, list[str]]:
     """Top-level class names defined in more than one module: {name: [modules]}."""
     where: dict[str, list[str]] = {}
     for module, source in sources.items():
-        for node in ast.parse(source).body:
+        for node in parsed(source).body:
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(module)
     return {name: mods for name, mods in where.items() if len(mods) > 1}

@@ -41,6 +41,7 @@ COMPETITOR = """
 """
 
 
+@pytest.mark.slow  # over 1 s: six processes compete for the devices
 def test_competing_processes_never_share_a_device(tmp_path):
     root = tmp_path / "leases"
     wants = [1, 1, 1, 2, 1, 2]

@@ -16,6 +16,7 @@ def deployment(code: str, *args: str) -> Deployment:
     return Deployment(("c",), (launch,), "node0-api")
 
 
+@pytest.mark.slow  # over 1 s: its process lives a second
 def test_exit_is_seen_within_a_second(tmp_path):
     live = Live(deployment("import sys, time; time.sleep(1.0); sys.exit(3)"), tmp_path, {}, 5)
     live.start()

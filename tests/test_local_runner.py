@@ -153,6 +153,7 @@ def test_set_env_is_sourced_first_and_cannot_override_the_launch_env(tmp_path):
     assert (tmp_path / "n0.log").read_text().strip() == "from-launch only-script"
 
 
+@pytest.mark.slow  # over 1 s: it starts the guard, bash and a Python process
 def test_set_env_launch_values_never_show_in_the_process_list(tmp_path):
     """The launch's env values (a token) reach the process after set_env, but no argv of the
     guard, bash or the command carries them."""

@@ -212,6 +212,7 @@ def run_pod(c: dict, lws_env: dict[str, str], stub_dir: Path, out: Path, ip: str
     subprocess.run(command, env={**os.environ, **env, "STUBS": str(stub_dir), "OUT": str(out)}, check=True, timeout=30)
 
 
+@pytest.mark.slow  # over 1 s: it runs the pods' commands with stand-ins
 def test_the_pods_commands_run_what_the_plan_runs(shipped_m, tmp_path):
     """The Ray layout's leader runs `ray start --head` in the background, waits until `ray status`
     counts the group's LWS_GROUP_SIZE nodes, and then `vllm serve`; the worker `ray start --address
@@ -474,6 +475,7 @@ def test_the_checks_refuse_what_kubernetes_would(shipped_m):
 REJECTED_MP = "deepseek-v4/text/tp8-pp2-2node-mp/auto/pcp"
 
 
+@pytest.mark.slow  # over 1 s: it runs the pods' commands with stand-ins
 def test_an_expected_rejection_runs_once_and_stays_for_its_logs(shipped_m, tmp_path):
     """A LeaderWorkerSet's pods restart every container that ends, and RecreateGroupOnPodRestart
     would bring the whole group back: an expected rejection gets restartPolicy None and a command

@@ -4,6 +4,8 @@ import json
 import sys
 import time
 
+import pytest
+
 from harness.check.serving import modelinfo
 from harness.check.serving.launcher import Launcher
 from harness.launch import Deployment, LaunchSpec
@@ -74,6 +76,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow  # over 1 s: it serves two stand-in deployments
 def test_a_launch_finds_the_kept_answers_and_what_it_wrote_is_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("PPCONF_CACHE", str(tmp_path / "ppconf-cache"))
     store = modelinfo.store_for(STACK)

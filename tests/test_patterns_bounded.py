@@ -107,6 +107,7 @@ def test_a_huge_condition_fails_fast_with_its_position():
     assert parse(" && ".join(["pp > 1"] * 200), {"pp": int}).evaluate({"pp": 2})
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_warns_on_a_backtracking_silent_disable_pattern_at_its_line(matrix_dir):
     path = matrix_dir(
         "features-hostile.yaml",

@@ -4,6 +4,8 @@ import datetime
 import json
 import re
 
+import pytest
+
 from harness.cases.expand import expand
 from harness.results import store as results
 from reports.render import report_claims, report_run
@@ -259,6 +261,7 @@ def test_flaky_cells_between_repeats(tmp_path):
     assert any("PASS / FAIL" in f for f in map(str, d.flaky))
 
 
+@pytest.mark.slow  # over 1 s: it expands the Ascend nightly and release and reports them
 def test_claims_only_feature_table_has_the_guides_rows(shipped, tmp_path):
     cases = [c for s in ("nightly-ascend", "release-ascend") for c in expand(shipped, s).cases]
     report_claims(cases, tmp_path, {}, "", shipped)

@@ -167,6 +167,7 @@ def test_task_without_data_files_is_only_included(tmp_path):
     assert _load_copy(copy) == {"include": str(tmp_path / "t.yaml")}
 
 
+@pytest.mark.slow  # over 1 s: importing lm-eval alone
 @needs_lm_eval
 def test_lm_eval_reads_the_copy_with_the_users_keys_and_absolute_data(tmp_path):
     from lm_eval.tasks._yaml_loader import load_yaml

@@ -31,6 +31,7 @@ def _compilation(launch) -> dict | None:
     return json.loads(argv[argv.index("--compilation-config") + 1]) if "--compilation-config" in argv else None
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_the_skipping_instance_runs_without_the_feature_and_the_other_with_it(matrix_dir):
     matrix_dir("ascend/pd-graph.yaml", SUITE.format(skip="graph-mode"))
     m = load_matrix(matrix_dir.root)
@@ -54,6 +55,7 @@ def test_an_unknown_feature_to_skip_is_an_error_at_its_file_with_a_suggestion(ma
     assert "graph-mode" in text.split("'graph-mod'", 1)[1]  # the closest valid name
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_skipping_a_feature_no_case_of_the_group_runs_is_a_lint_warning_at_its_line(matrix_dir):
     path = matrix_dir("ascend/pd-graph.yaml", SUITE.format(skip="mtp"))
     m = load_matrix(matrix_dir.root)

@@ -142,6 +142,7 @@ def test_files_a_phase_names_are_relative_to_the_matrix_file_declaring_the_workl
     assert workload_dir(m, c) == matrix_dir.root / "cpu" / "deeper"
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_refuses_a_prompt_longer_than_the_model_holds(matrix_dir):
     matrix_dir("cpu/mine.yaml", _suite_with("[{kind: long-prompt, prompt_tokens: 300}]"))
     report = lint(load_matrix(matrix_dir.root))
@@ -164,6 +165,7 @@ def test_lint_refuses_a_long_prompt_the_batch_budget_holds_in_one_step(matrix_di
         ), problems
 
 
+@pytest.mark.slow  # about 1 s, over it on a busy machine: it lints every shipped suite
 def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     matrix_dir(
         "cpu/mine.yaml",
@@ -178,6 +180,7 @@ def test_lint_refuses_bounds_on_figures_the_case_does_not_produce(matrix_dir):
     assert any("abort" in e and "perf_baseline is measured on streamed requests" in e for e in errors), errors
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite three times
 def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(matrix_dir):
     gate = "{output_tokens_per_s: 9, aisbench: {dataset_config: perf/gone.py, dataset: data/gsm8k}}"
     matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
@@ -191,6 +194,7 @@ def test_lint_names_the_files_an_aisbench_perf_gate_misses_beside_its_workload(m
     assert not [e for e in map(str, lint(load_matrix(matrix_dir.root)).errors) if "AISBench" in e]
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite twice
 def test_lint_warns_at_the_gate_when_an_aisbench_perf_gate_names_no_local_dataset(matrix_dir):
     perf = matrix_dir.root / "cpu" / "perf"
     perf.mkdir(parents=True)
@@ -207,6 +211,7 @@ def test_lint_warns_at_the_gate_when_an_aisbench_perf_gate_names_no_local_datase
     assert not [w for w in lint(load_matrix(matrix_dir.root)).warnings if "dataset" in w.message]
 
 
+@pytest.mark.slow  # over 1 s: it lints every shipped suite, as test_expand's shipped lint does in the fast loop
 def test_the_shipped_workloads_lint_clean(shipped):
     assert not [e for e in map(str, lint(shipped).errors) if "phase" in e]
 
