@@ -18,7 +18,7 @@ COST_METHOD = "ppconf_stage_cost"
 
 def start_timing(live: LiveDeployment, obs: Observation) -> bool:
     try:
-        live.client.collective_rpc(TIMING_METHOD)
+        live.stage_client.collective_rpc(TIMING_METHOD)
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"stage timing unavailable ({type(err).__name__}: {err})")
         return False
@@ -29,7 +29,7 @@ def read_partition(live: LiveDeployment, obs: Observation) -> None:
     """Each PP rank's [start, end) from the workers, with everything they said they built for
     ``harness.check.stages.built`` to judge; or from vLLM's log line when no probe answers."""
     try:
-        stages = live.client.collective_rpc(PROBE_METHOD)
+        stages = live.stage_client.collective_rpc(PROBE_METHOD)
         obs.partition = [
             [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
         ]
@@ -57,7 +57,7 @@ def stage_costs(live: LiveDeployment, obs: Observation) -> Tuning | None:
     """Each stage's mean forward time (its slowest TP rank) and peak memory over the requests
     just made, and the guide's advice for the next partition."""
     try:
-        costs = live.client.collective_rpc(COST_METHOD)
+        costs = live.stage_client.collective_rpc(COST_METHOD)
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"partition tuning: stage costs unavailable ({type(err).__name__}: {err})")
         return None
@@ -84,7 +84,7 @@ def record_step_times(live: LiveDeployment, obs: Observation) -> None:
     if obs.stages is None:
         return
     try:
-        costs = {c["rank"]: c for c in live.client.collective_rpc(COST_METHOD)}
+        costs = {c["rank"]: c for c in live.stage_client.collective_rpc(COST_METHOD)}
     except Exception as err:  # noqa: BLE001
         obs.notes.append(f"stage costs unavailable ({type(err).__name__}: {err})")
         return
@@ -99,7 +99,7 @@ def record_step_times(live: LiveDeployment, obs: Observation) -> None:
 def start_stage_timing(live: LiveDeployment) -> bool:
     """Start timing every stage's forward passes afresh; False where no stage probe answers."""
     try:
-        live.client.collective_rpc(TIMING_METHOD)
+        live.stage_client.collective_rpc(TIMING_METHOD)
     except Exception:  # noqa: BLE001 — without the probe a phase simply has no stage figures
         return False
     return True
@@ -110,7 +110,7 @@ def stage_busy(live: LiveDeployment, wall_s: float, pp: int, in_flight: float | 
     time), the measured bubble (1 − their mean) and the model's (PP−1)/(PP−1+M) for the ``M``
     requests measured in flight; {} where the probe does not answer."""
     try:
-        costs = live.client.collective_rpc(COST_METHOD)
+        costs = live.stage_client.collective_rpc(COST_METHOD)
     except Exception:  # noqa: BLE001
         return {}
     busy = [0.0] * pp
