@@ -218,3 +218,13 @@ def test_a_shared_store_cannot_span_two_nodes():
     )
     with pytest.raises(PlanError, match="ExampleConnector shares its KV store through one host's files"):
         plan(m, case, two, placement=Placement((("local", (0,)), ("other", (1,)))))
+
+
+def test_the_pp2_prefill_pair_plans_three_one_core_ranks_two_sharing_a_core():
+    m = load_matrix()
+    (case,) = select(expand(m, "pd-cpu").cases, ["qwen3-tiny/pd-p-pp2-d-pp1/auto/none"])
+    d = plan(m, case, load_cluster(str(Path(__file__).parents[1] / "clusters" / "cpu-pd-shared-core.yaml")))
+    bind = {s.role: s.env_dict().get("VLLM_CPU_OMP_THREADS_BIND") for s in d.launches}
+    assert bind == {"prefill": "0|1", "decode": "1", "proxy": None}
+    prefill = d.launch("prefill").argv
+    assert prefill[prefill.index("--pipeline-parallel-size") + 1] == "2"

@@ -99,10 +99,12 @@ def plan_pd(
         else:
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
-    if connector == SHARED_STORE_CONNECTOR and placement.nodes[0][0] != placement.nodes[1][0]:
+    hosts = [cluster.node(name).host for name, _ in placement.nodes]
+    if connector == SHARED_STORE_CONNECTOR and hosts[0] != hosts[1]:
         raise PlanError(
             f"{case.id}: {connector} shares its KV store through one host's files; the prefill instance "
-            f"is placed on {placement.nodes[0][0]}, the decode instance on {placement.nodes[1][0]}"
+            f"is placed on {placement.nodes[0][0]} ({hosts[0]}), the decode instance on "
+            f"{placement.nodes[1][0]} ({hosts[1]})"
         )
     launches = []
     for (role, _kv_role, _inst, port, index), (mg, world) in zip(sides, merged_sides, strict=True):
