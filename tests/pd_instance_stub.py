@@ -1,6 +1,7 @@
 """A stand-in for one vLLM instance of a P/D pair (run as a script: ``PORT [HEALTH_STATUS]``).
 
-It serves /health (with the given status), /v1/models, /metrics and /v1/completions. A completion
+It serves /health (with the given status), /v1/models, /metrics, /tokenize (its port as the one
+token) and /v1/completions. A completion
 asked with ``kv_transfer_params.do_remote_decode`` (the prefill leg) answers one token and
 ``kv_transfer_params`` naming this port; any other completion echoes, as its text, the JSON of the
 request it got, so a test reads what the proxy forwarded; ``stream: true`` answers two SSE events.
@@ -40,6 +41,9 @@ def handler(port: int, health: int) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/tokenize":
+                self._json(200, {"tokens": [port], "got": body})
+                return
             params = body.get("kv_transfer_params") or {}
             if params.get("do_remote_decode"):
                 self._json(200, {"choices": [{"text": "x"}], "kv_transfer_params": {"remote_port": port, "seen": body}})

@@ -102,6 +102,13 @@ def test_a_pair_is_ready_through_the_proxys_own_path_and_the_proxy_hands_off(tmp
         ) as s:
             events = [line for line in s.iter_lines() if line.startswith("data: ")]
         assert events[-1] == "data: [DONE]" and json.loads(events[0][6:])["got"]["kv_transfer_params"]
+        # the tokenizer's endpoint goes to a decode instance as it is
+        decode_port = live.deployment.launch("decode").port
+        assert http.post(f"{live.client.base}/tokenize", json={"prompt": "hi"}).json()["tokens"] == [decode_port]
+        # a refused request's body is read all the same: the next one on the connection is whole
+        assert http.post(f"{live.client.base}/v1/embeddings", json={"input": "x" * 50}).status_code == 404
+        again = http.post(f"{live.client.base}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 3})
+        assert again.status_code == 200, again.text
         http.close()
     finally:
         live.stop()

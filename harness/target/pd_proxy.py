@@ -6,7 +6,8 @@ Each completion is sent first to a prefill instance with ``max_tokens`` 1, no st
 ``kv_transfer_params`` its answer carries (where the connector has any: NIXL's block ids and
 engine; a shared-storage connector has none) go with the unchanged request to a decode instance,
 whose answer, streamed or not, is the client's. ``/healthcheck`` answers 200 while the proxy
-runs; the instances are checked on their own. Several instances of a side are taken in turn.
+runs; the instances are checked on their own. ``/tokenize`` and ``/detokenize`` go to a decode
+instance as they are. Several instances of a side are taken in turn.
 
     python -m harness.target.pd_proxy --host 127.0.0.1 --port 8000 \
         --prefiller-hosts 127.0.0.1 --prefiller-ports 8100 --decoder-hosts 127.0.0.1 --decoder-ports 8200
@@ -26,7 +27,8 @@ from typing import Any
 import httpx
 
 HEALTH_PATH = "/healthcheck"
-FORWARDED = ("/v1/completions", "/v1/chat/completions")
+FORWARDED = ("/v1/completions", "/v1/chat/completions")  # split into a prefill and a decode leg
+TOKENIZER = ("/tokenize", "/detokenize")  # the same on every instance: passed to a decode instance
 # what a prefill instance is asked to do with the KV it computes (vLLM's connectors read these keys)
 REMOTE_DECODE = {
     "do_remote_decode": True,
@@ -107,11 +109,17 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 self._error(404, f"pd_proxy serves {HEALTH_PATH}, /v1/models and {', '.join(FORWARDED)}")
 
         def do_POST(self) -> None:  # noqa: N802
+            # read first, whatever the path: a body left unread would be taken for the next
+            # request on this keep-alive connection
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path in TOKENIZER:
+                self._plain(raw)
+                return
             if self.path not in FORWARDED:
-                self._error(404, f"pd_proxy forwards {', '.join(FORWARDED)} only, not {self.path}")
+                self._error(404, f"pd_proxy forwards {', '.join(FORWARDED + TOKENIZER)} only, not {self.path}")
                 return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(raw or b"{}")
             except ValueError as err:
                 self._error(400, f"request body is not JSON: {err}")
                 return
@@ -134,6 +142,17 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
             except (httpx.HTTPError, ValueError) as err:
                 if not self.wfile.closed:
                     self._error(502, f"decode instance: {type(err).__name__}: {err}")
+
+        def _plain(self, raw: bytes) -> None:
+            """A request every instance answers alike (the model's tokenizer): a decode instance's answer."""
+            try:
+                r = proxy.http.post(
+                    f"{proxy.decode.pick()}{self.path}", content=raw, headers={"Content-Type": "application/json"}
+                )
+            except httpx.HTTPError as err:
+                self._error(502, f"decode instance: {type(err).__name__}: {err}")
+                return
+            self._send(r.status_code, r.content, r.headers.get("content-type", "application/json"))
 
         def _relay(self, status: int, ctype: str, chunks: Iterator[bytes]) -> None:
             """The decode instance's answer as it arrives, in HTTP/1.1 chunks (a stream stays a stream)."""

@@ -94,7 +94,7 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
     out = PhaseOutputs()
     sampling = greedy(compare)
     client = live.client.sibling(len(plan.requests) + 4)
-    watcher = live.client.sibling(1)
+    watcher = live.metrics_client.sibling(1)
     deadline = time.monotonic() + plan.phase.deadline_s
     before: dict[str, float] = {}
     t0 = time.monotonic()
