@@ -54,6 +54,6 @@ def test_a_pair_whose_decode_side_reads_another_store_fails_on_the_transfer_not_
     assert "kv-transferred check failed" in record["reason"]
     assert "0 prompt tokens received over the KV connector" in record["reason"]
     # the recomputed text equals the counterpart's: the transfer check alone tells
-    assert record["observation"]["accuracy"]["mismatched"] == 0, record["observation"]["accuracy"]
+    assert record["observation"]["accuracy"]["equal"] is True, record["observation"]["accuracy"]
     decode = (run_dir / record["observation"]["logs"]["decode"]).read_text()
     assert "Inject KV cache" not in decode
