@@ -235,3 +235,18 @@ def test_the_pp2_prefill_pair_plans_three_one_core_ranks_two_sharing_a_core():
     assert bind == {"prefill": "0|1", "decode": "1", "proxy": None}
     prefill = d.launch("prefill").argv
     assert prefill[prefill.index("--pipeline-parallel-size") + 1] == "2"
+
+
+def test_the_shared_store_of_a_pair_is_named_for_its_clean_up():
+    from harness.plan.pd import shared_stores
+
+    m, case = _pd_case()
+    d = plan(m, case, local_cluster())
+    (store,) = shared_stores(d).values()
+    assert (
+        store.startswith("/tmp/ppconf-kv-")
+        and shared_stores(
+            plan(m, select(expand(m, "features-cpu").cases, ["qwen3-tiny/pp2-tp1-mp/auto/pooling"])[0], local_cluster())
+        )
+        == {}
+    )

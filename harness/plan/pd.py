@@ -4,6 +4,7 @@ own connector for that side), and the proxy in front, bound to the address ppcon
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness.cases.case import Case
@@ -32,6 +33,18 @@ KV_TRANSFER_CHECK = "kv-transferred"
 # reads them back: both sides share one store on one host, fresh per launch (named after its KV port).
 SHARED_STORE_CONNECTOR = "ExampleConnector"
 SHARED_STORE = "/tmp/ppconf-kv-{port}"
+
+
+def shared_stores(d: Deployment) -> dict[str, str]:
+    """The shared KV store each P/D launch of ``d`` writes, by node (removed once it stopped)."""
+    out = {}
+    for spec in d.launches:
+        if spec.role == "prefill" and "--kv-transfer-config" in spec.argv:
+            kv = json.loads(spec.argv[spec.argv.index("--kv-transfer-config") + 1])
+            path = (kv.get("kv_connector_extra_config") or {}).get("shared_storage_path")
+            if kv.get("kv_connector") == SHARED_STORE_CONNECTOR and path:
+                out[spec.node] = path
+    return out
 
 
 def connector_extra_config(connector: str, topo: Topology, case: Case, kv_port: int) -> dict:
