@@ -142,9 +142,9 @@ def case_markers(case, m) -> list[str]:
 
 def deployment_group(m: Matrix, case, cluster) -> str | None:
     """The key of the deployment the case shares with others on ``cluster``: its xdist group."""
+    from harness.launch import PlanError
     from harness.outcomes import NO_LAUNCH
     from harness.plan.deployment import plan
-    from harness.plan.launch import PlanError
 
     if case.expectation.kind in NO_LAUNCH:
         return None
@@ -331,6 +331,6 @@ def evidence(record: Result) -> dict[str, str]:
             props[key] = json.dumps(obs[key], sort_keys=True)
     if record.deployment:
         props["launches"] = json.dumps(
-            [{"role": l.role, "argv": l.argv, "env": l.env} for l in record.deployment.launches]
+            [{k: l[k] for k in ("role", "argv", "env")} for l in record.deployment.to_json()["launches"]]
         )
     return props

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
+from harness.launch import Deployment
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment
 from harness.plan.schedule import Schedule, simulate
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from harness.cases.expand import expand
 from harness.cases.lint import Finding
 from harness.check.references.goldens import load_golden
 from harness.check.serving.stack import layer_counts
+from harness.launch import PlanError
 from harness.matrix.load import Matrix
 from harness.outcomes import NEEDS_REFERENCE
 from harness.plan.cluster import DEFAULT_CLUSTERS, Cluster, load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from harness.plan.reference import ReferenceUnavailable, plan_reference, resolve
 from harness.plan.validate import PlanReport, engine, summarize, validate_cases
 
@@ -45,20 +45,9 @@ def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:
     return summarize(validate_cases(m, cases, cluster).errors)
 
 
-@dataclass(frozen=True)
-class PlanFinding:
-    severity: str  # "note" or "error"
-    suite: str
-    cluster: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.suite} on {self.cluster}: {self.message}"
-
-
 @dataclass
 class PlansLint:
-    findings: list[PlanFinding] = field(default_factory=list)  # each pair's notes, then its errors
+    findings: list[Finding] = field(default_factory=list)  # each pair's notes, then its errors
     plans: int = 0
     cases: int = 0
     pairs: int = 0
@@ -69,13 +58,13 @@ class PlansLint:
     @property
     def lines(self) -> list[str]:
         """The findings as lint prints them, then a summary line."""
-        return [str(f) for f in self.findings] + [
+        return [f"{f.severity}: {f}" for f in self.findings] + [
             f"plans: {self.plans} launch plans of {self.cases} cases in {self.pairs} suite/cluster pairs: "
             f"{self.errors} errors, {self.notes} notes"
         ]
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"findings": [f.to_json() for f in self.findings]}
 
 
 def _nothing(*_: object) -> None:
@@ -111,7 +100,9 @@ def lint_plans(
         stage(f"checking the plans of {suite} on {cluster.name}", len(cases))
         report = validate_cases(m, _counted(cases, advance), cluster)
         for severity, messages in (("note", report.notes), ("error", report.errors)):
-            out.findings += [PlanFinding(severity, suite, cluster.name, msg) for msg in summarize(messages)]
+            out.findings += [
+                Finding(msg, severity=severity, suite=suite, cluster=cluster.name) for msg in summarize(messages)
+            ]
         total.extend(report)
     out.plans, out.cases, out.pairs = total.plans, total.cases, len(pairs)
     out.errors, out.notes = len(summarize(total.errors)), len(summarize(total.notes))

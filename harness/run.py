@@ -27,17 +27,18 @@ from harness.check.references.runs import ReferenceRuns
 from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
 from harness.check.verdict.record import make_result
+from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, group_deployments
+from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
-from harness.target.versions import differences, without_models
+from harness.target.versions import MACHINE, differences, without_models
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
@@ -189,6 +190,9 @@ class SuiteRun:
         self.versions = without_models(probed)  # the stack; a run's checkpoints are not part of it
         if record_versions(self.run_dir, self.versions):
             self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")
+        machines = differences(self.versions, list(self.versions), keys=MACHINE)
+        if machines:  # not refused: a cell may then differ by node, and the sign-off says so too
+            self._notice("warning: the nodes are different machines and may run other kernels: " + "; ".join(machines))
         for c in todo:
             if c.expectation.kind in NO_LAUNCH:
                 self.record(c, None, Observation(), now(), 0.0)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from harness.case_key import CaseKey
 from harness.outcomes import FAILS_RUN, WAIVED, WAIVER_KINDS, Kind, Outcome, severity
 from harness.results.result import Expectation, Result
 
@@ -95,18 +96,10 @@ def observed_symbol(exp: Claim, outcome: str | None) -> str:
     return UNTESTED  # not run, skipped without a claim, or the harness failed (footnoted)
 
 
-@dataclass
-class Entry:
+class Entry(CaseKey):
     """One case as the report sees it: its coordinates, claim and (when run) its result and
     outcome (the outcome's value, as reports print it)."""
 
-    case: str
-    family: str
-    variant: str
-    topology: str
-    platform: str
-    partition: str
-    features: list[str]
     expectation: Expectation
     outcome: str | None = None
     reason: str = ""
@@ -234,34 +227,10 @@ def build_tables(entries: list[Entry], titles: dict[str, str] | None = None) -> 
 
 def entries_from_results(records: list[Result]) -> list[Entry]:
     return [
-        Entry(
-            case=r.case,
-            family=r.family,
-            variant=r.variant,
-            topology=r.topology,
-            platform=r.platform,
-            partition=r.partition,
-            features=list(r.features),
-            expectation=r.expectation,
-            outcome=r.outcome.value,
-            reason=r.reason,
-            record=r,
-        )
+        Entry(**r.coordinates(), expectation=r.expectation, outcome=r.outcome.value, reason=r.reason, record=r)
         for r in records
     ]
 
 
 def entries_from_claims(cases) -> list[Entry]:
-    return [
-        Entry(
-            case=c.id,
-            family=c.family,
-            variant=c.variant,
-            topology=c.topology,
-            platform=c.platform,
-            partition=c.partition,
-            features=list(c.features),
-            expectation=Expectation.from_json(c.expectation.to_json()),
-        )
-        for c in cases
-    ]
+    return [Entry(**c.coordinates(), expectation=Expectation.from_json(c.expectation.to_json())) for c in cases]

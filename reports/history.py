@@ -25,7 +25,7 @@ from pathlib import Path
 from harness.outcomes import FAIL_LIKE, FAILS_RUN, NOT_RUN_SYMBOL, PASS_LIKE, Kind, Outcome, severity, symbol
 from harness.results import index, store
 from harness.results.index import IndexedCase, IndexedRun
-from harness.target.versions import stack
+from harness.target.versions import Change, stack, stack_changes
 
 from .cells import Entry
 from .render import environment
@@ -50,17 +50,6 @@ FLAKY_FLIPS = 2  # ...when it flipped at least this often (one flip is a regress
 DROP_AFTER = 3  # a waived case that passed in its last this-many runs: its waiver no longer fires
 STEP = 0.2  # a trend moved when the median after a run differs from the median before by this fraction
 SPARK = "▁▂▃▄▅▆▇█"
-
-
-@dataclass(frozen=True)
-class Change:
-    node: str
-    distribution: str
-    old: str | None  # None: the node (or the distribution) was not there before
-    new: str | None
-
-    def __str__(self) -> str:
-        return f"{self.node}: {self.distribution} {self.old or '(none)'} → {self.new or '(none)'}"
 
 
 @dataclass
@@ -187,19 +176,6 @@ class History:
         return sorted(seen.values(), key=lambda rv: (rv.run.started, rv.run.run_id))
 
 
-def stack_changes(before: dict[str, dict], after: dict[str, dict]) -> list[Change]:
-    """What moved from one run's stack to the next, on the nodes of the later run."""
-    out = []
-    for node in sorted(set(before) | set(after)):
-        old, new = before.get(node) or {}, after.get(node) or {}
-        if node not in after:
-            continue  # a node that this run did not use did not change
-        for dist in sorted(set(old) | set(new)):
-            if old.get(dist) != new.get(dist):
-                out.append(Change(node, dist, old.get(dist), new.get(dist)))
-    return out
-
-
 def _views(runs: list[IndexedRun]) -> dict[str, RunView]:
     """Every run with what changed on each of its nodes since that node's previous run (on the
     same cluster), whatever suite that was."""
@@ -246,7 +222,7 @@ def _worst(recs: list[IndexedCase]) -> IndexedCase:
 
 
 def _cell_name(c: IndexedCase) -> tuple[str, str, str]:
-    e = Entry(c.case, c.family, c.variant, c.topology, c.platform, c.partition, list(c.features), c.expectation)
+    e = Entry(**c.coordinates(), expectation=c.expectation)
     return c.family, e.row, e.column
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from harness.outcomes import FAILS_RUN, NO_LAUNCH, WAIVED, WAIVER_KINDS, Outcome
 from harness.results import store as results
+from harness.results.meta import run_stack
 from harness.results.result import POSITION, Result
-from harness.target.versions import differences, stack
+from harness.target.versions import MACHINE, Change, differences, stack, stack_changes
 from harness.target.versions import unknown as versions_unknown
 
 from . import markdown
@@ -70,12 +71,15 @@ class Diff:
     appeared: list[CaseDiff] = field(default_factory=list)
     vanished: list[CaseDiff] = field(default_factory=list)
     flaky: list[CaseDiff] = field(default_factory=list)
+    # what moved in a node's stack since the baseline (versions, instruction set, SoC): a case that
+    # changed between the two may owe it to that
+    stack: list[Change] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        return [f"{name:9s} {item}" for name in DIFF_KINDS for item in getattr(self, name)]
+        return [f"{name:9s} {item}" for name in (*DIFF_KINDS, "stack") for item in getattr(self, name)]
 
     def to_json(self) -> dict:
-        return {name: [item.to_json() for item in getattr(self, name)] for name in DIFF_KINDS}
+        return {name: [item.to_json() for item in getattr(self, name)] for name in (*DIFF_KINDS, "stack")}
 
 
 def _fails(outcome: str | None) -> bool:
@@ -83,9 +87,12 @@ def _fails(outcome: str | None) -> bool:
 
 
 def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
-    now = {e.case: e for e in entries_from_results(results.read(results.check_run_dir(run_dir)))}
-    before = {e.case: e for e in entries_from_results(results.read(results.check_run_dir(baseline_dir)))}
-    d = Diff()
+    records = results.read(results.check_run_dir(run_dir))
+    base_records = results.read(results.check_run_dir(baseline_dir))
+    now = {e.case: e for e in entries_from_results(records)}
+    before = {e.case: e for e in entries_from_results(base_records)}
+    moved = stack_changes(run_stack(load_meta(baseline_dir), base_records), run_stack(load_meta(run_dir), records))
+    d = Diff(stack=moved)
     for case, e in sorted(now.items()):
         b = before.get(case)
         if b is None:
@@ -113,6 +120,7 @@ class SignOff:
     waivers: list[Entry] = field(default_factory=list)  # the waived cases it accepted
     stack: dict[str, str] = field(default_factory=dict)  # node -> the stack it signs there
     cases: int = 0
+    warnings: list[str] = field(default_factory=list)  # said, but no reason to refuse
 
     def to_json(self) -> dict:
         return {
@@ -122,6 +130,7 @@ class SignOff:
             "reasons": self.reasons,
             "waivers": [waiver_json(e) for e in self.waivers],
             "stack": self.stack,
+            "warnings": self.warnings,
         }
 
 
@@ -228,7 +237,7 @@ def signoff(
                 reasons.append(f"the claim changed since this run, so the run does not verify it: {case}")
     if baseline_dir is not None and baseline is not None:
         reasons += _baseline(run_dir, baseline_dir, baseline, records)
-    signed, why_not = signed_stack(records)
+    signed, why_not, warnings = signed_stack(records)
     reasons += why_not
     ok = not reasons
     page = [
@@ -242,6 +251,8 @@ def signoff(
     if signed:
         page += ["Signed stack (as probed on each node when its cases ran):", ""]
         page += [f"- {_one_line(node)}: {_one_line(line)}" for node, line in sorted(signed.items())] + [""]
+    if warnings:
+        page += ["Warnings:", ""] + [f"- {_one_line(w)}" for w in warnings] + [""]
     if baseline_dir is not None:
         page += [f"Baseline: {_one_line(baseline_dir)}", ""]
     if accepted:
@@ -253,14 +264,16 @@ def signoff(
         )
     else:
         page += ["Reasons:", ""] + [f"- {_one_line(r)}" for r in reasons]
-    return SignOff(ok, reasons, "\n".join(page) + "\n", accepted, signed, len(entries))
+    return SignOff(ok, reasons, "\n".join(page) + "\n", accepted, signed, len(entries), warnings)
 
 
-def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
-    """What a sign-off signs: per node, the one stack its cases ran on. Reasons to refuse when no
-    node's stack is known, a node's is unknown (its probe failed, or the record holds no version
-    of vLLM) or changed within the run (a resume across an upgrade), since then the sign-off
-    could not name what it signed, or when two nodes ran different stacks."""
+def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str], list[str]]:
+    """What a sign-off signs: per node, the one stack its cases ran on (its machine's instruction
+    set and SoC included). Reasons to refuse when no node's stack is known, a node's is unknown
+    (its probe failed, or the record holds no version of vLLM) or changed within the run (a
+    resume across an upgrade or onto another machine), since then the sign-off could not name
+    what it signed, or when two nodes ran different stacks. Warnings when two nodes are different
+    machines: the guide asks for one stack, not one kind of machine."""
     seen: dict[str, dict[str, list[str]]] = {}
     unknown: dict[str, str] = {}
     unrecorded = []
@@ -303,7 +316,11 @@ def signed_stack(records: list[Result]) -> tuple[dict[str, str], list[str]]:
     differ = differences({n: probed[n] for n in signed}, list(signed))
     if differ:
         reasons.append("the nodes ran different stacks: " + "; ".join(differ))
-    return signed, reasons
+    warnings = []
+    machines = differences({n: probed[n] for n in signed}, list(signed), keys=MACHINE)
+    if machines:
+        warnings.append("the nodes are different machines, so a cell may differ by node: " + "; ".join(machines))
+    return signed, reasons, warnings
 
 
 def current_claims(run_dir: Path, matrix) -> dict[str, dict] | str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.plan.launch import LaunchSpec
+from harness.launch import LaunchSpec
 
 # $1 the directory, then ARGV; an existing PYTHONPATH stays, after the directory.
 _PREPEND = 'PYTHONPATH="$1${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; shift; exec "$@"'

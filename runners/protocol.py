@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import LaunchSpec
 from runners.output import NodeOutput
 
 

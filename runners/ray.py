@@ -59,8 +59,8 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
 from runners.local import LocalHandle, LocalNodeRunner
 from runners.output import NodeOutput

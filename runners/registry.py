@@ -1,19 +1,13 @@
-"""Which runner reaches a node, keyed by the inventory's ``reach`` (as wptrunner keys its products):
-a new way to reach nodes is one module whose ``RUNNER`` is its ``NodeRunner`` class, and one line here. A runner's
-module is imported only when a run reaches a node that way (Ray only by runs that use Ray)."""
+"""Which runner reaches a node, keyed by the inventory's ``reach`` (``harness.registry.RUNNERS``, as
+wptrunner keys its products): a new way to reach nodes is one module whose ``RUNNER`` is its
+``NodeRunner`` class, and one line there. A runner's module is imported only when a run reaches a
+node that way (Ray only by runs that use Ray)."""
 
 from __future__ import annotations
 
-import importlib
-
 from harness.plan.cluster import Cluster
+from harness.registry import RUNNERS
 from runners.protocol import NodeRunner
-
-RUNNERS: dict[str, str] = {
-    "local": "runners.local",
-    "ssh": "runners.ssh",
-    "ray": "runners.ray",
-}
 
 
 def runner(reach: str, cluster: Cluster | None) -> NodeRunner:
@@ -21,5 +15,5 @@ def runner(reach: str, cluster: Cluster | None) -> NodeRunner:
     them (no Ray cluster at the inventory's address)."""
     if reach not in RUNNERS:
         raise ValueError(f"no runner reaches nodes by {reach!r} (known: {', '.join(RUNNERS)})")
-    cls: type[NodeRunner] = importlib.import_module(RUNNERS[reach]).RUNNER
+    cls: type[NodeRunner] = RUNNERS[reach]
     return cls.for_cluster(cluster)

@@ -53,8 +53,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import LaunchSpec
 from runners.errors import InfrastructureError
 from runners.output import NodeOutput
 from runners.protocol import NodeRunner

@@ -207,7 +207,7 @@ def spec_to_json(spec) -> dict:
 
 def serve(address: str) -> None:
     """The driver side: one JSON command per stdin line, one JSON answer per stdout line."""
-    from harness.plan.launch import LaunchSpec, Payload
+    from harness.launch import LaunchSpec, Payload
     from runners.ray import RayNodeRunner
 
     runner = RayNodeRunner(address)

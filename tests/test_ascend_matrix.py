@@ -13,9 +13,9 @@ import pytest
 from harness.cases.expand import expand
 from harness.cases.partition import stage_ranges
 from harness.check.serving.stack import layer_counts
+from harness.launch import PlanError
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from reports.drift import docs_drift
 
 SUITES = ("nightly-ascend", "release-ascend")
@@ -351,15 +351,33 @@ def test_prefill_tp_must_be_a_multiple_of_decode_tp(cases):
 
 def test_pp_plus_dp_for_cross_node_moe_fails_or_hangs_within_a_bound(shipped, cases):
     e = exp(cases, "deepseek-v4/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel")
-    # nothing refuses it: a known issue with a deadline, waiving only a failed first request that
-    # names the dispatch path or a hang's own line, bounded by the suite's request timeout
-    assert (e.kind, e.waives) == ("known-issue", ["request"]) and e.until
+    # nothing refuses it: a known issue with a deadline, waiving only a failed startup (graph
+    # capture runs the dispatch path too) or first request that names the dispatch path or a
+    # hang's own line, bounded by the suite's request timeout
+    assert (e.kind, e.waives) == ("known-issue", ["startup", "request"]) and e.until
     assert shipped.suites["nightly-ascend"].request_timeout_s <= 600
     assert re.search(e.error, "TimeoutError: RPC call to execute_model timed out.")
     assert re.search(e.error, "RuntimeError: aclnnMoeDistributeDispatch failed")
     moe = [c for c in cases.values() if c.topology == "tp4-pp2-dp2-2node-mp"]
     assert {c.expectation.kind for c in moe} == {"known-issue"}
     assert not any(c.family == "qwen3.6" and c.variant == "dense" for c in moe)
+
+
+def test_the_roce_waiver_covers_a_startup_that_dies_in_the_dispatch_path_and_nothing_else(cases):
+    from harness.check.verdict.judge import judge
+    from harness.outcomes import Outcome
+    from harness.results.result import LogLine, Observation
+
+    e = exp(cases, "deepseek-v4/text/tp4-pp2-dp2-2node-mp/auto/expert-parallel")
+
+    def died_at_startup(text):
+        line = LogLine(log="node0-api", line=9, text=text)
+        return Observation(failed_phase="startup", failed_after_s=420.0, engine_started=True, root_cause=line)
+
+    capture = died_at_startup("RuntimeError: aclnnMoeDistributeDispatch failed (graph capture)")
+    assert judge(e, capture).outcome is Outcome.KNOWN_ISSUE
+    other = died_at_startup("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB")
+    assert judge(e, other).outcome is Outcome.FAIL
 
 
 # -- the exact flags of a plan ---------------------------------------------------------------

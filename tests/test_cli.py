@@ -1,10 +1,12 @@
 import json
+import platform
 import subprocess
 import sys
 
 import pytest
 
 from harness.cli import main
+from harness.target.versions import ISA_FLAGS
 
 
 def run(*argv):
@@ -115,6 +117,10 @@ def test_a_resumed_run_keeps_the_cluster_it_started_on(tmp_path, monkeypatch):
     meta = json.loads((run / "run.json").read_text())
     assert meta["cluster"] == "box" and meta["cluster_ref"] == str(inventory)
     assert list(meta["versions"]) == ["box"]
+    # the machine is in the stack: this host's instruction set, as its /proc/cpuinfo lists it
+    machine, *flags = meta["versions"]["box"]["isa"].split()
+    listed = next(l for l in open("/proc/cpuinfo") if l.startswith(("flags", "Features"))).split(":")[1].split()
+    assert machine == platform.machine() and flags == sorted(f for f in ISA_FLAGS[machine] if f in listed)
     monkeypatch.chdir(tmp_path.parent)
     assert main(["run", "--resume", str(run)]) == 0
     meta = json.loads((run / "run.json").read_text())

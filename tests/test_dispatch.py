@@ -11,8 +11,8 @@ import time
 import pytest
 
 from harness.dispatch import Slot, run_parallel, scheduled, startable
+from harness.launch import Deployment, LaunchSpec, Placement
 from harness.plan.cluster import Cluster, Node
-from harness.plan.launch import Deployment, LaunchSpec, Placement
 
 
 def _deployment(label: str, node: str = "n0", device: int = 0) -> Deployment:

@@ -258,6 +258,26 @@ def test_stack_change_is_seen_by_the_next_run_of_any_suite(tmp_path):
     assert [s.suite for s in h.suites] == ["features", "smoke"]
 
 
+def test_a_changed_instruction_set_is_named_like_a_changed_engine(tmp_path):
+    avx512 = {"local": {**STACK["local"], "isa": "x86_64 avx2 avx512_bf16 avx512f"}}
+    avx2 = {"local": {**STACK["local"], "isa": "x86_64 avx2"}}
+    runs = [
+        make_run(tmp_path / "a", [record("q/pp2/auto/none", "PASS")], day=0, versions=STACK),  # before ppconf probed it
+        make_run(tmp_path / "b", [record("q/pp2/auto/none", "PASS")], day=1, versions=avx512),
+        make_run(tmp_path / "c", [record("q/pp2/auto/none", "FAIL", reason="outputs differ")], day=2, versions=avx2),
+    ]
+    h = history(tmp_path, runs)
+    assert [[str(c) for c in rv.changes] for rv in h.stack_changes] == [
+        ["local: isa (not recorded) → x86_64 avx2 avx512_bf16 avx512f"],
+        ["local: isa x86_64 avx2 avx512_bf16 avx512f → x86_64 avx2"],
+    ]
+    (strip,) = h.suites[0].cases
+    assert [str(c) for c in strip.red.changes] == ["local: isa x86_64 avx2 avx512_bf16 avx512f → x86_64 avx2"]
+    text = render(h, tmp_path / "out", "i")[0].read_text()
+    red_row = next(l for l in text.splitlines() if l.startswith("| q/pp2/auto/none |"))
+    assert "local: isa x86_64 avx2 avx512_bf16 avx512f → x86_64 avx2" in red_row
+
+
 HOSTILE = "<script>alert(1)</script> | `x` </td><img src=x onerror=alert(2)>\n# heading"
 
 

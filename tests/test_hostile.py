@@ -303,7 +303,7 @@ def test_a_node_field_with_a_line_break_is_refused_at_load(tmp_path, field):
 def test_the_lws_header_stays_a_comment_whatever_the_model_path_holds():
     import yaml
 
-    from harness.plan import lws
+    from harness.export import lws
 
     docs = [
         {
@@ -427,3 +427,37 @@ def test_an_empty_error_pattern_is_refused(matrix_dir):
     with pytest.raises(MatrixError) as err:
         load_matrix(matrix_dir.root)
     assert any("empty.yaml:" in str(e) and "error" in str(e) for e in err.value.errors), err.value.errors
+
+
+@pytest.mark.parametrize(
+    "old, new, field",
+    [
+        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, requests: 100000000}", "requests"),
+        ("{kind: long-prompt, prompt_tokens: 200,", "{kind: long-prompt, prompt_tokens: 1000000000,", "prompt_tokens"),
+        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, deadline_s: .inf}", "deadline_s"),
+        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, max_ttft_s: .nan}", "max_ttft_s"),
+        ("startup_timeout_s: 300\n", "startup_timeout_s: .inf\n", "startup_timeout_s"),
+    ],
+)
+def test_sizes_and_non_finite_numbers_are_positioned_errors_before_any_work(matrix_dir, old, new, field):
+    """A size beyond any served context, or a NaN/infinite deadline or bound, is refused at load
+    with its file and line, in well under the seconds building a billion token ids would take."""
+    path = matrix_dir.root / "cpu" / "suites.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    t0 = time.process_time()
+    errs = errors_of(matrix_dir.root)
+    assert time.process_time() - t0 < 5
+    assert any("suites.yaml:" in e and field in e for e in errs), errs
+
+
+def test_a_nan_baseline_or_infinite_threshold_cannot_drop_a_score_gate(matrix_dir):
+    from pydantic import ValidationError
+
+    from harness.matrix.schema import Score
+
+    for bad in ({"baseline": float("nan"), "max_drop": 1.0}, {"baseline": 95.0, "threshold": float("inf")}):
+        with pytest.raises(ValidationError):
+            Score(task="t.yaml", dataset="d.jsonl", **bad)
+    assert Score(task="t.yaml", dataset="d.jsonl", baseline=95.0, threshold=3.0).threshold == 3.0

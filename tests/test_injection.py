@@ -5,9 +5,9 @@ import subprocess
 import pytest
 
 from harness.check.verdict.repro import write_bundle
+from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
-from harness.plan.launch import Deployment, LaunchSpec, PlanError
 from tests.records import result
 
 

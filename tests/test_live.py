@@ -7,7 +7,7 @@ import pytest
 
 from harness.check.serving.live import LiveDeployment as Live
 from harness.check.serving.live import free_port
-from harness.plan.launch import Deployment, LaunchSpec
+from harness.launch import Deployment, LaunchSpec
 from tests.test_local_runner import TREE, group_members
 
 

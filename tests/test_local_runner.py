@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.plan.launch import LaunchSpec
+from harness.launch import LaunchSpec
 from runners.local import LocalNodeRunner
 
 # A launch that forks a child and a grandchild which ignore SIGTERM, as stubborn workers do.

@@ -16,12 +16,12 @@ from kubernetes.client import ApiClient
 
 from harness.cases.expand import expand, select
 from harness.cli import main
+from harness.export import lws
+from harness.launch import LaunchSpec, PlanError
 from harness.matrix.load import load_matrix
 from harness.matrix.source import MatrixError
-from harness.plan import lws
 from harness.plan.cluster import Kubernetes, load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import LaunchSpec, PlanError
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "lws_crd_v1.json").read_text())
 GUIDE_MP = "guide-61-layer/tp8-pp2-2node-mp/32,29/none"

@@ -10,7 +10,8 @@ from harness.cases.expand import expand, select
 from harness.cases.merge import LEVELS, Layer, merge
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.plan.cluster import load_cluster
-from harness.plan.deployment import MergeError, plan
+from harness.plan.deployment import plan
+from harness.plan.instance import MergeError
 
 BASE = """
 platforms:

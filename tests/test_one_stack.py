@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.matrix.load import load_matrix
 from harness.outcomes import Outcome
 from harness.plan.cluster import Cluster, Node
+from harness.progress import EventKind
 from harness.results import store
 from harness.run import RunConfig, SuiteRun
 from harness.target.versions import SCRIPT, differences
@@ -101,3 +102,27 @@ def test_the_probe_names_a_checkpoint_by_its_config_and_weights_index(tmp_path):
     finally:
         sys.argv = argv
     assert json.loads(printed.getvalue().strip().splitlines()[-1])[f"model {model}"] != ident
+
+
+def test_nodes_on_different_machines_launch_with_a_warning(tmp_path, monkeypatch):
+    same = recorded()["n0"]
+    probed = {"n0": dict(same, isa="x86_64 avx2 avx512_bf16 avx512f"), "n1": dict(same, isa="x86_64 avx2")}
+    events = []
+    run = SuiteRun(
+        RunConfig(load_matrix(), "smoke-cpu", two_nodes(), tmp_path / "run", case_ids=[TWO_NODE]), events.append
+    )
+    monkeypatch.setattr("harness.run.probe_versions", lambda cluster, models=(): probed)
+    monkeypatch.setattr(SuiteRun, "_ensure_models", lambda self, cases: None)
+    todo = run.prepare()
+    assert [d.case_ids for d in todo] == [(TWO_NODE,)]  # not refused: it launches
+    assert store.read(tmp_path / "run") == []
+    notices = [e.text for e in events if e.kind is EventKind.NOTICE]
+    assert notices == [
+        "warning: the nodes are different machines and may run other kernels: "
+        "isa: x86_64 avx2 avx512_bf16 avx512f on n0, x86_64 avx2 on n1"
+    ]
+    # run.json keeps each node's machine with its stack
+    assert {n: v["isa"] for n, v in store.read_meta(tmp_path / "run")["versions"].items()} == {
+        "n0": "x86_64 avx2 avx512_bf16 avx512f",
+        "n1": "x86_64 avx2",
+    }

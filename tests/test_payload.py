@@ -14,9 +14,9 @@ import pytest
 
 from harness.check.serving.instrument import PROBE_CLASS, SERVE_ROLES, instrument, probe_payload
 from harness.check.verdict.repro import bundle_dir, write_bundle
+from harness.launch import Deployment, LaunchSpec, Payload, PlanError
 from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster
-from harness.plan.launch import Deployment, LaunchSpec, Payload, PlanError
 from runners.local import LocalNodeRunner
 from runners.ssh import env_block, payload_block, remote_command
 from tests.records import result

@@ -174,7 +174,7 @@ def test_identical_launches_share_a_deployment(shipped):
 
 
 def test_cluster_too_small_is_a_clear_error(shipped):
-    from harness.plan.launch import PlanError
+    from harness.launch import PlanError
 
     with pytest.raises(PlanError, match="cannot hold"):
         plan(

@@ -6,11 +6,11 @@ import pytest
 
 from harness import cli
 from harness.cases.expand import expand, select
+from harness.launch import Placement
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import Placement
 from harness.plan.validate import check_deployment, engine, summarize, validate_cases
 
 FAMILY = """

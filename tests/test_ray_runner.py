@@ -7,6 +7,7 @@ process checks the launched processes through /proc and reads the log files dire
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_root]
 
-from harness.plan.launch import LaunchSpec, Payload  # noqa: E402
+from harness.launch import LaunchSpec, Payload  # noqa: E402
 from tests.raycluster import ClusterError, RayCluster  # noqa: E402
 from tests.test_local_runner import TREE, group_members  # noqa: E402
 
@@ -267,7 +268,7 @@ def test_the_clusters_traffic_stays_on_loopback(cluster, driver, node_ids):
 
 def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_ids):
     """What version probes and reaping use: a task pinned to the node, the raylet's environment."""
-    from harness.target.versions import SCRIPT
+    from harness.target.versions import ISA_FLAGS, ISA_MODEL, SCRIPT, isa
 
     code = textwrap.dedent("""\
         import json, os
@@ -289,6 +290,8 @@ def test_short_programs_run_on_the_named_node_with_its_environment(driver, node_
     assert [json.loads(o["stdout"]) for o in outs[:2]] == [[node_ids["node0"], False], [node_ids["node1"], False]]
     versions = json.loads(outs[2]["stdout"])
     assert versions["torch"] and versions["python"] == sys.version.split()[0]
+    # the same one probe names the node's machine (here: this host's)
+    assert versions["isa"] == isa(Path("/proc/cpuinfo").read_text(), platform.machine(), ISA_FLAGS, ISA_MODEL)
     assert outs[3]["returncode"] is None and "no alive Ray node holds a resource named 'node9'" in outs[3]["error"]
 
 

@@ -1,11 +1,11 @@
 import json
 import subprocess
 
+from harness import redact
 from harness.check.verdict.repro import write_bundle
-from harness.plan.launch import Deployment, LaunchSpec
-from harness.results import redact
+from harness.launch import Deployment, LaunchSpec
+from harness.redact import MASK, Redactor
 from harness.results import store as results
-from harness.results.redact import MASK, Redactor
 from harness.results.result import Result
 from reports.render import report_run
 

@@ -1,6 +1,7 @@
 """References as data: resolution order, counterpart layouts, planning on a cluster, goldens,
 cache keys, and what lint and the scheduler make of them. Pure: nothing is launched."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,7 +10,14 @@ from dataclasses import replace
 import pytest
 
 from harness.cases.expand import expand, select
-from harness.check.references.goldens import cache_key, golden_record, load_golden, stack_difference
+from harness.check.references.goldens import (
+    cache_content,
+    cache_key,
+    golden_record,
+    load_golden,
+    reference_entry,
+    stack_difference,
+)
 from harness.check.traffic.compare import Outputs
 from harness.cli import main
 from harness.matrix.load import load_matrix
@@ -149,9 +157,9 @@ def test_a_feature_kept_in_a_reference_keeps_what_it_requires(matrix_dir):
     )
     m = load_matrix([matrix_dir.root])
     base = select(expand(m, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/prefix-caching"])[0]
-    c = replace(base, features=("lossy", "prefix-caching"))
+    c = base.model_copy(update={"features": ("lossy", "prefix-caching")})
     assert reference_features(m, c) == ("lossy", "prefix-caching")
-    assert reference_features(m, replace(base, features=("prefix-caching",))) == ()
+    assert reference_features(m, base.model_copy(update={"features": ("prefix-caching",)})) == ()
 
 
 def test_preserves_output_needs_its_why(matrix_dir):
@@ -324,7 +332,9 @@ def _other_host() -> Cluster:
 
 def _key(m, c, cluster, versions, shape=None):
     d = plan_reference(m, c, cluster)
-    return cache_key(d, cluster, m.platforms[c.platform].device_env, versions, shape or {"prompts": ["a"]})
+    return cache_key(
+        cache_content(d, cluster, m.platforms[c.platform].device_env, versions, shape or {"prompts": ["a"]})
+    )
 
 
 def test_cache_key_moves_with_the_stack_and_the_requests(shipped):
@@ -334,12 +344,16 @@ def test_cache_key_moves_with_the_stack_and_the_requests(shipped):
     env = shipped.platforms[c.platform].device_env
     v = {"local": {"vllm": "0.32.0"}}
     shape = {"prompts": ["a"]}
-    k = cache_key(d, here, env, v, shape)
-    assert k == cache_key(d, here, env, json.loads(json.dumps(v)), dict(shape))
-    assert k != cache_key(d, here, env, {"local": {"vllm": "0.33.0"}}, shape)
-    assert k != cache_key(d, here, env, v, {"prompts": ["b"]})
+
+    def key(d, v, shape):
+        return cache_key(cache_content(d, here, env, v, shape))
+
+    k = key(d, v, shape)
+    assert k == key(d, json.loads(json.dumps(v)), dict(shape))
+    assert k != key(d, {"local": {"vllm": "0.33.0"}}, shape)
+    assert k != key(d, v, {"prompts": ["b"]})
     flagged = replace(d, launches=(replace(d.launches[0], argv=(*d.launches[0].argv, "--enforce-eager")),))
-    assert k != cache_key(flagged, here, env, v, shape)  # what it computes, every flag of it
+    assert k != key(flagged, v, shape)  # what it computes, every flag of it
 
 
 def test_the_same_counterpart_has_one_key_on_any_node_and_from_any_case(shipped):
@@ -357,36 +371,112 @@ def test_the_same_counterpart_has_one_key_on_any_node_and_from_any_case(shipped)
     assert k != _key(shipped, smoke, there, {"n7": {**stack, "vllm": "0.33.0"}})  # but not another stack
 
 
-def test_a_counterpart_cached_by_another_node_is_reused_not_launched(shipped, tmp_path):
-    """The cache lookup: outputs a run on another host stored are found, nothing is launched."""
+class _Refusing:
+    """A launcher stand-in: a reference it is asked to launch does not start (nothing runs)."""
+
+    def __init__(self):
+        self.launched = 0
+
+    @contextlib.contextmanager
+    def serve(self, *args, **kwargs):
+        self.launched += 1
+
+        class Live:
+            def why_not_ready(self, deadline):
+                return "did not start (a stand-in launcher)"
+
+        yield Live()
+
+
+def _runs_on(shipped, tmp_path, cluster, run_dir, versions, launcher):
     from harness.check.context import RunContext
     from harness.check.references.runs import ReferenceRuns
     from harness.plan.resolved import Planner
 
-    class NoLaunch:
-        def serve(self, *args, **kwargs):
-            raise AssertionError("a cached reference was launched again")
-
     c = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none")
-    stack = {"vllm": "0.32.0"}
-    there = _other_host()
-    ids = [[3, 4, 5]]
+    ctx = RunContext(Planner(shipped, cluster), run_dir, launcher, lambda: versions, tmp_path / "cache")
+    return ReferenceRuns(ctx), ctx.planner.resolved(c)
 
-    def runs_on(cluster, run_dir, versions):
-        ctx = RunContext(Planner(shipped, cluster), run_dir, NoLaunch(), lambda: versions, tmp_path / "cache")
-        return ReferenceRuns(ctx), ctx.planner.resolved(c)
 
-    first, rc = runs_on(there, tmp_path / "run-there", {"n7": stack})
-    _, key = first._plan(rc, ids)
-    outputs = Outputs(id_prompts=ids)
+def _honest_entry(runs, rc, ids):
+    """What a run on another host kept for the counterpart: every phase answered."""
+    from harness.check.traffic.phases import PhaseOutputs
+
+    _, key, content = runs._planned(rc, ids)
+    outputs = Outputs(id_prompts=ids, phases={p.name: PhaseOutputs(wall_s=1.0) for p in rc.phases})
+    return key, reference_entry(key, content, outputs, {"case": rc.id})
+
+
+def test_a_counterpart_cached_by_another_node_is_reused_not_launched(shipped, tmp_path):
+    """The cache lookup: outputs a run on another host stored are found, nothing is launched; the
+    copy kept with the run is written whole and never through a link planted there."""
+    stack, ids = {"vllm": "0.32.0"}, [[3, 4, 5]]
+    launcher = _Refusing()
+    first, rc = _runs_on(shipped, tmp_path, _other_host(), tmp_path / "run-there", {"n7": stack}, launcher)
+    key, entry = _honest_entry(first, rc, ids)
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / f"{key}.json").write_text(json.dumps({"key": key, "outputs": outputs.to_json()}))
-    runs, rc = runs_on(load_cluster(None), tmp_path / "run-here", {"local": stack})
+    (tmp_path / "cache" / f"{key}.json").write_text(json.dumps(entry))
+    kept = tmp_path / "run-here" / "references" / f"{key}.json"
+    kept.parent.mkdir(parents=True)
+    outside = tmp_path / "outside.json"
+    outside.write_text("left alone")
+    kept.symlink_to(outside)
+    runs, rc = _runs_on(shipped, tmp_path, load_cluster(None), tmp_path / "run-here", {"local": stack}, launcher)
     got = runs.for_case(rc, ids)
     assert got.error is None and got.outputs is not None
     assert got.evidence["source"] == "reused from the reference cache" and got.evidence["key"] == key
-    assert (runs.launched, runs.reused) == (0, 1)
-    assert (tmp_path / "run-here" / "references" / f"{key}.json").is_file()  # kept with the run
+    assert (runs.launched, runs.reused, launcher.launched, runs.refused) == (0, 1, 0, [])
+    assert kept.is_file() and not kept.is_symlink() and outside.read_text() == "left alone"
+
+
+@pytest.mark.parametrize(
+    "forge, why",
+    [
+        (lambda e: e | {"content": e["content"] | {"request": {"prompts": ["another"]}}}, "recorded for key"),
+        (lambda e: e | {"key": "0" * 20}, "recorded for key"),
+        (lambda e: {"key": e["key"], "outputs": e["outputs"]}, "not a ppconf reference"),
+        (lambda e: e | {"outputs": e["outputs"] | {"id_prompts": [[9, 9, 9]]}}, "digest differs"),
+        (lambda e: _without_phase(e), "digest differs"),
+        (lambda e: _without_phase(e, redigest=True), "no answers for phase(s) concurrent"),
+        (lambda e: e | {"content": e["content"] | {"versions": [{"vllm": "0.31.0"}]}}, "recorded for key"),
+    ],
+    ids=["request", "key", "old-format", "edited-outputs", "phase-dropped", "phase-missing", "stack"],
+)
+def test_a_kept_reference_that_does_not_prove_what_it_answers_is_refused_and_launched_afresh(
+    shipped, tmp_path, forge, why
+):
+    """A forged or stale entry (another request, key, stack or format, outputs edited after, a
+    phase missing) never stands in for the reference: it is refused, said, and the reference is
+    launched afresh (here it does not start, so the case is left unjudged, never compared)."""
+    stack, ids = {"vllm": "0.32.0"}, [[3, 4, 5]]
+    launcher = _Refusing()
+    runs, rc = _runs_on(shipped, tmp_path, load_cluster(None), tmp_path / "run", {"local": stack}, launcher)
+    key, entry = _honest_entry(runs, rc, ids)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / f"{key}.json").write_text(json.dumps(forge(entry)))
+    got = runs.for_case(rc, ids)
+    assert got.outputs is None and "did not start" in (got.error or "")
+    assert (runs.reused, runs.launched, launcher.launched) == (0, 1, 1)
+    assert len(runs.refused) == 1 and why in runs.refused[0], runs.refused
+
+
+def test_the_honest_entry_of_the_forgery_test_is_reused(shipped, tmp_path):
+    """The forgeries above are refused for what was changed, not for the entry's shape."""
+    stack, ids = {"vllm": "0.32.0"}, [[3, 4, 5]]
+    launcher = _Refusing()
+    runs, rc = _runs_on(shipped, tmp_path, load_cluster(None), tmp_path / "run", {"local": stack}, launcher)
+    key, entry = _honest_entry(runs, rc, ids)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / f"{key}.json").write_text(json.dumps(entry))
+    assert runs.for_case(rc, ids).outputs is not None and launcher.launched == 0
+
+
+def _without_phase(entry, redigest=False):
+    from harness.check.references.goldens import digest
+
+    outputs = dict(entry["outputs"])
+    outputs["phases"] = {k: v for k, v in outputs["phases"].items() if k != "concurrent"}
+    return entry | {"outputs": outputs} | ({"outputs_digest": digest(outputs)} if redigest else {})
 
 
 def test_goldens_round_trip_and_say_when_the_stack_moved(tmp_path):

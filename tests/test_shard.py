@@ -1,7 +1,6 @@
 """`ppconf shard`: disjoint shards of whole deployments, balanced, the same in every job."""
 
 import json
-from dataclasses import replace
 
 from harness.cases.expand import expand
 from harness.cli import main
@@ -26,7 +25,7 @@ def test_more_shards_than_deployments_leaves_some_empty():
 def test_cases_sharing_a_deployment_are_never_split(shipped):
     cluster = load_cluster(None)
     cases = list(expand(shipped, "smoke-cpu").cases)
-    twin = replace(cases[0], id="qwen3-tiny/twin")  # the same launches as the first case
+    twin = cases[0].model_copy(update={"id": "qwen3-tiny/twin"})  # the same launches as the first case
     found = units(shipped, [*cases, twin], cluster, None)
     [shared] = [u for u in found if twin.id in u.cases]
     assert shared.cases == (cases[0].id, twin.id) and shared.weight == 2.0

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.launch import LaunchSpec, Payload
 from harness.plan.cluster import Node
-from harness.plan.launch import LaunchSpec, Payload
 from runners.ssh import SshError, SshNodeRunner, SshOptions, SshTarget, env_block, reachable, remote_command, ssh_argv
 from tests.sshd import Sshd
 from tests.test_local_runner import TREE, group_members

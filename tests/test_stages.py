@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.check.stages.built import asked_drafter, problems
-from harness.check.verdict.judge import judge
+from harness.check.verdict.judge import _failed_checks, judge
 from harness.outcomes import Outcome
 from harness.results.result import Expectation, Observation, Stages, WorkerStage
 
@@ -130,3 +130,133 @@ def test_what_the_case_asks_of_the_drafter_is_read_from_its_launch():
     )
     assert asked_drafter(["vllm", "serve", "m"]) == (None, None)
     assert asked_drafter(["vllm", "serve", "m", "--speculative-config", "not json"]) == (None, None)
+
+
+# -- where the output modules were built (StageBounds.output_modules) -------------------------
+
+
+def test_the_smoke_suite_checks_the_guide_s_output_modules_cell(shipped):
+    from harness.cases.expand import expand
+    from harness.cases.workload import stage_bounds_of
+
+    case = next(c for c in expand(shipped, "smoke-cpu").cases if c.id == "qwen3-tiny/pp2-tp1-mp/auto/none")
+    assert stage_bounds_of(shipped, case).output_modules == {
+        "embedding": "first",
+        "final_norm": "last",
+        "lm_head": "last",
+    }
+
+
+def test_a_bound_on_an_unknown_module_or_stage_is_refused_at_load(matrix_dir):
+    from harness.matrix.load import load_matrix
+    from harness.matrix.source import MatrixError
+
+    matrix_dir(
+        "extra.yaml",
+        """\
+        suites:
+          mine:
+            title: x
+            platform: cpu
+            stage_bounds:
+              output_modules: {lm-head: last, final_norm: middle}
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+        """,
+    )
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    errs = [str(e) for e in err.value.errors]
+    assert any("extra.yaml:6" in e and "lm-head" in e for e in errs), errs
+    assert any("extra.yaml:6" in e and "middle" in e for e in errs), errs
+
+
+GUIDE = {"embedding": "first", "final_norm": "last", "lm_head": "last"}
+
+
+def recorded_modules() -> tuple[Stages, list[list[int]]]:
+    """Answers of the V1 runner recorded from a real smoke-cpu PP2 run (the probe's own words)."""
+    doc = json.loads((DATA / "recorded-qwen3-pp2-output-modules.json").read_text())
+    return recorded("recorded-qwen3-pp2-output-modules.json").model_copy(update={"output_modules": GUIDE}), doc[
+        "expected"
+    ]
+
+
+def test_real_answers_put_the_output_modules_where_the_guide_says():
+    stages, expected = recorded_modules()
+    assert [(w.model_runner, w.model_runner_class) for w in stages.workers] == [("v1", "CPUModelRunner")] * 2
+    assert problems(stages, expected) == []
+    # what an empty field reads back as: a placeholder, not tied
+    first = stages.workers[0].output_modules
+    assert first is not None and first.lm_head is not None and not first.lm_head.built and first.tied is False
+
+
+def test_real_answers_with_a_module_off_its_stage_fail():
+    stages, expected = recorded_modules()
+    first, last = stages.workers
+    assert first.output_modules is not None and last.output_modules is not None
+    head = first.output_modules.lm_head.model_copy(update={"built": True, "module": "ParallelLMHead"})
+    no_norm = last.output_modules.final_norm.model_copy(update={"built": False, "module": "PPMissingLayer"})
+    planted = stages.model_copy(
+        update={
+            "workers": [
+                first.model_copy(update={"output_modules": first.output_modules.model_copy(update={"lm_head": head})}),
+                last.model_copy(
+                    update={"output_modules": last.output_modules.model_copy(update={"final_norm": no_norm})}
+                ),
+            ]
+        }
+    )
+    assert problems(planted, expected) == [
+        "rank 0 (PP stage 0 of 2, TP rank 0) built the LM head (lm_head: ParallelLMHead); the claim puts it on the "
+        "last PP stage only",
+        "rank 1 (PP stage 1 of 2, TP rank 0) did not build the final norm (model.norm is a PPMissingLayer "
+        "placeholder); the claim puts it on the last PP stage",
+    ]
+    v = verdict(planted)
+    assert v.outcome is Outcome.FAIL and "built the LM head" in v.reason
+    # without the claim, where they were built is recorded but not judged
+    assert problems(planted.model_copy(update={"output_modules": None}), expected) == []
+
+
+def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipped):
+    """The bound travels from the suite to the case's observation (ResolvedCase -> assemble)."""
+    from harness.cases.expand import expand, select
+    from harness.check.observe import Asked, CaseLogs, Served, Startup, assemble
+    from harness.check.stages.probe import StageReading
+    from harness.check.traffic.compare import Outputs
+    from harness.plan.cluster import load_cluster
+    from harness.plan.resolved import Planner
+
+    rc = Planner(shipped, load_cluster(None)).resolved(
+        select(expand(shipped, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])[0]
+    )
+    stages, expected = recorded_modules()
+    real = stages.model_copy(update={"output_modules": None, "draft_method": None})
+
+    def observed(answers: Stages):
+        served = Served(
+            Startup(ready=True, ready_s=60.0),
+            Asked(outputs={rc.requests: Outputs(id_prompts=[[1, 2]])}),
+            stages=StageReading(expected, "workers (collective_rpc)", answers),
+        )
+        obs = assemble(rc, served, CaseLogs(None, []), None)
+        return obs, [why for kind, why in _failed_checks(obs) if kind == "stages"]
+
+    obs, failed = observed(real)
+    assert obs.stages.output_modules == GUIDE and failed == []
+    last = real.workers[1]
+    no_head = last.output_modules.lm_head.model_copy(update={"built": False, "module": "PPMissingLayer"})
+    planted = real.model_copy(
+        update={
+            "workers": [
+                real.workers[0],
+                last.model_copy(update={"output_modules": last.output_modules.model_copy(update={"lm_head": no_head})}),
+            ]
+        }
+    )
+    assert observed(planted)[1] == [
+        "rank 1 (PP stage 1 of 2, TP rank 0) did not build the LM head (lm_head is a PPMissingLayer placeholder); "
+        "the claim puts it on the last PP stage"
+    ]

@@ -359,12 +359,10 @@ def test_a_perf_gate_needs_a_figure_and_its_measurement():
 
 
 def test_every_feature_check_the_schema_admits_is_run_or_shapes_the_requests(shipped):
-    from harness.check.features import LIVE_CHECKS
     from harness.matrix.schema import FEATURE_CHECKS
-    from harness.plan.pd import KV_TRANSFER_CHECK
+    from harness.registry import LIVE_CHECKS
 
-    # every P/D case runs the KV-transfer check: a topology's, which no feature names
-    assert set(FEATURE_CHECKS) == (set(LIVE_CHECKS) - {KV_TRANSFER_CHECK}) | {"embeddings"}
+    assert set(FEATURE_CHECKS) == set(LIVE_CHECKS) | {"embeddings"}
     # pooling is what the feature declares, not its name
     assert shipped.pools(["pooling"]) and not shipped.pools(["prefix-caching"])
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from harness.case_key import CaseKey
 from harness.matrix.schema import Rule
 from harness.outcomes import Kind
 from harness.results.result import Expectation
@@ -36,24 +38,13 @@ def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectati
 UNSPECIFIED = Expectation(kind=Kind.UNSPECIFIED, why="no rule of the matrix covers this case")
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str
-    suite: str
-    platform: str
-    family: str
-    variant: str
-    topology: str
-    partition: str
-    features: tuple[str, ...]
-    attrs: dict[str, Any] = field(hash=False, compare=False)
+class Case(CaseKey):
+    """One point of an expanded matrix: its coordinates, the attributes rules are matched
+    against, and the claim the first matching rule makes."""
+
+    attrs: dict[str, Any] = Field(repr=False)
     expectation: Expectation = UNSPECIFIED
     group: int | None = None  # the suite group it was expanded from (its args and env apply)
-
-    @property
-    def model_key(self) -> str:
-        """Cases of one model share its PP=1 accuracy baseline."""
-        return f"{self.family}/{self.variant}"
 
 
 def stack_id(features: tuple[str, ...] | list[str]) -> str:

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from harness.cases import pairwise
 from harness.cases.case import UNSPECIFIED, Case, case_id, claim_of, stack_id
@@ -299,7 +299,7 @@ def matching_rule(m: Matrix, case: Case):
 def resolve(m: Matrix, case: Case) -> Case:
     entry = matching_rule(m, case)
     if entry is None:
-        return replace(case, expectation=UNSPECIFIED)
+        return case.model_copy(update={"expectation": UNSPECIFIED})
     r = entry.rule
     error = r.error
     if error is not None and "{partition_error}" in error:
@@ -319,10 +319,7 @@ def resolve(m: Matrix, case: Case) -> Case:
                 ]
             )
         error = error.replace("{partition_error}", re.escape(text))
-    return replace(
-        case,
-        expectation=claim_of(r, entry.index, str(entry.where), error),
-    )
+    return case.model_copy(update={"expectation": claim_of(r, entry.index, str(entry.where), error)})
 
 
 def _case_hint(case_id: str, cases: list[Case]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.cases.case import Case
@@ -47,23 +47,29 @@ def crash_in(pattern: str) -> str | None:
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing lint says: its message and, where it is about a line of a matrix file, that line."""
+    """One thing lint says: how grave it is, its message, and what it is about: a line of a
+    matrix file (``where``, when it has one), or the suite and cluster whose launch plans were
+    checked (``harness.preflight.lint_plans``)."""
 
     message: str
     where: Where | None = None
+    severity: str = "error"  # "error" | "warning" | "note"
+    suite: str | None = None
+    cluster: str | None = None
 
     def __str__(self) -> str:
+        if self.suite is not None:
+            return f"{self.suite} on {self.cluster}: {self.message}"
         return f"{self.where}: {self.message}" if self.where else self.message
 
-    def to_json(self, severity: str) -> dict:
+    def to_json(self) -> dict:
         at = self.where
-        return {
-            "severity": severity,
-            "file": at.file if at else None,
-            "line": at.line if at else None,
-            "column": at.column if at else None,
-            "message": self.message,
-        }
+        about = (
+            {"suite": self.suite, "cluster": self.cluster}
+            if self.suite is not None
+            else {"file": at.file if at else None, "line": at.line if at else None, "column": at.column if at else None}
+        )
+        return {"severity": self.severity, **about, "message": self.message}
 
 
 @dataclass
@@ -179,6 +185,7 @@ def lint(m: Matrix) -> LintReport:
                         m.at("features", name, "silent_disable", i),
                     )
                 )
+    report.warnings = [replace(w, severity="warning") for w in report.warnings]
     return report
 
 

@@ -15,11 +15,11 @@ from harness.cases.lint import lint
 from harness.cases.partition import MAX_LAYERS, MAX_PP, PartitionError, stage_ranges, tuning_advice
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix
+from harness.launch import PlanError
 from harness.matrix.load import Matrix, MatrixError
 from harness.outcomes import NO_LAUNCH, Kind
 from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError
 from harness.preflight import lint_plans, references_unfit
 
 
@@ -57,7 +57,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         "suites": len(m.suites),
         "errors": len(errors),
         "warnings": len(report.warnings),
-        "findings": [w.to_json("warning") for w in report.warnings] + [e.to_json("error") for e in errors],
+        "findings": [f.to_json() for f in report.warnings + errors],
         **({"migrated": migrated} if migrated is not None else {}),
     }
     if args.format == "text":
@@ -133,13 +133,7 @@ def case_json(m: Matrix, case: Case, cluster: Cluster) -> dict:
         except PlanError as err:
             why = str(err)
     return {
-        "id": case.id,
-        "suite": case.suite,
-        "family": case.family,
-        "variant": case.variant,
-        "topology": case.topology,
-        "partition": case.partition,
-        "features": list(case.features),
+        **{k: v for k, v in case.coordinates().items() if k != "platform"},
         "group": case.group,
         "claim": case.expectation.kind.value,
         "attributes": case.attrs,
@@ -239,7 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             deployment = planner(cluster)
         shells = [launch.shell() for launch in deployment.launches] if args.format == "shell" else []
         if args.format == "lws":
-            from harness.plan import lws
+            from harness.export import lws
 
             print(
                 lws.render(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.cases.expand import expand
 from harness.commands.common import CliError, matrix, matrix_of_run, say_written
+from harness.registry import REPORT_FORMATS
 from harness.results import store
 
 
@@ -35,8 +36,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     say_written(
         "the report" + (" of the claims (default --out)" if args.claims_only and not args.out else ""), out, args.quiet
     )
-    for name in ("support.md", "support.html", "summary.json", "junit.xml"):
-        print(out / name)
+    for fmt in REPORT_FORMATS.values():
+        print(out / fmt.file)
     return 0
 
 

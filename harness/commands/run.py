@@ -87,10 +87,12 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
         f"{counts or 'nothing run'}"
     )
     print(f"results: {run_dir / 'results.jsonl'}")
+    from harness.registry import REPORT_FORMATS
     from reports.render import report_run
 
     report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
-    print(f"report:  {run_dir / 'report' / 'support.md'} (and support.html, summary.json, junit.xml)")
+    first, *others = (fmt.file for fmt in REPORT_FORMATS.values())
+    print(f"report:  {run_dir / 'report' / first} (and {', '.join(others)})")
     if args.github:
         github_output(suite, run_dir)
     return 1 if summary.failed else 0

@@ -16,7 +16,18 @@ import re._parser as _parser  # type: ignore[import-not-found]
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
 # in its args); fragments are merged key by key into one value per flag (harness.cases.merge).
@@ -112,7 +123,17 @@ def _compiled(patterns: list[str]) -> list[str]:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinities are refused everywhere in the matrix: a `.nan` baseline or an `.inf`
+    # threshold or deadline would silently drop the gate or the bound it states
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# Upper bounds of sizes and durations: a claim beyond them is a typo, and refusing it at load
+# (with its position) keeps lint and planning from building a billion token ids first.
+MAX_REQUESTS = 100_000  # requests or prompts of one phase, score or benchmark
+MAX_TOKENS = 2_097_152  # tokens of one prompt or one answer (2M: beyond any served context)
+MAX_SECONDS = 7 * 24 * 3600.0  # a deadline or timeout
+MAX_RANKS = 4096  # TP, PP, DP or nodes of one layout
 
 
 class Compare(Strict):
@@ -152,11 +173,16 @@ class StageBounds(Strict):
     output modules and the drafter sit there), the slowest stage's mean forward time likewise; and
     `tapped_stage`, a stage that must hold one of the drafter's taps (DSpark's
     dspark_target_layer_ids) for the relay to the last stage to be exercised — a case where none
-    lies there is "not exercised", never a PASS."""
+    lies there is "not exercised", never a PASS; and `output_modules`, the only PP stage each of the
+    modules around the decoder stack may be built on (`{embedding: first, final_norm: last, lm_head:
+    last}`): a real module on every worker of that stage, vLLM's placeholder on every other."""
 
     max_last_stage_memory_ratio: float | None = Field(None, gt=0)
     max_step_time_ratio: float | None = Field(None, gt=0)
     tapped_stage: int | None = Field(None, ge=0)
+    output_modules: dict[Literal["embedding", "final_norm", "lm_head"], Literal["first", "last"]] | None = Field(
+        None, min_length=1
+    )
 
 
 # An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
@@ -204,9 +230,9 @@ class AISBenchPerf(Strict):
     # ModelScope dataset): ``ppconf lint`` names it while ``dataset`` is not set
     baseline_dataset: str | None = None
     dataset_abbr: str | None = None  # the performances file to read when the config has several
-    num_prompts: int | None = Field(None, ge=1)
-    max_out_len: int | None = Field(None, ge=1)
-    batch_size: int | None = Field(None, ge=1)
+    num_prompts: int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    max_out_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    batch_size: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     request_rate: float | None = Field(None, ge=0)
     generation_kwargs: dict[str, GenerationValue] | None = None
 
@@ -238,30 +264,27 @@ class PerfGate(Strict):
         return self
 
 
-# The kinds of traffic a workload phase sends (harness.cases.workload).
-PHASE_KINDS = ("sequential", "batch", "concurrent", "long-prompt", "shared-prefix", "pressure", "abort")
-
-
 class Phase(Strict):
     """One phase of a case's workload: requests of one kind, sent to the case and to its
     reference alike and compared request by request. Sizes left unset take the kind's default
     (``harness.cases.workload``); the phase's deadline bounds its wall time."""
 
-    kind: Literal[PHASE_KINDS]  # type: ignore[valid-type]
+    # the kind of traffic it sends: a name of harness.registry.PHASE_KINDS (harness.cases.phases)
+    kind: Annotated[str, PlainValidator(PHASE_KINDS.check)]
     name: str | None = Field(None, pattern=rf"^{NAME}$")  # unique within the workload; the kind by default
-    deadline_s: float = Field(120.0, gt=0)
+    deadline_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
     # batch: prompts in the one request; long-prompt: prompts; the other kinds: requests in flight
-    requests: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     # long-prompt: each prompt's length; shared-prefix: the shared prefix's; pressure: each prompt's
-    prompt_tokens: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=1)
+    prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     seed: int = 0  # the generated token-id prompts are a function of it (and of the phase's name)
     # Bounds against the reference on the same requests: speculative decoding's acceptance rate at
     # least this fraction of the reference's; output tokens/s at least this fraction of it
     # (concurrent phases); every request's time to first token at most this (concurrent phases).
     min_acceptance_ratio: float | None = Field(None, gt=0)
     min_throughput_ratio: float | None = Field(None, gt=0)
-    max_ttft_s: float | None = Field(None, gt=0)
+    max_ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     # Bounds against recorded numbers rather than the reference (concurrent phases measure them).
     perf_baseline: PerfGate | None = None
 
@@ -283,11 +306,13 @@ def _unique_phases(v: list[Phase] | None) -> list[Phase] | None:
 
 class Accuracy(Strict):
     prompts: list[str] = ["Hello, my name is", "The quick brown fox", "pipeline parallel"]
-    max_tokens: int = Field(12, ge=1)
+    max_tokens: int = Field(12, ge=1, le=MAX_TOKENS)
     # Prompts also requested with stream=true, to check streamed output equals the reference too.
-    streamed: int = Field(1, ge=0)
+    streamed: int = Field(1, ge=0, le=MAX_REQUESTS)
     compare: Compare = Compare()
 
+
+SCORE_TOOL_NAMES = SCORE_TOOLS.names  # harness.check.scores: one module per tool
 
 # Fields of a score that only AISBench reads (harness.check.scores.evaluate).
 AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
@@ -297,7 +322,7 @@ class Score(Strict):
     """A task-level evaluation of the running server on a local dataset, with lm-evaluation-harness
     (`tool: lm-eval`, the default) or AISBench (`tool: aisbench`)."""
 
-    tool: Literal["lm-eval", "aisbench"] = "lm-eval"
+    tool: Literal[SCORE_TOOL_NAMES] = "lm-eval"  # type: ignore[valid-type]
     # lm-eval: a task file (lm-eval task YAML); `dataset` is the file it reads. Both relative to the
     # matrix file.
     task: str | None = None
@@ -308,7 +333,7 @@ class Score(Strict):
     # AISBench: the `metric` column of its summary ("accuracy" unless set).
     metric: str = "exact_match"
     # The first `limit` questions only (lm-eval --limit, ais_bench --num-prompts).
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     # AISBench only. The dataset config (`ais_bench --datasets NAME`, or a .py file relative to the
     # matrix file), the request config it starts from (`--models NAME` or a .py file;
     # vllm_api_general_chat unless set), the summary row to read when the dataset config has
@@ -316,8 +341,8 @@ class Score(Strict):
     dataset_config: str | None = None
     request_config: str | None = None
     dataset_abbr: str | None = None
-    max_out_len: int | None = Field(None, ge=1)
-    batch_size: int | None = Field(None, ge=1)
+    max_out_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    batch_size: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     generation_kwargs: dict[str, GenerationValue] | None = None
     # Judged by an absolute floor and/or the drop allowed against the reference's score: measured
     # on the reference launch, read from a golden, or this recorded `baseline`. In the tool's own
@@ -495,8 +520,9 @@ class Family(Strict):
         return v
 
 
-# Every check a feature may name: a frozen registry, so a typo is an error at load.
-FEATURE_CHECKS = ("prefix-cache-hit", "embeddings")
+# Every check a feature may name, so a typo is an error at load: the live checks' registry, and
+# `embeddings` (the case's requests become embeddings, compared by cosine: Matrix.pools).
+FEATURE_CHECKS = (*LIVE_CHECKS.names, "embeddings")
 
 
 class Feature(Strict):
@@ -510,7 +536,7 @@ class Feature(Strict):
     exclusive: str | None = None
     # WARNING lines with which a server says it turned this feature off: a silent disable.
     silent_disable: list[str] = []
-    # The checks the feature needs: run on the live deployment (harness.check.features.LIVE_CHECKS),
+    # The checks the feature needs: run on the live deployment (harness.registry.LIVE_CHECKS),
     # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
     checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
     link: str | None = None
@@ -541,17 +567,17 @@ class Feature(Strict):
 
 
 class Instance(Strict):
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: int = Field(1, ge=1)
-    nnodes: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_RANKS)
+    pp: int = Field(1, ge=1, le=MAX_RANKS)
+    dp: int = Field(1, ge=1, le=MAX_RANKS)
+    nnodes: int = Field(1, ge=1, le=MAX_RANKS)
 
 
 class Topology(Strict):
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: int = Field(1, ge=1)
-    nnodes: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_RANKS)
+    pp: int = Field(1, ge=1, le=MAX_RANKS)
+    dp: int = Field(1, ge=1, le=MAX_RANKS)
+    nnodes: int = Field(1, ge=1, le=MAX_RANKS)
     # None: let vLLM choose (and print no flag), as the single-node examples of the guide do.
     backend: Backend | None = None
     # DP across nodes, the two ways vLLM offers (each DP rank holds its own TP x PP):
@@ -626,8 +652,8 @@ class Suite(Strict):
     seed: int = 0
     # Upper bound on the devices one case may use; larger cases are impossible in this suite.
     max_devices: int | None = Field(None, ge=1)
-    startup_timeout_s: float = Field(300.0, gt=0)
-    request_timeout_s: float = Field(60.0, gt=0)
+    startup_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
+    request_timeout_s: float = Field(60.0, gt=0, le=MAX_SECONDS)
     accuracy: Accuracy = Accuracy()
     # Measure each stage's forward time and peak memory on every served PP case and record the
     # guide's tuning advice: the next VLLM_PP_LAYER_PARTITION to try (harness.cases.partition).
@@ -661,7 +687,7 @@ class Rule(Strict):
     experimental: bool = False
     error: str | None = Field(None, min_length=1)  # "" would match every line
     phase: Literal["config", "startup", "first-request"] | None = None
-    within_s: float | None = Field(None, gt=0)
+    within_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None

@@ -16,6 +16,9 @@ from pydantic import BeforeValidator, Field, StringConstraints, ValidationError,
 from harness.matrix.load import validation_errors
 from harness.matrix.schema import Env, OneLine, Strict
 from harness.matrix.source import MatrixError, SourceError, load_document
+from harness.registry import RUNNERS
+
+REACHES = RUNNERS.names  # how ppconf reaches a node: the runner that starts its processes
 
 DEFAULT_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
@@ -39,7 +42,7 @@ class Node(Strict):
     address: OneLine  # the address other nodes use to reach it (master address, HCCL_IF_IP)
     nic: OneLine = ""  # interface name for HCCL/GLOO/TP socket variables
     devices: list[int] = Field(min_length=1)
-    reach: Literal["local", "ssh", "ray"] = "local"
+    reach: Literal[REACHES] = "local"  # type: ignore[valid-type]
     ssh: Ssh | None = None
     # The command that runs vLLM's CLI on this node. "auto": on a local node, the vLLM installed
     # for its python (this Python's by default); on another node, `vllm` on its PATH.

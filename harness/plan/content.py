@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from harness.launch import Deployment
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment
 
 _NUMBER = re.compile(r"\d+")
 

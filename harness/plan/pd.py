@@ -5,13 +5,13 @@ own connector for that side), and the proxy in front, bound to the address ppcon
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from harness.cases.case import Case
 from harness.cases.merge import json_args
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.schema import Topology
-from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, LaunchSpec, Placement, PlanError, Ports, default_placement
+from harness.plan.instance import InstancePlanner
+from harness.plan.launch import default_placement
 
 
 def kv_parallel_config(topo: Topology, case: Case) -> dict:
@@ -26,7 +26,8 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     }
 
 
-# The live check every P/D case gets (harness.check.features): KV really moved to the decode side.
+# The live check every P/D case gets (harness.check.features.kv_transfer): KV really moved to the
+# decode side.
 KV_TRANSFER_CHECK = "kv-transferred"
 
 # vLLM's ExampleConnector writes each prompt's KV as files under one directory and the decode side
@@ -54,21 +55,11 @@ def connector_extra_config(connector: str, topo: Topology, case: Case, kv_port: 
     return kv_parallel_config(topo, case)
 
 
-def plan_pd(
-    case: Case,
-    cluster: Cluster,
-    topo: Topology,
-    placement: Placement | None,
-    ports: Ports,
-    model: str,
-    merged: Any,
-    node_env: Any,
-    origins: Any,
-    env_origins: Any,
-    own_kv: Any,
-) -> Deployment:
+def plan_pd(p: InstancePlanner) -> Deployment:
     """The prefill instance, the decode instance and the proxy of one P/D case; ``merged`` and the
-    other callables are the planner's, so both sides get one merge with one precedence."""
+    other parts are the planner's, so both sides get one merge with one precedence."""
+    case, cluster, topo, placement, ports, model = p.case, p.cluster, p.topo, p.placement, p.ports, p.model
+    merged, node_env, origins, env_origins, own_kv = p.merged, p.node_env, p.origins, p.env_origins, p.own_kv
     decode = topo.decode
     assert decode is not None, "a P/D topology has a decode instance"
     connector = topo.connector or "MooncakeConnectorV1"

@@ -5,16 +5,18 @@ Pure: nothing here launches or reads outputs (``harness.check.references.goldens
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases.case import Case
+from harness.launch import Deployment, Placement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Compare, Reference, Topology
 from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import ModelResolver, plan, resolve_model_default
-from harness.plan.launch import Deployment, Placement, Ports
+from harness.plan.deployment import plan
+from harness.plan.instance import ModelResolver, resolve_model_default
+from harness.plan.launch import Ports
 
 
 class ReferenceUnavailable(Exception):
@@ -156,7 +158,7 @@ def reference_case(
         name, topo = counterpart_topology(case.topology, m.topologies[case.topology], ref.spec.fold, node_devices)
     features = reference_features(m, case)
     rid = f"{case.model_key}/reference/{name}/{'+'.join(features) or 'none'}"
-    return replace(case, id=rid, topology=name, partition="auto", features=features), topo
+    return case.model_copy(update={"id": rid, "topology": name, "partition": "auto", "features": features}), topo
 
 
 def reference_expected(case: Case) -> bool:

@@ -18,11 +18,12 @@ from pathlib import Path
 from harness.cases.case import Case
 from harness.cases.partition import stage_ranges
 from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
+from harness.launch import Deployment, Placement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import Deployment, Placement, Ports
+from harness.plan.launch import Ports
 from harness.plan.pd import KV_TRANSFER_CHECK
 from harness.plan.reference import ResolvedReference, plan_reference, reference_features, resolve
 from harness.results.result import Expectation

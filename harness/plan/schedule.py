@@ -20,7 +20,7 @@ How it places, and why:
   and the wide gang then runs alone at the end.
 - Node and device choice: widest rank first onto the node with the fewest free devices that
   still hold it (best fit keeps whole nodes whole for gangs), and a contiguous, aligned device
-  range inside the node (see lease.pick_devices).
+  range inside the node (see devices.pick_devices).
 - A deployment the empty cluster cannot hold is reported with the reason, never dropped.
 """
 
@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases.expand import expand
+from harness.launch import Deployment, Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import Deployment, Placement, PlanError, group_deployments
-from harness.plan.lease import device_ranges, pick_devices
+from harness.plan.devices import device_ranges, pick_devices
+from harness.plan.launch import group_deployments
 from harness.results import store as results
 
 # Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must
@@ -393,7 +394,7 @@ def _fits(counts: Counts, top: Sequence[int], order: Sequence[str], need: Need) 
 
 def _fit(free: Free, need: Need, chosen: dict[int, str]) -> Placement:
     """A placement of every rank of ``need`` on the nodes ``_choose`` picked for it: a
-    contiguous, aligned device range inside each (lease.pick_devices)."""
+    contiguous, aligned device range inside each (devices.pick_devices)."""
     left = {n: free[n] for n in chosen.values()}  # copied only for a node given two ranks
     out: list[tuple[str, tuple[int, ...]]] = [("", ())] * len(need.slots)
     for i in need.widest_first:
@@ -407,7 +408,7 @@ def _fit(free: Free, need: Need, chosen: dict[int, str]) -> Placement:
 
 @functools.lru_cache(maxsize=4096)
 def _pick(free: tuple[int, ...], wanted: int) -> tuple[int, ...]:
-    """lease.pick_devices, remembered: a node's free devices take few distinct shapes."""
+    """devices.pick_devices, remembered: a node's free devices take few distinct shapes."""
     return tuple(pick_devices(free, wanted))
 
 

@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.cases.case import Case
+from harness.launch import PlanError
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
-from harness.plan.launch import PlanError, group_deployments
+from harness.plan.launch import group_deployments
 from harness.plan.schedule import duration_of, need_of
 
 

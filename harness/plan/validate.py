@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cases.case import Case
+from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
-from harness.plan.deployment import MergeError, plan
-from harness.plan.launch import Deployment, LaunchSpec, PlanError
+from harness.plan.deployment import plan
+from harness.plan.instance import MergeError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVE_ROLES = ("api", "headless", "prefill", "decode", "dp-rank")

@@ -50,8 +50,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.case_key import CaseKey
 from harness.outcomes import WAIVER_KINDS
 from harness.results import store
+from harness.results.meta import run_stack
 from harness.results.result import Expectation, Observation, RecordError
 
 DEFAULT_INDEX = Path("runs") / "index.sqlite"
@@ -96,17 +98,10 @@ class IndexedRun:
     versions: dict[str, dict[str, str]]
 
 
-@dataclass(frozen=True)
-class IndexedCase:
+class IndexedCase(CaseKey):
+    """A case of one run as the index holds it."""
+
     run_id: str
-    case: str
-    suite: str
-    family: str
-    variant: str
-    topology: str
-    platform: str
-    partition: str
-    features: tuple[str, ...]
     expectation: Expectation
     waiver: str | None
     outcome: str
@@ -215,10 +210,7 @@ def ingest(conn: sqlite3.Connection, run_dir: Path) -> tuple[IndexedRun, int, bo
         raise store.RunDirError(
             f"{run_dir}: run.json names no suite and the records name {', '.join(suites) or 'none'}"
         )
-    versions = dict(meta.get("versions") or {})
-    for r in records:  # a run without run.json still knows its stack from its records
-        for node, v in r.versions.items():
-            versions.setdefault(node, v)
+    versions = run_stack(meta, records)
     run = IndexedRun(
         run_id(meta, started, suite, run_dir),
         str(Path(run_dir).resolve()),
@@ -345,24 +337,24 @@ def cases(conn: sqlite3.Connection, suite: str | None = None) -> list[IndexedCas
             raise IndexFileError(f"case {case} of run {run} in the index: expectation.{err}") from None
         out.append(
             IndexedCase(
-                run,
-                case,
-                suite_,
-                family,
-                variant,
-                topology,
-                platform,
-                partition,
-                tuple(_json(features, f"case {case} of run {run}: features")),
-                claim,
-                waiver,
-                outcome,
-                reason,
-                bool(fails),
-                duration,
-                ready,
-                plan_key,
-                tuple(stages.get((run, case), ())),
+                id=case,
+                suite=suite_,
+                family=family,
+                variant=variant,
+                topology=topology,
+                platform=platform,
+                partition=partition,
+                features=tuple(_json(features, f"case {case} of run {run}: features")),
+                run_id=run,
+                expectation=claim,
+                waiver=waiver,
+                outcome=outcome,
+                reason=reason,
+                fails_run=bool(fails),
+                duration_s=duration,
+                ready_s=ready,
+                plan_key=plan_key,
+                stages=tuple(stages.get((run, case), ())),
             )
         )
     return out

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from harness.results.result import Result
 from harness.results.store import META, read_meta, write_json_atomic
 
 
@@ -44,3 +45,13 @@ def record_versions(run_dir: Path, versions: dict[str, dict[str, str]]) -> bool:
         meta.setdefault("versions_on_resume", []).append({"at": now(), "versions": versions})
     write_json_atomic(run_dir / META, meta)
     return changed
+
+
+def run_stack(meta: dict[str, Any], records: list[Result]) -> dict[str, dict[str, Any]]:
+    """The stack a run started on (run.json's ``versions``), with the records' own for the nodes
+    run.json does not name (a run without run.json still knows its stack from its records)."""
+    versions = dict(meta.get("versions") or {})
+    for r in records:
+        for node, v in r.versions.items():
+            versions.setdefault(node, v)
+    return versions

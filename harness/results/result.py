@@ -20,9 +20,11 @@ import datetime
 import json
 from typing import Any, Self
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, InstanceOf, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
+from harness.case_key import CaseKey
+from harness.launch import Deployment
 from harness.outcomes import Cause, Kind, Outcome
 from harness.results.schema import Checked, describe, finite, iso_datetime
 
@@ -100,7 +102,7 @@ class Part(Checked):
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Part):
+    if isinstance(value, Part | Deployment):
         return value.to_json()
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
@@ -150,35 +152,6 @@ class LogLine(Part):
 
     def __str__(self) -> str:
         return f"{self.log}:{self.line}: {self.text}"
-
-
-class PayloadFile(Part):
-    """A file a launch carried to its node (``harness.plan.launch.Payload``), by its digest."""
-
-    name: str
-    sha256: str
-
-
-class Launch(Part):
-    name: str
-    role: str
-    node: str
-    host: str
-    argv: list[str]
-    env: dict[str, str]
-    port: int | None = None
-    set_env: str | None = None
-    payload: list[PayloadFile] = []
-
-
-class DeploymentRecord(Part):
-    """A deployment as it was really launched (``harness.plan.launch.Deployment.to_json``)."""
-
-    key: str | None = None
-    cases: list[str] = []
-    api: str | None = None  # the launch that answers requests
-    model: str | None = None
-    launches: list[Launch] = []
 
 
 class Stage(Part):
@@ -322,6 +295,25 @@ class Drafter(Part):
     parameters: int = 0
 
 
+class BuiltModule(Part):
+    """One module around a worker's decoder stack (``ppconf_stage_info``'s ``output_modules``)."""
+
+    path: str  # where it hangs in the loaded model, e.g. model.embed_tokens
+    module: str  # its class
+    built: bool = False  # a real module; False: vLLM's pipeline placeholder (PPMissingLayer)
+
+
+class OutputModules(Part):
+    """Where one worker built the target's embedding, final norm and LM head (None: the model has
+    no module of a name the probe knows), and whether the LM head uses the embedding's weight.
+    An empty field is not written back (``Part``), so ``built`` and ``tied`` read False when absent."""
+
+    embedding: BuiltModule | None = None
+    final_norm: BuiltModule | None = None
+    lm_head: BuiltModule | None = None
+    tied: bool = False  # True only where the worker built both and the LM head uses the embedding's weight
+
+
 class WorkerStage(Part):
     """What one worker built, as the stage probe read it from the loaded model
     (``harness.target.worker_probe.StageProbe.ppconf_stage_info``)."""
@@ -336,6 +328,9 @@ class WorkerStage(Part):
     start_layer: int | None = None
     end_layer: int | None = None
     built_layers: list[int] | None = None  # blocks that are real modules (with weights), not placeholders
+    output_modules: OutputModules | None = None
+    model_runner: str | None = None  # "v1" | "v2" as the probe told the runner by its layout; None: unknown
+    model_runner_class: str | None = None
     drafter: Drafter | None = None
     taps: list[int] | None = None  # dspark_target_layer_ids, as the drafter's config names them
     aux_layers: list[int] | None = None  # the same taps in the target's capture numbering
@@ -357,6 +352,8 @@ class Stages(Part):
     max_last_stage_memory_ratio: float | None = None
     max_step_time_ratio: float | None = None
     tapped_stage: int | None = None  # a stage that must hold a drafter tap (``StageBounds``)
+    # the only PP stage ("first" | "last") each output module may be built on (``StageBounds``)
+    output_modules: dict[str, str] | None = None
 
 
 class Observation(Part):
@@ -456,21 +453,19 @@ class Repro(Part):
     rerun: str | None = None
 
 
-class Result(Part):
-    case: str
-    suite: str
-    family: str
-    variant: str
-    topology: str
-    partition: str
-    features: list[str]
-    platform: str
+class Result(Part, CaseKey):
+    """A case's coordinates (the record's flat fields ``case``, ``suite``, ``family`` …) and
+    what became of it."""
+
+    model_config = ConfigDict(frozen=False)
+
     expectation: Expectation
     outcome: Outcome
     reason: str
     fails_run: bool = False  # the outcome's, where a record does not say
     observation: Observation = Field(default_factory=Observation)
-    deployment: DeploymentRecord | None = None
+    # as really launched, read back from its recorded form (``Deployment.to_json``: secrets masked)
+    deployment: InstanceOf[Deployment] | None = None
     plan_key: str | None = None  # the deployment the case ran in (same launches, same key across runs)
     versions: dict[str, dict[str, str | None]] = {}  # node -> distribution -> version, as probed
     started: str | None = None
@@ -502,6 +497,14 @@ class Result(Part):
             raise RecordError(f"expected a JSON object, got {type(data).__name__}")
         if data.get("schema") is None:  # written before records carried a version
             data = {**data, "schema": UNVERSIONED}
+        if isinstance(data.get("deployment"), dict):
+            try:
+                data = {**data, "deployment": Deployment.from_json(data["deployment"])}
+            except ValidationError as err:
+                # the plan's name of the recorded "cases"
+                raise RecordError(f"deployment.{describe(err)}".replace(".case_ids", ".cases", 1)) from None
+            except ValueError as err:
+                raise RecordError(f"deployment.{err}") from None
         return super().from_json(data)
 
     def to_json(self) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.outcomes import Outcome
+from harness.redact import Redactor
 from harness.results import schema
-from harness.results.redact import Redactor
 from harness.results.result import RecordError, Result
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

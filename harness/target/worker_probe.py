@@ -90,8 +90,13 @@ class StageProbe:
         `start_layer`/`end_layer` are the model's own record (None for models
         without pipeline support, which keep none); `built_layers` lists the
         blocks that are real modules rather than pipeline placeholders.
+        `model_runner` is the runner's layout as the probe told it (`"v1"`,
+        `"v2"`, or None for one it does not know), `model_runner_class` its class.
         `drafter` says where the speculative-decoding draft model lives: None
         on a worker that holds none, else what this worker built of it.
+        `output_modules` says where the embedding, the final norm and the LM
+        head were really built (a module, or vLLM's placeholder) and whether the
+        LM head shares the embedding's weight.
         `taps` are the target layers a tapping drafter (DSpark) reads, as its
         config names them (`dspark_target_layer_ids`); `aux_layers` the same
         taps in the target model's capture numbering, as the engine derives
@@ -105,7 +110,8 @@ class StageProbe:
         pp, tp = get_pp_group(), get_tp_group()
         config = self.vllm_config
         num_layers = config.model_config.hf_text_config.num_hidden_layers
-        stack_path, stack, blocks = _decoder_stack(_loaded_model(self.model_runner), num_layers)
+        model = _loaded_model(self.model_runner)
+        stack_path, stack, blocks = _decoder_stack(model, num_layers)
         return {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -119,11 +125,14 @@ class StageProbe:
             "start_layer": _layer_attr(stack, "start_layer"),
             "end_layer": _layer_attr(stack, "end_layer"),
             "built_layers": _built_layers(blocks),
+            "output_modules": _output_modules(model, stack_path, stack),
+            "model_runner": _runner_version(self.model_runner),
+            "model_runner_class": type(self.model_runner).__name__,
             "drafter": _drafter_info(self.model_runner, config),
             "taps": _taps(config),
             "aux_layers": _aux_layers(config),
             "collected_taps": _int_list(getattr(stack, "aux_hidden_state_layers", None)),
-            "weights_bytes": sum(p.numel() * p.element_size() for p in _loaded_model(self.model_runner).parameters()),
+            "weights_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
             "kv_blocks": getattr(config.cache_config, "num_gpu_blocks", None),
             "peak_memory_bytes": _peak_memory()[0],
             "host": socket.gethostname(),
@@ -131,10 +140,30 @@ class StageProbe:
         }
 
 
+# Where each of vLLM's model runners keeps what this probe reads. A runner is told by its layout,
+# not its class name, so subclasses (the CPU runner, vllm-ascend's) read alike: Model Runner V2
+# (vllm/v1/worker/gpu/model_runner.py) always assigns `speculator` (None off the last PP stage or
+# without speculative decoding); the V1 runner (vllm/v1/worker/gpu_model_runner.py) always assigns
+# `input_batch` and assigns `drafter` on the last stage only. Both load the target model into
+# `model`, and their drafters load theirs into `model` too. Checked first to last;
+# tests/test_runner_contract.py ties every name to the installed engine's source.
+RUNNER_LAYOUTS = {
+    "v2": {"marker": "speculator", "drafter": "speculator", "model": "model", "draft_model": "model"},
+    "v1": {"marker": "input_batch", "drafter": "drafter", "model": "model", "draft_model": "model"},
+}
+
+
+def _runner_version(model_runner) -> str | None:
+    return next((v for v, layout in RUNNER_LAYOUTS.items() if hasattr(model_runner, layout["marker"])), None)
+
+
 def _loaded_model(model_runner):
     # get_model() strips graph wrappers on runners that add them.
     get = getattr(model_runner, "get_model", None)
-    return get() if callable(get) else model_runner.model
+    if callable(get):
+        return get()
+    # a runner of neither layout: try the name both use
+    return getattr(model_runner, RUNNER_LAYOUTS[_runner_version(model_runner) or "v1"]["model"])
 
 
 # Names vLLM models give their list of decoder (or encoder) blocks.
@@ -172,7 +201,11 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
     partitioned) and `parameters` the parameter count this worker loaded.
     A proposer without a model (n-gram) has `model` None.
     """
-    drafter = getattr(model_runner, "drafter", None)
+    version = _runner_version(model_runner)
+    if version is None:
+        return None
+    layout = RUNNER_LAYOUTS[version]
+    drafter = getattr(model_runner, layout["drafter"], None)
     if drafter is None:
         return None
     spec = getattr(config, "speculative_config", None)
@@ -186,7 +219,7 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
         "blocks": 0,
         "parameters": 0,
     }
-    model = getattr(drafter, "model", None)
+    model = getattr(drafter, layout["draft_model"], None)
     if isinstance(model, torch.nn.Module):
         path, _, blocks = _decoder_stack(model, -1)  # a draft stack has its own depth: take the first
         info.update(
@@ -197,6 +230,51 @@ def _drafter_info(model_runner, config) -> dict[str, Any] | None:
             parameters=sum(p.numel() for p in model.parameters()),
         )
     return info
+
+
+# Names vLLM models give the modules around their decoder stack: the embedding and the final norm
+# sit beside the blocks, the LM head on a module above them.
+_EMBEDDINGS = ("embed_tokens", "wte", "word_embeddings", "tok_embeddings", "embeddings")
+_FINAL_NORMS = ("norm", "final_layernorm", "ln_f", "final_norm", "norm_f")
+_LM_HEADS = ("lm_head", "output", "embed_out")
+
+
+def _output_modules(model, stack_path: str, stack) -> dict[str, Any] | None:
+    """Where this worker built the target's embedding, final norm and LM head.
+
+    Each is `{"path", "module", "built"}` (`built` False for vLLM's pipeline
+    placeholder), or None where the model has no module of a known name;
+    `tied` says whether the LM head uses the embedding's weight (False unless
+    this worker built both).
+    """
+    if stack is None:
+        return None
+    from vllm.model_executor.models.utils import PPMissingLayer
+
+    def found(owner, owner_path: str, names: tuple[str, ...]):
+        for name in names:
+            module = getattr(owner, name, None)
+            if isinstance(module, torch.nn.Module):
+                path = f"{owner_path}.{name}" if owner_path else name
+                built = not isinstance(module, PPMissingLayer)
+                return module, {"path": path, "module": type(module).__name__, "built": built}
+        return None, None
+
+    embedding, embedding_info = found(stack, stack_path, _EMBEDDINGS)
+    _, norm_info = found(stack, stack_path, _FINAL_NORMS)
+    # the LM head hangs on the nearest module above the stack that has one
+    head, head_info = None, None
+    parts = stack_path.split(".") if stack_path else []
+    for depth in range(len(parts) - 1, -1, -1):
+        owner_path = ".".join(parts[:depth])
+        head, head_info = found(model.get_submodule(owner_path), owner_path, _LM_HEADS)
+        if head_info is not None:
+            break
+    tied = False
+    if embedding_info and head_info and embedding_info["built"] and head_info["built"]:
+        weight = getattr(head, "weight", None)
+        tied = weight is not None and weight is getattr(embedding, "weight", None)
+    return {"embedding": embedding_info, "final_norm": norm_info, "lm_head": head_info, "tied": tied}
 
 
 def _draft_hf_config(config):

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.traffic.compare import Outputs, request_shape
+from harness.launch import Deployment
 from harness.plan.cluster import Cluster
 from harness.plan.content import launch_content
-from harness.plan.launch import Deployment
 from harness.plan.reference import ReferenceUnavailable
 from harness.plan.resolved import ResolvedCase
 
@@ -89,7 +89,7 @@ def _model_fingerprint(model: str) -> str:
     return model
 
 
-def cache_key(
+def cache_content(
     d: Deployment,
     cluster: Cluster,
     device_env: str,
@@ -97,12 +97,12 @@ def cache_key(
     shape: dict[str, Any],
     score: dict[str, Any] | None = None,
     id_prompts: list[list[int]] | None = None,
-) -> str:
-    """Outputs of a reference launch are reused while what it computes is unchanged: the content
-    of its launches (``launch_content``: no node names, hosts, addresses, device ids, ports or
-    paths of this run or host), the model's identity, the versions on its nodes (by node rank)
-    and what is asked of it (the token ids it is sent included). So the same counterpart run by
-    another test, on other nodes or through another runner is found again."""
+) -> dict[str, Any]:
+    """What a reference launch computes, and so what its outputs answer: the content of its
+    launches (``launch_content``: no node names, hosts, addresses, device ids, ports or paths of
+    this run or host), the model's identity, the versions on its nodes (by node rank) and what is
+    asked of it (the token ids it is sent included). The same counterpart run by another test, on
+    other nodes or through another runner has the same content."""
     nodes = list(dict.fromkeys(s.node for s in d.launches))
     body: dict[str, Any] = {
         "launches": launch_content(d, cluster, device_env),
@@ -113,7 +113,55 @@ def cache_key(
     }
     if id_prompts:
         body["id_prompts"] = id_prompts
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return json.loads(json.dumps(body, sort_keys=True, default=str))  # as it reads back from a file
+
+
+def digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def cache_key(content: dict[str, Any]) -> str:
+    """Outputs of a reference launch are reused while what it computes (``cache_content``) is unchanged."""
+    return digest(content)[:20]
+
+
+# The format of a kept reference: what it answers (its content and key), its outputs and their digest.
+REFERENCE_FORMAT = 2
+
+
+def reference_entry(key: str, content: dict[str, Any], outputs: Outputs, extra: dict[str, Any]) -> dict[str, Any]:
+    out = outputs.to_json()
+    return (
+        {"ppconf_reference": REFERENCE_FORMAT, "key": key, "content": content}
+        | extra
+        | {
+            "outputs": out,
+            "outputs_digest": digest(out),
+        }
+    )
+
+
+def entry_problem(data: Any, key: str, content: dict[str, Any], phases: list[str]) -> str | None:
+    """Why a kept reference does not answer what is asked (None: it does): another format, key,
+    launch, stack or request than asked, outputs that are not the ones recorded, or a phase
+    asked of it that it has no answers for."""
+    if not isinstance(data, dict) or data.get("ppconf_reference") != REFERENCE_FORMAT:
+        return f"not a ppconf reference of format {REFERENCE_FORMAT}"
+    if data.get("key") != key or cache_key(data.get("content") or {}) != key:
+        return f"recorded for key {str(data.get('key'))[:40]!r}, not {key!r}"
+    recorded = data["content"]
+    parts = ("launches", "launch"), ("model", "model"), ("versions", "engine stack"), ("request", "requests")
+    for part, label in (*parts, ("score", "score"), ("id_prompts", "token ids")):
+        if recorded.get(part) != content.get(part):
+            return f"it answers another {label} than asked"
+    outputs = data.get("outputs")
+    if not isinstance(outputs, dict) or data.get("outputs_digest") != digest(outputs):
+        return "its outputs are not the ones it recorded (digest differs)"
+    held = outputs.get("phases")
+    missing = [name for name in phases if not isinstance(held, dict) or name not in held]
+    if missing:
+        return f"it holds no answers for phase(s) {', '.join(map(str, missing))}"
+    return None
 
 
 def shape_for(rc: ResolvedCase) -> dict[str, Any]:

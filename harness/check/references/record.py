@@ -12,8 +12,9 @@ from harness.check.references.goldens import golden_record, shape_for
 from harness.check.references.runs import ask_reference
 from harness.check.serving.launcher import Launcher
 from harness.check.serving.stack import probe_versions
+from harness.launch import Deployment, Placement
 from harness.matrix.schema import Reference
-from harness.plan.launch import Deployment, Placement, Ports
+from harness.plan.launch import Ports
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import Planner, ResolvedCase
 from harness.results.store import write_json_atomic

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,10 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.context import RunContext
-from harness.check.references.goldens import cache_key, load_golden, shape_for, stack_difference
+from harness.check.references.goldens import (
+    cache_content,
+    cache_key,
+    entry_problem,
+    load_golden,
+    reference_entry,
+    shape_for,
+    stack_difference,
+)
 from harness.check.traffic.ask import ask
 from harness.check.traffic.compare import Outputs
-from harness.plan.launch import Deployment, PlanError
+from harness.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import ResolvedCase
 from harness.results.store import write_json_atomic
@@ -50,6 +57,7 @@ class ReferenceRuns:
         self.versions = ctx.versions
         self.cache_dir = ctx.reference_cache
         self._memo: dict[str, Outputs | str] = {}
+        self.refused: list[str] = []  # kept references that did not prove what they answer
         self._source: dict[str, str] = {}  # how a launched key's outputs came, for its first case
         self.launched = 0
         self.reused = 0
@@ -115,29 +123,47 @@ class ReferenceRuns:
 
     # ---- launched references ---------------------------------------------------------------------
     def _plan(self, rc: ResolvedCase, id_prompts: list[list[int]] | None) -> tuple[Deployment, str]:
+        planned, key, _ = self._planned(rc, id_prompts)
+        return planned, key
+
+    def _planned(self, rc: ResolvedCase, id_prompts: list[list[int]] | None) -> tuple[Deployment, str, dict[str, Any]]:
+        """The reference launch of ``rc``, its cache key and what it computes (the key's content)."""
         ref, cluster = rc.reference, self.ctx.cluster
         try:
             planned = self.ctx.planner.reference(rc.case, ref)
         except PlanError as err:
             raise ReferenceUnavailable(f"reference cannot be planned on cluster '{cluster.name}': {err}") from None
         score = ref.spec.score.model_dump() if ref.spec.score else None
-        return planned, cache_key(planned, cluster, rc.device_env, self.versions(), shape_for(rc), score, id_prompts)
+        content = cache_content(planned, cluster, rc.device_env, self.versions(), shape_for(rc), score, id_prompts)
+        return planned, cache_key(content), content
 
-    def _stored(self, key: str, rc: ResolvedCase) -> tuple[Outputs, str] | None:
-        """Outputs kept under ``key`` by this run or the reference cache, and which of them."""
+    def _stored(self, key: str, rc: ResolvedCase, content: dict[str, Any]) -> tuple[Outputs, str] | None:
+        """Outputs kept under ``key`` by this run or the reference cache, and which of them: only
+        an entry that proves it answers what is asked (its key, launch, stack, requests and
+        outputs' digest, every phase asked); any other is refused, said, and launched afresh."""
         path = self.run_dir / "references" / f"{key}.json"
         cached = self.cache_dir / f"{key}.json" if self.cache_dir else None
+        phases = [] if rc.pooling else [p.name for p in rc.phases]
         for where, label in ((path, "this run"), (cached, "the reference cache")):
-            if where is not None and where.is_file():
-                try:
-                    outputs = Outputs.from_json(json.loads(where.read_text())["outputs"])
-                except (OSError, ValueError, KeyError, TypeError):
-                    continue
-                if where != path:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(where, path)
-                log.info("reference %s of %s reused from %s", key, rc.id, label)
-                return outputs, label
+            if where is None or where.is_symlink() or not where.is_file():
+                continue
+            try:
+                data = json.loads(where.read_text())
+                problem = entry_problem(data, key, content, phases)
+                outputs = None if problem else Outputs.from_json(data["outputs"])
+            except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+                problem = f"unreadable ({type(err).__name__})"
+            if problem or outputs is None:
+                why = f"kept reference {where} refused: {problem}; launching it afresh"
+                log.warning("%s", why)
+                self.ctx.say("reference", rc.case, why)
+                self.refused.append(why)
+                continue
+            if where != path:  # a copy of its own in the run, written whole and never through a link
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(path, data)
+            log.info("reference %s of %s reused from %s", key, rc.id, label)
+            return outputs, label
         return None
 
     def prefetch(self, asks: list[tuple[ResolvedCase, list[list[int]] | None]]) -> None:
@@ -150,15 +176,15 @@ class ReferenceRuns:
             if not rc.reference.launches:
                 continue
             try:
-                planned, key = self._plan(rc, ids or None)
+                planned, key, content = self._planned(rc, ids or None)
             except ReferenceUnavailable:
                 continue  # for_case says why
-            if key in self._memo or self._stored(key, rc) is not None:
+            if key in self._memo or self._stored(key, rc, content) is not None:
                 continue
             launch = json.dumps([(s.role, s.node, list(s.argv), sorted(s.env)) for s in planned.launches])
             members = groups.setdefault(launch, [])
             if key not in {a.key for a in members}:
-                members.append(_Ask(rc, key, planned, ids or None))
+                members.append(_Ask(rc, key, planned, ids or None, content))
         for members in groups.values():
             if len(members) > 1:
                 with self._holding([a.key for a in members]):
@@ -166,7 +192,7 @@ class ReferenceRuns:
                         self._launch(members)
 
     def _launched(self, rc: ResolvedCase, evidence: dict[str, Any], id_prompts: list[list[int]] | None) -> Outputs:
-        planned, key = self._plan(rc, id_prompts)
+        planned, key, content = self._planned(rc, id_prompts)
         evidence["key"] = key
         evidence["launch"] = [" ".join(s.argv) for s in planned.launches]
         features = rc.case.features
@@ -178,7 +204,7 @@ class ReferenceRuns:
         if added:  # the variant's reference_drafter, which the case does not run
             evidence["features_added"] = added
         with self._holding([key]):
-            return self._known_or_launched(rc, evidence, id_prompts, planned, key)
+            return self._known_or_launched(rc, evidence, id_prompts, planned, key, content)
 
     def _known_or_launched(
         self,
@@ -187,6 +213,7 @@ class ReferenceRuns:
         id_prompts: list[list[int]] | None,
         planned: Deployment,
         key: str,
+        content: dict[str, Any],
     ) -> Outputs:
         known = self._memo.get(key)
         if isinstance(known, str):
@@ -194,14 +221,14 @@ class ReferenceRuns:
         if known is not None:
             evidence["source"] = self._source.pop(key, "shared within this run")
             return known
-        stored = self._stored(key, rc)
+        stored = self._stored(key, rc, content)
         if stored is not None:
             with self._guard:
                 self.reused += 1
             evidence["source"] = f"reused from {stored[1]}"
             self._memo[key] = stored[0]
             return stored[0]
-        self._launch([_Ask(rc, key, planned, id_prompts)])
+        self._launch([_Ask(rc, key, planned, id_prompts, content)])
         return self._launched(rc, evidence, id_prompts)
 
     def _launch(self, asks: list[_Ask]) -> None:
@@ -239,15 +266,17 @@ class ReferenceRuns:
         outputs = self._memo.get(a.key)
         if not isinstance(outputs, Outputs):
             return
-        record = {
-            "key": a.key,
-            "reference": a.rc.reference.describe(),
-            "case": a.rc.id,
-            "deployment": a.planned.to_json(),
-            "versions": self.versions(),
-            "request": shape_for(a.rc),
-            "outputs": outputs.to_json(),
-        }
+        record = reference_entry(
+            a.key,
+            a.content,
+            outputs,
+            {
+                "reference": a.rc.reference.describe(),
+                "case": a.rc.id,
+                "deployment": a.planned.to_json(),
+                "versions": self.versions(),
+            },
+        )
         path = self.run_dir / "references" / f"{a.key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, record)
@@ -285,3 +314,4 @@ class _Ask:
     key: str
     planned: Deployment
     ids: list[list[int]] | None
+    content: dict[str, Any]  # what the launch computes: its cache key's content

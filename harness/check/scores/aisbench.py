@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.check.scores.tool import ANSI, ScoreError, last_lines, log_lines, offline_env, run_tool
+from harness.check.scores.tool import ANSI, ScoreError, ScoreTool, last_lines, log_lines, offline_env, run_tool
+from harness.matrix.schema import missing_aisbench_files
 
 AISBENCH_ENV = "PPCONF_AISBENCH"
 AISBENCH_LOG = "aisbench.log"
@@ -359,7 +360,7 @@ def run_aisbench(
             command, None if request_file else request_name, None if dataset_file else dataset_name
         )
         log = workdir / AISBENCH_SEARCH_LOG
-        run_tool(search, full_env, log, min(timeout_s, AISBENCH_SEARCH_TIMEOUT_S), "aisbench", home)
+        run_tool(search, full_env, log, min(timeout_s, AISBENCH_SEARCH_TIMEOUT_S), TOOL.label, home)
         found = parse_search(log.read_text(encoding="utf-8", errors="replace"))
         if request_file is None:
             request_file = found.get(("--models", request_name))
@@ -379,7 +380,7 @@ def run_aisbench(
     log_path = workdir / AISBENCH_LOG
     remaining = max(1.0, timeout_s - (time.monotonic() - started))
     # its own cwd: AISBench writes a tmp/ folder where it runs
-    run_tool(argv, full_env, log_path, remaining, "aisbench", home, budget_s=timeout_s)
+    run_tool(argv, full_env, log_path, remaining, TOOL.label, home, budget_s=timeout_s)
     check_aisbench_log(log_path)
     return {
         "task": dataset_name,
@@ -408,3 +409,12 @@ def evaluate_aisbench(
         **ran,
         "duration_s": round(time.monotonic() - started, 3),
     }
+
+
+def _evaluate(
+    base_url: str, model_name: str, score: Any, base_dir: Path, workdir: Path, timeout_s: float, tokenizer: str | None
+) -> dict[str, Any]:
+    return evaluate_aisbench(base_url, model_name, score, base_dir, workdir, timeout_s)  # it reads no tokenizer
+
+
+TOOL = ScoreTool("AISBench", _evaluate, missing_aisbench_files)

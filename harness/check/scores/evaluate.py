@@ -1,7 +1,8 @@
 """Task scores of a deployment: lm-evaluation-harness or AISBench run against its OpenAI API.
 
-Each tool has its module (``harness.check.scores.lmeval``, ``harness.check.scores.aisbench``); both run as a
-guarded subprocess (``harness.check.scores.tool``). Nodes have no internet: datasets are local
+Each tool has its module (``harness.check.scores.lmeval``, ``harness.check.scores.aisbench``),
+found by the score's ``tool`` in ``harness.registry.SCORE_TOOLS``; both run as a guarded
+subprocess (``harness.check.scores.tool``). Nodes have no internet: datasets are local
 files and the Hugging Face libraries run offline. This module picks the tool and judges the
 number against the reference's.
 """
@@ -11,15 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.check.scores.aisbench import evaluate_aisbench
-from harness.check.scores.lmeval import evaluate_lm_eval
-from harness.check.scores.tool import TOOL_NAMES, ScoreError
-from harness.matrix.schema import missing_aisbench_files
+from harness.check.scores.tool import ScoreError, ScoreTool
+from harness.registry import SCORE_TOOLS
 
 __all__ = ["ScoreError", "evaluate", "evaluate_live", "judge_score", "missing_files"]
 
 # float noise in reference - value (0.35 - 0.3 > 0.05) must not fail a drop exactly at the limit
 DROP_EPS = 1e-9
+
+
+def tool_of(score: Any) -> ScoreTool:
+    """The score's tool (``harness.check.scores``): lm-eval unless it names another."""
+    return SCORE_TOOLS[getattr(score, "tool", "lm-eval")]
 
 
 def evaluate(
@@ -36,18 +40,13 @@ def evaluate(
     ``score.dataset_config``. Files the score names are relative to ``base_dir`` (the folder of
     the matrix file that names them). Raises ScoreError when the tool is missing, fails or runs
     past ``timeout_s``."""
-    if getattr(score, "tool", "lm-eval") == "aisbench":
-        return evaluate_aisbench(base_url, model_name, score, base_dir, workdir, timeout_s)
-    return evaluate_lm_eval(base_url, model_name, score, base_dir, workdir, timeout_s, tokenizer)
+    return tool_of(score).evaluate(base_url, model_name, score, base_dir, workdir, timeout_s, tokenizer)
 
 
 def missing_files(score: Any, base_dir: Path) -> str | None:
     """Why a file the score names is not there (None when all are): asked by ``ppconf lint``
     before anything launches. Names are relative to ``base_dir``."""
-    if getattr(score, "tool", "lm-eval") == "aisbench":
-        return missing_aisbench_files(score, base_dir)
-    task = base_dir / score.task
-    return None if task.is_file() else f"score task file {task} not found"
+    return tool_of(score).missing_files(score, base_dir)
 
 
 def judge_score(value: float, reference_value: float | None, score: Any) -> dict[str, Any]:
@@ -101,7 +100,7 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
         "min": score.min,
         "max_drop": score.max_drop,
         "threshold": score.threshold,
-        "detail": f"{TOOL_NAMES.get(tool, tool)}: " + "; ".join(problems or passed),
+        "detail": f"{SCORE_TOOLS[tool].label}: " + "; ".join(problems or passed),
     }
 
 

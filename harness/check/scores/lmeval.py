@@ -19,7 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from harness.check.scores.tool import ScoreError, offline_env, run_tool
+from harness.check.scores.tool import ScoreError, ScoreTool, offline_env, run_tool
 
 SEED = 1234
 LOG_NAME = "lm-eval.log"
@@ -262,3 +262,11 @@ def read_results(out_dir: Path, task: str, metric: str) -> dict[str, Any]:
         "results_file": str(path),
         "samples_file": str(samples[-1]) if samples else None,
     }
+
+
+def missing_task(score: Any, base_dir: Path) -> str | None:
+    task = base_dir / score.task
+    return None if task.is_file() else f"score task file {task} not found"
+
+
+TOOL = ScoreTool("lm-eval", evaluate_lm_eval, missing_task)

@@ -1,6 +1,8 @@
-"""Running a task-score tool (lm-eval, AISBench) against a deployment: a subprocess in a process
-group of its own, led by ``runners/guard.py``, so a timeout, a Ctrl-C or ppconf's own death takes
-it down with every child; and reading back its log for the evidence when it fails."""
+"""What a task-score tool provides (``ScoreTool``: a new tool is one module of this package whose
+``TOOL`` is one, and one line in ``harness.registry.SCORE_TOOLS``), and running one against a
+deployment: a subprocess in a process group of its own, led by ``runners/guard.py``, so a
+timeout, a Ctrl-C or ppconf's own death takes it down with every child; and reading back its log
+for the evidence when it fails."""
 
 from __future__ import annotations
 
@@ -10,13 +12,28 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runners import guard
 
-# how each tool is named in messages and evidence
-TOOL_NAMES = {"lm-eval": "lm-eval", "aisbench": "AISBench"}
 STOP_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class ScoreTool:
+    """A task-score tool. ``evaluate(base_url, model_name, score, base_dir, workdir, timeout_s,
+    tokenizer)`` scores the server at ``base_url`` (its root) serving ``model_name`` and answers
+    at least ``{"value": float}`` with its evidence, raising ScoreError when the tool is missing,
+    fails or outlives ``timeout_s``; ``missing_files(score, base_dir)`` says why a file the score
+    names is not there (None when all are), before anything launches. Files are relative to
+    ``base_dir``, the folder of the matrix file that names them."""
+
+    label: str  # how the tool is named in messages and evidence
+    evaluate: Callable[[str, str, Any, Path, Path, float, str | None], dict[str, Any]]
+    missing_files: Callable[[Any, Path], str | None]
 
 
 class ScoreError(Exception):
@@ -40,7 +57,7 @@ def run_tool(
     env: dict[str, str],
     log_path: Path,
     timeout_s: float,
-    tool: str = "lm-eval",
+    tool: str = "lm-eval",  # its label
     cwd: Path | None = None,
     budget_s: float | None = None,
 ) -> None:
@@ -62,15 +79,13 @@ def run_tool(
         rc = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise ScoreError(
-            f"{TOOL_NAMES.get(tool, tool)} did not finish within {budget_s or timeout_s:g} s (stopped); "
+            f"{tool} did not finish within {budget_s or timeout_s:g} s (stopped); "
             f"last lines of {log_path}:\n{last_lines(log_path)}"
         ) from None
     finally:
         stop_group(proc)
     if rc != 0:
-        raise ScoreError(
-            f"{TOOL_NAMES.get(tool, tool)} exited with status {rc}; last lines of {log_path}:\n{last_lines(log_path)}"
-        )
+        raise ScoreError(f"{tool} exited with status {rc}; last lines of {log_path}:\n{last_lines(log_path)}")
 
 
 def _group_alive(pgid: int) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from functools import cache
 from importlib import resources
 
-from harness.plan.launch import Deployment, Payload
+from harness.launch import Deployment, Payload
 
 PROBE_MODULE = "ppconf_stage_probe"  # a name that exists only in the launch's own directory
 PROBE_CLASS = f"{PROBE_MODULE}.StageProbe"

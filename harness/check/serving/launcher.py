@@ -26,12 +26,13 @@ from pathlib import Path
 from harness.check.serving import modelinfo
 from harness.check.serving.instrument import instrument
 from harness.check.serving.live import LiveDeployment, fresh_ports
+from harness.launch import Deployment, Placement
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, Placement, Ports
-from harness.plan.lease import POLL_MAX_S, POLL_START_S, Gang, Leases
+from harness.plan.launch import Ports
 from harness.plan.pd import shared_stores
-from harness.results.redact import Redactor
+from harness.redact import Redactor
 from harness.results.store import write_json_atomic
+from runners.lease import POLL_MAX_S, POLL_START_S, Gang, Leases
 from runners.reaper import MARKER
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from harness.check import logs
 from harness.check.serving.client import Client
+from harness.launch import Deployment
 from harness.plan.cluster import Cluster
-from harness.plan.launch import Deployment, Ports
+from harness.plan.launch import Ports
 from runners import registry
 from runners.protocol import Handle, NodeRunner
 

@@ -2,7 +2,9 @@
 each rank holds exactly its ``[start, end)`` layers and no weights of the others; the drafter
 lives on the last PP stage only, whole (not partitioned), with the draft TP size the case asked
 for; every layer a drafter taps (DSpark's ``dspark_target_layer_ids``) is collected by the stage
-it lives on, so the taps of earlier stages are relayed to the drafter on the last one."""
+it lives on, so the taps of earlier stages are relayed to the drafter on the last one; and, where
+the claim says so, each output module (embedding, final norm, LM head) is built on its stage only.
+The answers read alike from vLLM's V1 and V2 model runners (the probe tells them by layout)."""
 
 from __future__ import annotations
 
@@ -77,7 +79,53 @@ def _drafters(stages: Stages) -> list[str]:
             )
     last = [w for w in workers if w.pp_rank == w.pp_size - 1]
     if stages.draft_method and last and not any(w.drafter for w in last):
-        out.append(f"no worker of the last PP stage holds a drafter, though the case asks for {stages.draft_method}")
+        # an answer naming its runner's class but no layout: the probe could not look for a drafter
+        unknown = [w for w in last if w.model_runner is None and w.model_runner_class]
+        if unknown:
+            w = unknown[0]
+            out.append(
+                f"{_where(w)} runs model runner {w.model_runner_class}, whose layout the stage probe does not "
+                f"know (neither V1's nor V2's): its drafter cannot be read"
+            )
+        else:
+            out.append(
+                f"no worker of the last PP stage holds a drafter, though the case asks for {stages.draft_method}"
+            )
+    return out
+
+
+_MODULE_LABELS = {"embedding": "embedding", "final_norm": "final norm", "lm_head": "LM head"}
+
+
+def _output_modules(stages: Stages) -> list[str]:
+    """Each output module the claim places (``StageBounds.output_modules``) is a real module on
+    every worker of its stage and a placeholder on every other. An embedding tied to the LM head is
+    named so: on the last stage it is the LM head's weight, which a claim of "first" still refuses."""
+    bound = stages.output_modules or {}
+    if not bound:
+        return []
+    out = []
+    for w in stages.workers:
+        mods = w.output_modules
+        if mods is None:
+            out.append(f"{_where(w)} did not report its output modules: where they were built cannot be checked")
+            continue
+        for name, stage in bound.items():
+            label, m = _MODULE_LABELS.get(name, name), getattr(mods, name, None)
+            home = 0 if stage == "first" else w.pp_size - 1
+            if m is None:
+                out.append(f"{_where(w)} has no module the stage probe knows as the {label}: its stage is unchecked")
+            elif m.built and w.pp_rank != home:
+                tied = " (tied to the LM head)" if name == "embedding" and mods.tied else ""
+                out.append(
+                    f"{_where(w)} built the {label} ({m.path}: {m.module}){tied}; the claim puts it on the "
+                    f"{stage} PP stage only"
+                )
+            elif not m.built and w.pp_rank == home:
+                out.append(
+                    f"{_where(w)} did not build the {label} ({m.path} is a {m.module} placeholder); the claim "
+                    f"puts it on the {stage} PP stage"
+                )
     return out
 
 
@@ -140,4 +188,4 @@ def not_exercised(stages: Stages) -> str | None:
 def problems(stages: Stages, expected: list[list[int]] | None) -> list[str]:
     """Why what the stages built breaks the guide's claims; [] when it holds."""
     out = [p for w in stages.workers for p in _layers(w, expected or [])]
-    return out + _drafters(stages) + _taps(stages)
+    return out + _drafters(stages) + _taps(stages) + _output_modules(stages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.cases.workload import PhasePlan
+from harness.cases.workload import PhasePlan, kind_of
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
 from harness.check.traffic.phases import PhaseOutputs
@@ -15,52 +15,7 @@ from harness.results.result import PhaseRecord
 
 def not_exercised(plan: PhasePlan, got: PhaseOutputs) -> str | None:
     """Why the case's metrics show the phase did not do what it names (None when they show it did)."""
-    m = got.metrics
-    if plan.kind == "concurrent" and plan.in_flight >= 2:  # one request is a sweep's baseline
-        # the engine's own account: its running gauge as polled, or more tokens generated than
-        # engine steps (a poll may fall between the steps of a short phase). When the client read
-        # its streams is no evidence: buffered streams served one after another read as overlapping.
-        if m.get("peak_running", 0.0) < 2 and not metrics.batched_steps(m):
-            return (
-                f"never had two requests running at once (engine gauge peak {m.get('peak_running', 0.0):g}, "
-                f"{m.get('generation_tokens', 0.0):g} tokens generated in {m.get('steps', 0.0):g} engine steps, "
-                f"of {plan.in_flight} sent)"
-            )
-    if plan.kind == "pressure":
-        if "preemptions" not in m:
-            return "the server exports no num_preemptions: KV-cache pressure cannot be shown"
-        if m["preemptions"] <= 0:
-            return (
-                "no request was preempted: the KV cache held all of them (shrink it for this case, "
-                "e.g. --num-gpu-blocks-override, or send more or longer requests)"
-            )
-    if plan.kind == "shared-prefix":
-        if "prefix_cache_hits" not in m:
-            return "the server exports no prefix_cache_hits: cache hits cannot be shown"
-        if m["prefix_cache_hits"] <= 0:
-            return "no prefix-cache hit while the burst was in flight (is prefix caching on?)"
-    return None
-
-
-def _batch_problems(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
-    out = []
-    greedy = [c for c in got.completions if "-seeded:" not in c.label]
-    reasons = sorted({c.finish_reason or "none" for c in got.completions})
-    if reasons != ["length"]:
-        out.append(f"finish_reason {', '.join(reasons)} where every prompt ran to max_tokens (length)")
-    want_prompt = sum(len(r.prompt) for r in plan.requests)
-    want_out = sum(r.max_tokens for r in plan.requests)
-    usage = got.usage
-    if usage.get("prompt_tokens") != want_prompt or usage.get("completion_tokens") != want_out:
-        out.append(
-            f"usage {usage.get('prompt_tokens')} prompt / {usage.get('completion_tokens')} completion tokens, "
-            f"sent {want_prompt} / asked {want_out}"
-        )
-    if len(greedy) != len(plan.requests):
-        out.append(f"{len(greedy)} answers to {len(plan.requests)} prompts")
-    if got.models != ref.models:
-        out.append(f"/v1/models answers {got.models}, the reference {ref.models} (id and root)")
-    return out
+    return kind_of(plan).not_exercised(plan, got.metrics)
 
 
 def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
@@ -170,10 +125,8 @@ def phase_record(
         rec["problems"] = failed
     if not got.error and ref is not None:
         problems: list[str] = []
-        labels = [r.label for r in plan.compared()]
-        if plan.kind == "batch":
-            labels += [r.label.replace(":", "-seeded:", 1) for r in plan.requests]
-            problems += _batch_problems(plan, got, ref)
+        labels = kind_of(plan).labels(plan)
+        problems += kind_of(plan).problems(plan, got, ref)
         verdict = compare_phase(compare, labels, ref.completions, got.completions)
         rec |= verdict | {
             "reference_wall_s": ref.wall_s,

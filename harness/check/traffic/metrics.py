@@ -56,16 +56,6 @@ def deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {key: round(after[name] - before.get(name, 0.0), 6) for key, name in COUNTERS.items() if name in after}
 
 
-def batched_steps(metrics: dict[str, float]) -> bool | None:
-    """Whether some engine step sampled several sequences at once: more tokens were generated
-    than there were steps, with no speculative decoding (which gives one sequence several tokens
-    a step). None where the counters do not tell."""
-    steps, generated = metrics.get("steps"), metrics.get("generation_tokens")
-    if not steps or generated is None or (metrics.get("spec_draft_tokens") or 0) > 0:
-        return None
-    return generated > steps
-
-
 def acceptance(metrics: dict[str, float]) -> float | None:
     """Accepted over drafted speculative tokens, or None where nothing was drafted."""
     drafted = metrics.get("spec_draft_tokens") or 0.0

@@ -8,7 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.cases.workload import ABORT_AFTER_CHUNKS, PhasePlan, Request
+from harness.cases.phases.batch import seeded as seeded_label
+from harness.cases.phases.kind import ABORT_AFTER_CHUNKS, PhasePlan, Request
+from harness.cases.workload import kind_of
 from harness.check.serving.client import Client, Completion, Sampling, Timing
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic import metrics
@@ -102,7 +104,7 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
         before = metrics.parse(live.metrics_client.metrics())
         with metrics.GaugePoller(watcher.metrics, interval_s=0.02) as poller:
             try:
-                _send(client, model, plan, compare, sampling, deadline, out)
+                kind_of(plan).send(plan, _Sender(client, model, compare, sampling, deadline, out))
             finally:
                 out.wall_s = round(time.monotonic() - t0, 3)
         out.metrics |= metrics.deltas(before, metrics.parse(live.metrics_client.metrics()))
@@ -116,44 +118,48 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
     return out
 
 
-def _send(
-    client: Client,
-    model: str,
-    plan: PhasePlan,
-    compare: Compare,
-    sampling: Sampling,
-    deadline: float,
-    out: PhaseOutputs,
-) -> None:
-    def complete(c: Client, m: str, r: Request) -> Completion:
-        return c.complete(m, list(r.prompt), r.max_tokens, sampling, r.label)
+class _Sender:
+    """Sends a phase's requests the ways its kind asks (``harness.cases.phases.kind.Sender``),
+    keeping the answers in ``out``."""
 
-    def stream(c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
-        return c.stream_timed(m, list(r.prompt), r.max_tokens, sampling, r.label)
+    def __init__(
+        self, client: Client, model: str, compare: Compare, sampling: Sampling, deadline: float, out: PhaseOutputs
+    ):
+        self.client = client
+        self.model = model
+        self.compare = compare
+        self.sampling = sampling
+        self.deadline = deadline
+        self.out = out
 
-    def aborted(c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
-        return c.stream_timed(m, list(r.prompt), r.max_tokens, sampling, r.label, ABORT_AFTER_CHUNKS)
+    def _complete(self, c: Client, m: str, r: Request) -> Completion:
+        return c.complete(m, list(r.prompt), r.max_tokens, self.sampling, r.label)
 
-    if plan.kind == "batch":
-        prompts = [list(r.prompt) for r in plan.requests]
-        n = plan.requests[0].max_tokens
-        greedy_batch = client.complete_batch(model, prompts, n, sampling, [r.label for r in plan.requests])
-        seeded = Sampling(temperature=compare.temperature, seed=compare.seed, top_logprobs=compare.top_logprobs)
-        seeded_batch = client.complete_batch(
-            model, prompts, n, seeded, [r.label.replace(":", "-seeded:", 1) for r in plan.requests]
-        )
-        out.completions = [*greedy_batch.completions, *seeded_batch.completions]
-        out.usage = greedy_batch.usage
-        out.models = client.models()
-        return
-    out.completions += _at_once(client, model, plan.warmup, complete, deadline)
-    if plan.kind == "concurrent":
+    def _stream(self, c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
+        return c.stream_timed(m, list(r.prompt), r.max_tokens, self.sampling, r.label)
+
+    def _aborted(self, c: Client, m: str, r: Request) -> tuple[Completion, Timing]:
+        return c.stream_timed(m, list(r.prompt), r.max_tokens, self.sampling, r.label, ABORT_AFTER_CHUNKS)
+
+    def complete(self, requests: tuple[Request, ...]) -> None:
+        self.out.completions += _at_once(self.client, self.model, requests, self._complete, self.deadline)
+
+    def stream(self, requests: tuple[Request, ...]) -> None:
         t0 = time.monotonic()
-        answered = _at_once(client, model, plan.requests, stream, deadline)
-        out.completions += [c for c, _ in answered]
-        out.perf = _perf([t for _, t in answered], time.monotonic() - t0)
-    elif plan.kind == "abort":
-        _at_once(client, model, plan.requests, aborted, deadline)
-        out.completions += _at_once(client, model, plan.after, complete, deadline)
-    else:
-        out.completions += _at_once(client, model, plan.requests, complete, deadline)
+        answered = _at_once(self.client, self.model, requests, self._stream, self.deadline)
+        self.out.completions += [c for c, _ in answered]
+        self.out.perf = _perf([t for _, t in answered], time.monotonic() - t0)
+
+    def abort(self, requests: tuple[Request, ...]) -> None:
+        _at_once(self.client, self.model, requests, self._aborted, self.deadline)
+
+    def batch(self, requests: tuple[Request, ...]) -> None:
+        client, model, compare = self.client, self.model, self.compare
+        prompts = [list(r.prompt) for r in requests]
+        n = requests[0].max_tokens
+        greedy_batch = client.complete_batch(model, prompts, n, self.sampling, [r.label for r in requests])
+        seeded = Sampling(temperature=compare.temperature, seed=compare.seed, top_logprobs=compare.top_logprobs)
+        seeded_batch = client.complete_batch(model, prompts, n, seeded, [seeded_label(r.label) for r in requests])
+        self.out.completions = [*greedy_batch.completions, *seeded_batch.completions]
+        self.out.usage = greedy_batch.usage
+        self.out.models = client.models()

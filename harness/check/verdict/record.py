@@ -8,10 +8,10 @@ from harness.check.context import RunContext
 from harness.check.verdict.diagnose import diagnose
 from harness.check.verdict.judge import judge
 from harness.check.verdict.repro import write_bundle
+from harness.launch import Deployment
 from harness.outcomes import WAIVED
-from harness.plan.launch import Deployment
 from harness.results import store
-from harness.results.result import DeploymentRecord, Diagnosis, Observation, Repro, Result
+from harness.results.result import Diagnosis, Observation, Repro, Result
 
 
 def make_result(
@@ -28,20 +28,13 @@ def make_result(
     verdict = judge(case.expectation, obs)
     nodes = dict.fromkeys(s.node for s in d.launches) if d else {}
     result = Result(
-        case=case.id,
-        suite=case.suite,
-        family=case.family,
-        variant=case.variant,
-        topology=case.topology,
-        partition=case.partition,
-        features=list(case.features),
-        platform=case.platform,
+        **case.coordinates(),
         expectation=case.expectation,
         outcome=verdict.outcome,
         reason=verdict.reason,
         fails_run=verdict.outcome.fails_run,
         observation=obs,
-        deployment=DeploymentRecord.of(d.to_json()) if d else None,
+        deployment=d.recorded() if d else None,
         plan_key=plan_key,
         versions={n: {k: v for k, v in versions.get(n, {}).items()} for n in nodes},
         started=started,

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.check import logs
-from harness.plan.launch import Deployment, export, payload_lines
+from harness.launch import Deployment, export, payload_lines
+from harness.redact import Redactor
 from harness.results import store
-from harness.results.redact import Redactor
 from harness.results.result import Result
 
 

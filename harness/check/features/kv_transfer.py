@@ -1,40 +1,13 @@
-"""Checks of a stacked feature on a live deployment, named in the matrix (``Feature.checks``).
-
-A feature names the checks it needs; ``LIVE_CHECKS`` is the registry of those run on a live
-deployment (adding one is a function here and a line there, and its name in the schema's
-``FEATURE_CHECKS``, which refuses an unknown name at load). ``embeddings`` is not run here: it
-makes the case's requests embeddings, compared by cosine (``Matrix.pools``).
-"""
+"""``kv-transferred``: every P/D case's check that its decode instance received KV over the
+connector instead of computing the prompt itself (a pair that recomputed everything answers the
+same greedy text, so its outputs alone prove nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness.check.serving.client import Client
 from harness.check.serving.live import LiveDeployment
-from harness.plan.pd import KV_TRANSFER_CHECK
-
-
-def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]:
-    """A prompt longer than one KV block, sent twice: the repeat must be served from the cache.
-    ``block`` is the platform's KV block size (128 on the CPU); a shorter prompt never hits."""
-    prompt = [(7 * i) % 500 + 1 for i in range(block + 72)]
-    metric = "vllm:prefix_cache_hits_total"
-    try:
-        before = live.metrics_client.metric(metric)
-        first = live.client.complete(live.model_name or "", prompt, 4)
-        second = live.client.complete(live.model_name or "", prompt, 4)
-        hits = live.metrics_client.metric(metric) - before
-    except Exception as err:  # noqa: BLE001 — a failed check is evidence, not a crash
-        return {"ok": False, "detail": f"{type(err).__name__}: {err}"}
-    same = first.token_ids == second.token_ids
-    return {
-        "ok": hits >= block and same,
-        "detail": f"{hits:.0f} prompt tokens served from the cache on the repeat of a {len(prompt)}-token "
-        f"prompt; outputs {'equal' if same else 'differ'}",
-    }
-
 
 # vLLM 0.32's split of each prompt's tokens by where they came from (v1/metrics/stats.py,
 # PromptTokenStats): computed here, a local prefix-cache hit, or received over the KV connector.
@@ -80,7 +53,4 @@ def kv_transfer_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]:
     }
 
 
-LIVE_CHECKS: dict[str, Callable[[LiveDeployment], dict[str, Any]]] = {
-    "prefix-cache-hit": prefix_cache_check,
-    KV_TRANSFER_CHECK: kv_transfer_check,
-}
+CHECK = kv_transfer_check

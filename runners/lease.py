@@ -1,4 +1,6 @@
 """Device leases: concurrent cases never share a device (an NPU id, or a CPU core on the cpu platform).
+Run time, beside the runners that start what holds them; which devices to take is the plan's
+(``harness.plan.devices``).
 
 Every (node, device) pair has one lock file in a lease directory shared by all ppconf processes
 on the controller host — ``ppconf run`` instances, pytest-xdist workers, a developer's second
@@ -25,10 +27,11 @@ import random
 import re
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from harness.plan.launch import Placement
+from harness.launch import Placement
+from harness.plan.devices import device_ranges, pick_devices
 
 POLL_START_S = 0.02
 POLL_MAX_S = 0.5
@@ -46,48 +49,6 @@ def _safe(name: str) -> str:
     """A node name as one path component (names come from inventories, not from us)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", lambda m: f"%{ord(m.group()):02x}", name)
     return "%" + safe if safe.strip(".") == "" else safe  # never "", "." or ".."
-
-
-def device_ranges(devices: Sequence[int]) -> str:
-    """0,1,2,5 -> "0-2,5": how a person reads device sets in an error."""
-    out: list[str] = []
-    ds = sorted(devices)
-    i = 0
-    while i < len(ds):
-        j = i
-        while j + 1 < len(ds) and ds[j + 1] == ds[j] + 1:
-            j += 1
-        out.append(str(ds[i]) if i == j else f"{ds[i]}-{ds[j]}")
-        i = j + 1
-    return ",".join(out) or "none"
-
-
-def pick_devices(free: Iterable[int], wanted: int) -> list[int]:
-    """Which ``wanted`` of the ``free`` devices to take (for a lease, and for the scheduler's plans).
-
-    A contiguous run is preferred (an NPU range such as 0-7 stays inside one interconnect group,
-    and leaves the other half of the node whole for the next case); among runs, the shortest
-    run that fits (best fit, so long runs survive for wide deployments), then a start aligned to
-    a multiple of ``wanted``, then the lowest id. Without any run, the lowest ids.
-    """
-    ds = sorted(free)
-    best: tuple[int, bool, int] | None = None  # (run length, unaligned, first id) of the choice
-    i = 0
-    while i < len(ds):
-        j = i
-        while j + 1 < len(ds) and ds[j + 1] == ds[j] + 1:
-            j += 1
-        length = j - i + 1
-        if length >= wanted and (best is None or length <= best[0]):
-            # in a run the ids are consecutive: its first aligned start, else its first id
-            aligned = -(-ds[i] // wanted) * wanted
-            here = (length, False, aligned) if aligned <= ds[j] - wanted + 1 else (length, True, ds[i])
-            if best is None or here < best:
-                best = here
-        i = j + 1
-    if best is not None:
-        return list(range(best[2], best[2] + wanted))
-    return ds[:wanted]
 
 
 class Lease:

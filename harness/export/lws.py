@@ -14,7 +14,7 @@ vLLM through Kubernetes' own ``$(VAR)`` expansion of command and env, never thro
 parsing them (a script that runs several launches only counts and substitutes words).
 
 Secrets are not written into the manifest, masked or not: a secret-looking variable, flag value,
-JSON config key or URL password (``harness.results.redact``'s rule) is read from the Secret
+JSON config key or URL password (``harness.redact``'s rule) is read from the Secret
 ``ppconf-secrets``, each under a key of its own.
 """
 
@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
+from harness import redact
+from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.schema import Platform
 from harness.outcomes import Kind
 from harness.plan.cluster import Cluster, Kubernetes
-from harness.plan.launch import Deployment, LaunchSpec, PlanError
-from harness.results import redact
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LEADER_ADDRESS = "LWS_LEADER_ADDRESS"

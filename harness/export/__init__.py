@@ -1,0 +1,1 @@
+"""Plans written out for other tools to run: Kubernetes LeaderWorkerSet manifests (``lws``)."""
