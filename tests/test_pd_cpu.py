@@ -11,10 +11,10 @@ import pytest
 from harness.cases.expand import expand, select
 from harness.check.features.kv_transfer import kv_transfer_check, prompt_sources
 from harness.check.serving.live import LiveDeployment, free_port
+from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.matrix.load import load_matrix
 from harness.plan.cluster import Cluster, Node, load_cluster, local_cluster
 from harness.plan.deployment import plan
-from harness.launch import Deployment, LaunchSpec, Placement, PlanError
 from harness.plan.pd import KV_TRANSFER_CHECK
 from harness.plan.resolved import resolve_case
 from harness.registry import LIVE_CHECKS
