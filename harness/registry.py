@@ -83,6 +83,8 @@ LIVE_CHECKS = Registry(
     "CHECK",
     {
         "prefix-cache-hit": "harness.check.features.prefix_cache",
+        # every P/D case runs it (harness.plan.resolved), named by no feature
+        "kv-transferred": "harness.check.features.kv_transfer",
     },
 )
 

@@ -620,6 +620,23 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         CPU,
+        'platform == "cpu" && pd && supports_pp',
+        "cpu",
+        "qwen3-tiny/pd-p-pp1-d-pp1/auto/none",
+        supported(),
+        "measured: a 1P1D pair with ExampleConnector behind ppconf's proxy; the decode side took 128 of a "
+        "200-token prompt over the connector (external_kv_transfer) and computed 72",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && pd && supports_pp',
+        "cpu",
+        "qwen3-tiny/pd-p-pp2-d-pp1/auto/none",
+        supported(),
+        "measured: the same pair with a PP2 prefill instance (three one-core ranks on two cores)",
+    ),
+    Row(
+        CPU,
         'platform == "cpu" && pp > 1 && supports_pp && "async-scheduling" in features',
         "cpu",
         "qwen3-tiny/pp2-tp1-mp/auto/async-scheduling",

@@ -52,6 +52,11 @@ class Node(Strict):
     env: Env = {}
     bind: OneLine | None = None  # --host for API servers on this node
 
+    @property
+    def client_address(self) -> str:
+        """Where ppconf's client reaches an API server of this node (a proxy binds exactly it)."""
+        return (self.bind or "127.0.0.1") if self.reach == "local" else self.address
+
 
 def _number_as_text(v: object) -> object:
     # `cpu: 125` is a YAML number; Kubernetes reads the same quantity from "125"
@@ -114,8 +119,12 @@ class Cluster(Strict):
     # The Ray cluster (host:port of its GCS) that reaches nodes with `reach: ray`; each such node
     # is the Ray node carrying a custom resource named after it (ray start --resources '{"NAME": 1}').
     ray_address: str | None = None
-    # P/D proxy command, run on the first node with --port and the instance addresses appended.
+    # P/D proxy command, run on the first node with --host (the address ppconf's client reaches
+    # there), --port and the instance addresses appended: vllm-ascend's proxy on Ascend, ppconf's
+    # own (harness.target.pd_proxy) on the local CPU target. Its readiness path (`pd_proxy_ready`)
+    # is the one that proxy serves; both serve /healthcheck.
     pd_proxy: list[str] = ["python3", "load_balance_proxy_server_example.py"]
+    pd_proxy_ready: str = "/healthcheck"
     kubernetes: Kubernetes = Kubernetes()
 
     def node(self, name: str) -> Node:
@@ -146,6 +155,7 @@ def local_cluster() -> Cluster:
             )
         ],
         network="loopback",
+        pd_proxy=[sys.executable, "-m", "harness.target.pd_proxy"],
     )
 
 

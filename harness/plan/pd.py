@@ -1,7 +1,10 @@
 """Prefill/decode disaggregation: the two instances of a P/D pair, the KV-transfer config each
-side needs (Mooncake's, or a feature's own connector for that side), and the proxy in front."""
+side needs (Mooncake's, vLLM's ExampleConnector's shared store on the CPU target, or a feature's
+own connector for that side), and the proxy in front, bound to the address ppconf's client uses."""
 
 from __future__ import annotations
+
+import json
 
 from harness.cases.case import Case
 from harness.cases.merge import json_args
@@ -23,6 +26,35 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     }
 
 
+# The live check every P/D case gets (harness.check.features.kv_transfer): KV really moved to the
+# decode side.
+KV_TRANSFER_CHECK = "kv-transferred"
+
+# vLLM's ExampleConnector writes each prompt's KV as files under one directory and the decode side
+# reads them back: both sides share one store on one host, fresh per launch (named after its KV port).
+SHARED_STORE_CONNECTOR = "ExampleConnector"
+SHARED_STORE = "/tmp/ppconf-kv-{port}"
+
+
+def shared_stores(d: Deployment) -> dict[str, str]:
+    """The shared KV store each P/D launch of ``d`` writes, by node (removed once it stopped)."""
+    out = {}
+    for spec in d.launches:
+        if spec.role == "prefill" and "--kv-transfer-config" in spec.argv:
+            kv = json.loads(spec.argv[spec.argv.index("--kv-transfer-config") + 1])
+            path = (kv.get("kv_connector_extra_config") or {}).get("shared_storage_path")
+            if kv.get("kv_connector") == SHARED_STORE_CONNECTOR and path:
+                out[spec.node] = path
+    return out
+
+
+def connector_extra_config(connector: str, topo: Topology, case: Case, kv_port: int) -> dict:
+    """What the topology's connector needs in ``kv_connector_extra_config`` on both sides."""
+    if connector == SHARED_STORE_CONNECTOR:
+        return {"shared_storage_path": SHARED_STORE.format(port=kv_port)}
+    return kv_parallel_config(topo, case)
+
+
 def plan_pd(p: InstancePlanner) -> Deployment:
     """The prefill instance, the decode instance and the proxy of one P/D case; ``merged`` and the
     other parts are the planner's, so both sides get one merge with one precedence."""
@@ -30,8 +62,8 @@ def plan_pd(p: InstancePlanner) -> Deployment:
     merged, node_env, origins, env_origins, own_kv = p.merged, p.node_env, p.origins, p.env_origins, p.own_kv
     decode = topo.decode
     assert decode is not None, "a P/D topology has a decode instance"
-    extra_config = kv_parallel_config(topo, case)
     connector = topo.connector or "MooncakeConnectorV1"
+    extra_config = connector_extra_config(connector, topo, case, ports.kv)
     sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
     merged_sides = []
     for role, kv_role, inst, _port, index in sides:
@@ -71,6 +103,13 @@ def plan_pd(p: InstancePlanner) -> Deployment:
         else:
             both = default_placement(cluster, p_devices + d_devices, 1).nodes[0]
             placement = Placement(((both[0], both[1][:p_devices]), (both[0], both[1][p_devices:])))
+    hosts = [cluster.node(name).host for name, _ in placement.nodes]
+    if connector == SHARED_STORE_CONNECTOR and hosts[0] != hosts[1]:
+        raise PlanError(
+            f"{case.id}: {connector} shares its KV store through one host's files; the prefill instance "
+            f"is placed on {placement.nodes[0][0]} ({hosts[0]}), the decode instance on "
+            f"{placement.nodes[1][0]} ({hosts[1]})"
+        )
     launches = []
     for (role, _kv_role, _inst, port, index), (mg, world) in zip(sides, merged_sides, strict=True):
         node_name, devices = placement.nodes[index]
@@ -97,6 +136,8 @@ def plan_pd(p: InstancePlanner) -> Deployment:
     d_node = cluster.node(placement.nodes[1][0])
     proxy = [
         *cluster.pd_proxy,
+        "--host",
+        head.client_address,
         "--port",
         str(ports.api),
         "--prefiller-hosts",
@@ -108,7 +149,5 @@ def plan_pd(p: InstancePlanner) -> Deployment:
         "--decoder-ports",
         str(ports.decode),
     ]
-    if head.bind:
-        proxy[len(cluster.pd_proxy) : len(cluster.pd_proxy)] = ["--host", head.bind]
     launches.append(LaunchSpec("proxy", "proxy", head.name, head.host, tuple(proxy), (), ports.api, head.set_env))
     return Deployment((case.id,), tuple(launches), "proxy", model, model, placement)

@@ -25,6 +25,7 @@ from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Ports
+from harness.plan.pd import KV_TRANSFER_CHECK
 from harness.plan.reference import ResolvedReference, plan_reference, reference_features, resolve
 from harness.results.result import Expectation
 
@@ -49,7 +50,7 @@ class ResolvedCase:
     phases: tuple[PhasePlan, ...]  # the workload after the sequential requests, planned
     workload_dir: Path  # files the workload names are relative to it
     stage_bounds: StageBounds | None
-    checks: frozenset[str]  # the checks the case's features name
+    checks: frozenset[str]  # the checks the case's features name, and a P/D pair's KV transfer
     silent_disable: tuple[str, ...]  # the WARNING texts that say a feature was turned off
     partition_expected: tuple[tuple[int, int], ...] | None  # each stage's [start, end) vLLM must build
     partition_tuning: bool
@@ -94,7 +95,7 @@ def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
         phases=tuple(plan_workload(m, case)),
         workload_dir=workload_dir(m, case),
         stage_bounds=stage_bounds_of(m, case),
-        checks=frozenset(m.checks_of(case.features)),
+        checks=frozenset(m.checks_of(case.features) | ({KV_TRANSFER_CHECK} if topo.decode is not None else set())),
         silent_disable=tuple(p for f in case.features for p in m.features[f].silent_disable),
         partition_expected=expected,
         partition_tuning=suite.partition_tuning,

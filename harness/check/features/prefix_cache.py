@@ -13,10 +13,10 @@ def prefix_cache_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]
     prompt = [(7 * i) % 500 + 1 for i in range(block + 72)]
     metric = "vllm:prefix_cache_hits_total"
     try:
-        before = live.client.metric(metric)
+        before = live.metrics_client.metric(metric)
         first = live.client.complete(live.model_name or "", prompt, 4)
         second = live.client.complete(live.model_name or "", prompt, 4)
-        hits = live.client.metric(metric) - before
+        hits = live.metrics_client.metric(metric) - before
     except Exception as err:  # noqa: BLE001 — a failed check is evidence, not a crash
         return {"ok": False, "detail": f"{type(err).__name__}: {err}"}
     same = first.token_ids == second.token_ids

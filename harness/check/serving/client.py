@@ -128,10 +128,11 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
-    def ready(self) -> str | None:
-        """The served model name once /health and /v1/models both answer, else None."""
+    def ready(self, health: str = "/health") -> str | None:
+        """The served model name once ``health`` (vLLM's /health, or a P/D proxy's own path) and
+        /v1/models both answer, else None."""
         try:
-            if self.http.get(f"{self.base}/health", timeout=2).status_code != 200:
+            if self.http.get(f"{self.base}{health}", timeout=2).status_code != 200:
                 return None
             models = self.http.get(f"{self.base}/v1/models", timeout=2)
             if models.status_code != 200:

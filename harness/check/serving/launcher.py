@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from harness.check.serving.live import LiveDeployment, fresh_ports
 from harness.launch import Deployment, Placement
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Ports
+from harness.plan.pd import shared_stores
 from harness.redact import Redactor
 from harness.results.store import write_json_atomic
 from runners.lease import POLL_MAX_S, POLL_START_S, Gang, Leases
@@ -151,6 +153,9 @@ class Launcher:
                     self._live.pop(id(live), None)
                 self._write_live()
                 modelinfo.keep(self.vllm_cache, kept)
+                for node, store in shared_stores(live.deployment).items():
+                    if self.cluster.node(node).reach == "local":  # KV a P/D pair left in its store
+                        shutil.rmtree(store, ignore_errors=True)
                 self.redactor.learn(live.deployment)
                 for path in live.log_paths.values():
                     self.redactor.scrub_file(path)

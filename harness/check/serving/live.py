@@ -18,6 +18,8 @@ from harness.plan.launch import Ports
 from runners import registry
 from runners.protocol import Handle, NodeRunner
 
+PD_ROLES = ("prefill", "decode")
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -48,14 +50,32 @@ class LiveDeployment:
         self.extra_env = extra_env
         self.t0 = time.monotonic()
         api = deployment.launch(deployment.api)
-        node = cluster.node(api.node) if cluster else None
-        if node is None:
-            host = "127.0.0.1"
-        else:
-            host = (node.bind or "127.0.0.1") if node.reach == "local" else node.address
-        self.client = Client(f"http://{host}:{api.port}", timeout_s)
+        self.client = Client(self._url(api.node, api.port), timeout_s)
+        # a P/D pair: each instance on its own (readiness, metrics, the stage probe), never through
+        # the proxy, which serves only completions, its model list and its own readiness path
+        self.instances = {
+            s.role: Client(self._url(s.node, s.port), timeout_s)
+            for s in deployment.launches
+            if s.role in PD_ROLES and s.port is not None
+        }
+        self.ready_path = cluster.pd_proxy_ready if cluster and self.instances else "/health"
         self.model_name: str | None = None
         self._stop_lock = threading.Lock()
+
+    def _url(self, node_name: str, port: int | None) -> str:
+        host = self.cluster.node(node_name).client_address if self.cluster else "127.0.0.1"
+        return f"http://{host}:{port}"
+
+    @property
+    def stage_client(self) -> Client:
+        """The instance whose workers the stage probe asks: a P/D pair's prefill (its PP side)."""
+        return self.instances.get("prefill", self.client)
+
+    @property
+    def metrics_client(self) -> Client:
+        """The instance whose /metrics say what the requests did: a P/D pair's decode side, which
+        serves every token after the first."""
+        return self.instances.get("decode", self.client)
 
     def _reach(self, node_name: str) -> str:
         return self.cluster.node(node_name).reach if self.cluster else "local"
@@ -100,7 +120,9 @@ class LiveDeployment:
             elapsed = time.monotonic() - self.t0
             if self.exited():
                 return "exited", elapsed
-            name = self.client.ready()
+            name = None
+            if all(c.ready() is not None for c in self.instances.values()):
+                name = self.client.ready(self.ready_path)
             if name is not None:
                 self.model_name = name
                 return "ready", elapsed
@@ -124,3 +146,5 @@ class LiveDeployment:
             for runner in self.runners.values():
                 runner.close()
             self.client.close()
+            for c in self.instances.values():
+                c.close()

@@ -31,7 +31,7 @@ class StageReading:
 def start_timing(live: LiveDeployment) -> str | None:
     """Start timing every stage's forward passes; why it could not (None: started)."""
     try:
-        live.client.collective_rpc(TIMING_METHOD)
+        live.stage_client.collective_rpc(TIMING_METHOD)
     except Exception as err:  # noqa: BLE001
         return f"stage timing unavailable ({type(err).__name__}: {err})"
     return None
@@ -54,7 +54,7 @@ def read_partition(live: LiveDeployment) -> StageReading:
     """Each PP rank's [start, end) from the workers, with everything they said they built for
     ``harness.check.stages.built`` to judge; or from vLLM's log line when no probe answers."""
     try:
-        stages = live.client.collective_rpc(PROBE_METHOD)
+        stages = live.stage_client.collective_rpc(PROBE_METHOD)
         partition = [
             [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
         ]
@@ -84,7 +84,7 @@ def stage_costs(live: LiveDeployment, partition: list[list[int]]) -> tuple[Tunin
     """Each stage's mean forward time (its slowest TP rank) and peak memory over the requests
     just made, and the guide's advice for the next partition; or why there is none."""
     try:
-        costs = live.client.collective_rpc(COST_METHOD)
+        costs = live.stage_client.collective_rpc(COST_METHOD)
     except Exception as err:  # noqa: BLE001
         return None, f"partition tuning: stage costs unavailable ({type(err).__name__}: {err})"
     if any(start is None or end is None for start, end in partition):
@@ -108,7 +108,7 @@ def stage_costs(live: LiveDeployment, partition: list[list[int]]) -> tuple[Tunin
 def step_times(live: LiveDeployment, stages: Stages) -> tuple[Stages, str | None]:
     """``stages`` with each worker's mean forward time and peak memory since timing started."""
     try:
-        costs = {c["rank"]: c for c in live.client.collective_rpc(COST_METHOD)}
+        costs = {c["rank"]: c for c in live.stage_client.collective_rpc(COST_METHOD)}
     except Exception as err:  # noqa: BLE001
         return stages, f"stage costs unavailable ({type(err).__name__}: {err})"
     workers = []
@@ -126,7 +126,7 @@ def step_times(live: LiveDeployment, stages: Stages) -> tuple[Stages, str | None
 def start_stage_timing(live: LiveDeployment) -> bool:
     """Start timing every stage's forward passes afresh; False where no stage probe answers."""
     try:
-        live.client.collective_rpc(TIMING_METHOD)
+        live.stage_client.collective_rpc(TIMING_METHOD)
     except Exception:  # noqa: BLE001 — without the probe a phase simply has no stage figures
         return False
     return True
@@ -137,7 +137,7 @@ def stage_busy(live: LiveDeployment, wall_s: float, pp: int, in_flight: float | 
     time), the measured bubble (1 − their mean) and the model's (PP−1)/(PP−1+M) for the ``M``
     requests measured in flight; {} where the probe does not answer."""
     try:
-        costs = live.client.collective_rpc(COST_METHOD)
+        costs = live.stage_client.collective_rpc(COST_METHOD)
     except Exception:  # noqa: BLE001
         return {}
     busy = [0.0] * pp

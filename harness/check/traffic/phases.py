@@ -96,18 +96,18 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
     out = PhaseOutputs()
     sampling = greedy(compare)
     client = live.client.sibling(len(plan.requests) + 4)
-    watcher = live.client.sibling(1)
+    watcher = live.metrics_client.sibling(1)
     deadline = time.monotonic() + plan.phase.deadline_s
     before: dict[str, float] = {}
     t0 = time.monotonic()
     try:
-        before = metrics.parse(live.client.metrics())
+        before = metrics.parse(live.metrics_client.metrics())
         with metrics.GaugePoller(watcher.metrics, interval_s=0.02) as poller:
             try:
                 kind_of(plan).send(plan, _Sender(client, model, compare, sampling, deadline, out))
             finally:
                 out.wall_s = round(time.monotonic() - t0, 3)
-        out.metrics |= metrics.deltas(before, metrics.parse(live.client.metrics()))
+        out.metrics |= metrics.deltas(before, metrics.parse(live.metrics_client.metrics()))
         out.metrics |= {f"peak_{k}": v for k, v in poller.peaks.items()}
     except Exception as err:  # noqa: BLE001 — what failed is the phase's evidence
         out.error = f"{type(err).__name__}: {err}"
