@@ -210,16 +210,15 @@ def test_real_answers_with_a_module_off_its_stage_fail():
 
 def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipped):
     """The bound travels from the suite to the case's observation (ResolvedCase -> assemble)."""
+    import dataclasses
+
     from harness.cases.expand import expand, select
     from harness.check.observe import Asked, CaseLogs, Served, Startup, assemble
     from harness.check.stages.probe import StageReading
     from harness.check.traffic.compare import Outputs
+    from harness.matrix.schema import StageBounds
     from harness.plan.cluster import load_cluster
     from harness.plan.resolved import Planner
-
-    import dataclasses
-
-    from harness.matrix.schema import StageBounds
 
     rc = Planner(shipped, load_cluster(None)).resolved(
         select(expand(shipped, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])[0]
