@@ -69,6 +69,8 @@ class Matrix:
     roots: tuple[Path, ...] = ()
     # (section, name) or ("rules", index) -> the document and the path of that entry in it
     positions: dict[tuple[str, str], tuple[Document, tuple]] = field(default_factory=dict)
+    # each file read, by the name positions give it: files it names are relative to its folder
+    files: dict[str, Path] = field(default_factory=dict)
 
     def at(self, section: str, name: str, *path: Any) -> Where | None:
         """Position of ``path`` inside an entry (e.g. a serve flag in a variant's list)."""
@@ -83,6 +85,8 @@ class Matrix:
         relative to the matrix directory's parent): files the declaration names are relative to it."""
         if where is None or not getattr(where, "file", None):
             return self.root
+        if where.file in self.files:
+            return self.files[where.file].parent
         path = Path(where.file)
         return (path if path.is_absolute() else self.root.parent / path).parent
 
@@ -266,6 +270,9 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
 def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_here: set) -> list[SourceError]:
     errors: list[SourceError] = []
     display = str(path.relative_to(base.parent)) if base.parent in path.parents else str(path)
+    if matrix.files.get(display, path) != path:  # two layers in folders of the same name
+        display = str(path)
+    matrix.files[display] = path
     try:
         doc = load_document(path, display)
     except MatrixError as err:
