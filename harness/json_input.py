@@ -78,9 +78,10 @@ def loads(text: str, file: str, line: int = 1) -> Any:
     return value
 
 
-def read_text(path: Path, limit: int = MAX_BYTES) -> str:
-    """The text of a regular file of at most ``limit`` bytes (undecodable bytes replaced);
-    ``JsonInputError`` otherwise, and ``OSError`` when it cannot be opened."""
+def read_text(path: Path, limit: int | None = None) -> str:
+    """The text of a regular file of at most ``limit`` bytes (``MAX_BYTES``; undecodable bytes
+    replaced); ``JsonInputError`` otherwise, and ``OSError`` when it cannot be opened."""
+    limit = MAX_BYTES if limit is None else limit
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

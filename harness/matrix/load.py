@@ -40,6 +40,7 @@ from harness.matrix.schema import (
     Variant,
 )
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
+from harness.redact import Redactor, secret_name
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
 # Folders of data that matrix entries point at (lm-eval task files are YAML too): not matrix files.
@@ -187,7 +188,9 @@ def validation_errors(
             choices = re.findall(r"'([^']*)'", str(e.get("ctx", {}).get("expected", "")))
             hint = suggest(str(e.get("input")), choices)
         if e["type"] != "missing" and not isinstance(e.get("input"), (dict, list)):
-            msg += f", got {e.get('input')!r}"
+            # the value, unless its key names a secret; a URL's password or a token in it masked
+            shown = "a value not shown (its key names a secret)" if secret_name(str(loc[-1] if loc else "")) else None
+            msg += f", got {shown or Redactor().text(repr(e.get('input')))}"
         out.append(SourceError(doc.value_where(full) if loc else doc.where(full), f"{dotted}: {msg}{hint}"))
     return out
 

@@ -228,9 +228,10 @@ class _Builder:
         return out
 
 
-def read_text(path: Path, display: str, limit: int = MAX_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``limit`` bytes; a SourceError naming the file
-    otherwise. Opened without blocking, so a FIFO is refused rather than waited on."""
+def read_text(path: Path, display: str, limit: int | None = None) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes (``MAX_BYTES``); a SourceError
+    naming the file otherwise. Opened without blocking, so a FIFO is refused rather than waited on."""
+    limit = MAX_BYTES if limit is None else limit
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:

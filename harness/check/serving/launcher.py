@@ -13,7 +13,6 @@ thread: ``live.json`` then holds the groups of all of them, and ``stop_all`` tak
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -200,8 +199,7 @@ def read_live(path: Path) -> list[object]:
             or not isinstance(reach, str)
             or not (node is None or isinstance(node, str))
         ):
-            shown = json.dumps(g)
-            raise JsonInputError(str(path), f"entry {i} {shown[:80]}: not a process group (a positive pgid)")
+            raise JsonInputError(str(path), f"entry {i}: not a process group (a positive pgid, and a node and reach)")
     return groups
 
 
