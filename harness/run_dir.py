@@ -39,7 +39,7 @@ def open_resumed(run_dir: Path) -> dict[str, Any]:
             read_live(live)
         except (OSError, ValueError) as err:
             raise RunRefused(
-                f"{live} is unreadable ({err}), so the process groups its interrupted case "
+                f"{live} is unreadable (a torn write? {err}), so the process groups its interrupted case "
                 f"left running are unknown; stop them (their environment carries "
                 f"PPCONF_RUN_DIR={run_dir}), delete {live}, and resume again"
             ) from None
