@@ -71,16 +71,18 @@ def lint_errors(root: Path) -> list[str]:
             "{kind: concurrent, requests: 100000, deadline_s: 120}",
             "would hold 9600096 token ids",
         ),
-        (
+        pytest.param(  # each a lint of every shipped suite: seconds; one of them stays in the fast loop
             "{kind: long-prompt, prompt_tokens: 200, deadline_s: 120}",
             "{kind: long-prompt, requests: 50000, prompt_tokens: 2000000, deadline_s: 120}",
             "would hold 100002000000 token ids",
+            marks=pytest.mark.slow,
         ),
         # small enough to build, longer than the tiny model's 256 positions
-        (
+        pytest.param(
             "{kind: long-prompt, prompt_tokens: 200, deadline_s: 120}",
             "{kind: long-prompt, prompt_tokens: 100000, deadline_s: 120}",
             "a request of 100008 tokens (prompt_tokens 100000, max_tokens 8) is longer than the 256",
+            marks=pytest.mark.slow,
         ),
     ],
 )
