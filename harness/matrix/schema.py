@@ -708,6 +708,7 @@ CHECKS = (
     "request",
     "partition",
     "stages",
+    "output-modules",
     "accuracy",
     "silent-disable",
     "effective-config",
