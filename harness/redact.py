@@ -13,14 +13,14 @@ plan runs (a shell's environment, a Kubernetes Secret).
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness import safe_write
 
 # Names compared in upper case with "-" as "_", so `--hf-token` and `HF_TOKEN` are one name.
 SECRET_NAME = re.compile(
@@ -293,12 +293,9 @@ class Redactor:
         except OSError:
             return
         clean = self.text(raw)
-        if clean != raw:  # a new file beside it, never one a link planted there points to
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".redacting")
-            os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))  # the log keeps its mode
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(clean)
-            os.replace(tmp, path)
+        if clean != raw:  # the launch's own log (``force``): replaced whole, never through a link
+            data = clean.encode("utf-8", errors="surrogateescape")
+            safe_write.write_bytes(path, data, force=True, mode=stat.S_IMODE(path.lstat().st_mode))
 
 
 def text(s: str, secrets: Iterable[str] = ()) -> str:

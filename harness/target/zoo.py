@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.target.hf_config import TEXT_CONFIGS, layers_in
 
 BUILDER_VERSION = 1
@@ -317,7 +318,7 @@ def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    safe_write.write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _write_weights(spec: ZooSpec, path: Path) -> None:
