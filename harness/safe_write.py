@@ -126,18 +126,43 @@ def append_text(path: Path, text: str, *, force: bool = False, root: Path | None
     return path
 
 
+def truncate(path: Path, size: int, *, force: bool = False, root: Path | None = None) -> Path:
+    """Cut the file ``path`` (one ppconf appended to, unless ``force``) to its first ``size`` bytes:
+    a torn last line dropped so later appends start on a fresh line."""
+    path = Path(path)
+    with _folder(path, root) as folder, _turn(folder):
+        _check(folder, path, force, append=True)
+        try:
+            fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                _regular(fd, path)
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            entry = _entry_of(folder, path.name)
+        except OSError as err:
+            raise WriteRefused(f"{path}: {err.strerror}") from None
+        manifest = _read_manifest(folder)
+        manifest[path.name] = [entry]
+        _write_manifest(folder, path, manifest)
+    return path
+
+
 def open_stream(path: Path, *, append: bool = True, root: Path | None = None) -> BinaryIO:
     """``path`` opened for a process to write into (its log): made if missing, appended to or
     (``append=False``) emptied, never through a link, and only if it is a regular file."""
     path = Path(path)
     with _folder(path, root) as folder:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else 0)
+        # O_NONBLOCK: a FIFO planted there is refused, not waited on
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            fd = os.open(path.name, flags, 0o666, dir_fd=folder)
+            fd = os.open(path.name, flags | (os.O_APPEND if append else 0), 0o666, dir_fd=folder)
         except OSError as err:
             raise WriteRefused(_why(path, err)) from None
         try:
             _regular(fd, path)
+            os.set_blocking(fd, True)
             if not append:
                 os.ftruncate(fd, 0)
         except BaseException:
@@ -235,6 +260,8 @@ def _open_folder(directory: Path, root: Path) -> int:
 
 
 def _why(path: Path, err: OSError) -> str:
+    if err.errno == errno.ENXIO:
+        return f"{path} is not a regular file; ppconf leaves it as it is"
     if err.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
         return f"{path} is a symbolic link; ppconf writes nothing through it"
     if err.errno in (errno.ENOTDIR, errno.EEXIST):

@@ -16,10 +16,6 @@ SOURCES = ("vllm-ascend-nightly",)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    base = matrix(args)
-    eng = engine()
-    if isinstance(eng, str):
-        print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
     layers = [*(args.matrices or [DEFAULT_MATRICES]), args.out]
     for layer in layers[:-1]:  # a layer of its own: never written into one it is read against
         if layer.resolve() in (args.out.resolve(), *args.out.resolve().parents):
@@ -27,6 +23,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 f"--out {args.out} is inside the matrix layer {layer} the import is read against; "
                 "give the import a directory of its own (it is layered over the others with --matrices)"
             )
+    base = matrix(args)
+    eng = engine()
+    if isinstance(eng, str):
+        print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
     imported = import_configs(args.files, base, None if isinstance(eng, str) else eng.parser)
     written = imported.write(args.out, force=args.force)
     load_matrix(layers)  # what was written loads over the matrices it was imported against

@@ -178,7 +178,5 @@ def repair(run_dir: Path) -> bool:
     data = path.read_bytes()
     if not data or data.endswith(b"\n"):
         return False
-    cut = data.rfind(b"\n") + 1
-    with open(path, "r+b") as f:
-        f.truncate(cut)
+    safe_write.truncate(path, data.rfind(b"\n") + 1)
     return True

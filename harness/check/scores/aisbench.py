@@ -126,8 +126,10 @@ def _literal(value: Any) -> str:
 
 def _link_base(folder: Path, config: Path) -> str:
     """Link ``folder``/ppconf_base to the folder of ``config``; the module path that imports it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / AISBENCH_BASE).symlink_to(config.resolve().parent, target_is_directory=True)
+    base, target = folder / AISBENCH_BASE, config.resolve().parent
+    safe_write.make_dir(folder)
+    if not (base.is_symlink() and base.readlink() == target):  # a folder written again keeps its link
+        base.symlink_to(target, target_is_directory=True)
     return f".{AISBENCH_BASE}.{config.stem}"
 
 
