@@ -491,6 +491,16 @@ def test_streams_are_appended_to_but_never_through_a_link(tmp_path, monkeypatch)
     assert (tmp_path / "summary.md").read_text() == "earlier step\nthis step\n"
 
 
+def test_the_results_index_is_never_written_through_a_link(tmp_path, capsys):
+    run = _run(tmp_path)
+    victim = tmp_path / "victim.sqlite"
+    victim.write_text(HAND)
+    (tmp_path / "index.sqlite").symlink_to(victim)
+    assert main(["ingest", str(run), "--index", str(tmp_path / "index.sqlite")]) == 2
+    assert "index.sqlite is a symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == HAND
+
+
 # ---- no module writes a file another way ------------------------------------------------------
 
 PACKAGES = ("harness", "runners", "reports", "conformance")
