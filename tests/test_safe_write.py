@@ -185,6 +185,14 @@ def _report(tmp_path: Path) -> tuple[Path, Callable[[], int]]:
     return run / "report" / "support.md", _cli(["report", str(run)])
 
 
+def _report_as(name: str) -> Callable[[Path], tuple[Path, Callable[[], int]]]:
+    def make(tmp_path: Path) -> tuple[Path, Callable[[], int]]:
+        target, call = _report(tmp_path)
+        return target.with_name(name), call
+
+    return make
+
+
 def _claims(tmp_path: Path) -> tuple[Path, Callable[[], int]]:
     out = tmp_path / "claims"
     return out / "junit.xml", _cli(["report", "--claims-only", "--suite", "smoke-cpu", "--out", str(out), "-q"])
@@ -332,6 +340,9 @@ def _references_copy(tmp_path: Path) -> tuple[Path, Callable[[], int]]:
 
 WRITERS: dict[str, Callable[..., tuple[Path, Callable[[], int]]]] = {
     "report": _report,
+    "report support.html": _report_as("support.html"),
+    "report summary.json": _report_as("summary.json"),
+    "report junit.xml": _report_as("junit.xml"),
     "report --claims-only": _claims,
     "signoff": _signoff,
     "history": _history,
