@@ -12,8 +12,9 @@ How it places, and why:
   pair, start together or not at all — a half-started deployment only holds devices while it
   waits for its peer.
 - Longest first (LPT): a long deployment started last sets the makespan alone; started first,
-  it runs beside everything else. Durations come from earlier runs when known, an estimate from
-  the topology's size otherwise.
+  it runs beside everything else. Durations come from earlier runs when known, else the cost
+  model's estimate from the checkpoint's size, the nodes' read bandwidth, graph capture and the
+  traffic (``harness.plan.cost``), else one from the topology's size alone.
 - Backfilling (EASY): when the longest waiting deployment does not fit yet, it gets a
   reservation at the earliest time it will, and shorter ones run in the gap only if they cannot
   delay that reservation. Without it, a stream of small deployments keeps a wide gang waiting
@@ -31,6 +32,7 @@ import functools
 import heapq
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,12 +44,14 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
+from harness.plan.cost import Cost, cost_of, read_gb_s, shared
 from harness.plan.deployment import plan
 from harness.plan.devices import device_ranges, pick_devices
 from harness.plan.launch import group_deployments
 from harness.results import store as results
 
-# Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must
+# Estimate for a deployment no earlier run has timed and no cost model sized (a Need made from a
+# deployment alone): start-up grows with the nodes that must
 # join the group and the devices that load weights, then each case adds its checks. Used only to
 # order and size a first schedule; the run's own results replace it the next time.
 ESTIMATE_BASE_S = 120.0
@@ -67,6 +71,7 @@ class Need:
     label: str = ""  # a readable name: the first case id
     reference: bool = False  # the launch only a case's reference needs
     asks: int = 0  # for a reference: the distinct sets of requests it answers (one per case if 0)
+    cost: Cost | None = None  # the cost model's estimate, when the matrix was at hand
 
     @property
     def devices(self) -> int:
@@ -120,6 +125,8 @@ def need_of(d: Deployment, topology: Topology | None = None) -> Need:
 
 
 def estimate_s(need: Need) -> float:
+    if need.cost is not None:
+        return need.cost.total
     return (
         ESTIMATE_BASE_S
         + ESTIMATE_PER_EXTRA_NODE_S * (len(need.slots) - 1)
@@ -212,6 +219,14 @@ class Schedule:
     seconds: float = 0.0  # the scheduler's own time (filled in by the caller that measures it)
     # the makespan of the cases' own deployments scheduled alone (what references add to it)
     makespan_without_references: float | None = None
+    read_gb_s: tuple[float, bool] | None = None  # the bandwidth weights were estimated at, declared or not
+
+    def fits(self, window: float) -> bool:
+        return self.makespan <= window
+
+    @property
+    def device_hours(self) -> float:
+        return self.device_seconds / 3600
 
     @property
     def devices(self) -> int:
@@ -266,28 +281,37 @@ class Schedule:
             f"schedule on {self.cluster} ({len(self.nodes)} node(s), {self.devices} device(s)): "
             f"{self.cases} case(s) in {self.launches - self.references} deployment(s), "
             f"{self.references} reference deployment(s)",
-            f"makespan {_hms(self.makespan)}  lower bound {_hms(self.lower_bound)} (x{self.ratio:.2f})  "
+            f"makespan {hms(self.makespan)}  lower bound {hms(self.lower_bound)} (x{self.ratio:.2f})  "
             f"utilisation {self.utilisation:.0%}  durations: {known} from earlier runs, "
             f"{self.launches - known} estimated (~)",
         ]
+        if self.read_gb_s is not None:
+            gb_s, declared = self.read_gb_s
+            lines.append(
+                f"night's total {hms(self.makespan)}, {self.device_hours:.1f} device-hours; estimates read "
+                f"weights at {gb_s:g} GB/s per node "
+                + ("(the inventory's slowest node)" if declared else "(assumed: the inventory declares no read_gb_s)")
+                + "; parts: w weights, i engine init, g graph capture, t traffic, in seconds"
+            )
         if self.makespan_without_references is not None:
             lines.append(
-                f"without references: makespan {_hms(self.makespan_without_references)} "
+                f"without references: makespan {hms(self.makespan_without_references)} "
                 f"(references add x{self.references_cost or 1.0:.3f})"
             )
         if self.entries:
             rows = [
                 (
-                    _hms(e.start),
-                    _hms(e.end),
+                    hms(e.start),
+                    hms(e.end),
                     f"{'' if e.known else '~'}{e.duration:.0f}s",
                     " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
                     "ref" if e.need.reference else str(len(e.need.cases)),
+                    "" if e.known or e.need.cost is None else e.need.cost.parts(),
                     e.need.name,
                 )
                 for e in self.entries
             ]
-            head = ("start", "end", "time", "placement", "cases", "deployment")
+            head = ("start", "end", "time", "placement", "cases", "estimate", "deployment")
             widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
             for r in [head, *rows]:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
@@ -308,6 +332,7 @@ class Schedule:
             "makespan_s": self.makespan,
             "makespan_without_references_s": self.makespan_without_references,
             "lower_bound_s": self.lower_bound,
+            "device_hours": self.device_hours,
             "utilisation": self.utilisation,
             "entries": [
                 {
@@ -319,6 +344,7 @@ class Schedule:
                     "name": e.need.name,
                     "cases": list(e.need.cases),
                     "placement": [{"node": n, "devices": list(d)} for n, d in e.placement.nodes],
+                    "estimate": e.need.cost.to_json() if e.need.cost is not None else None,
                 }
                 for e in self.entries
             ],
@@ -327,9 +353,26 @@ class Schedule:
         }
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+_SPAN = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def parse_span(text: str) -> float:
+    """A length of time as a person writes it: ``8h``, ``7h30m``, ``90m``, ``3600s`` or plain seconds."""
+    text = text.strip()
+    match = _SPAN.fullmatch(text)
+    if text and match and any(match.groups()):
+        h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        return h * 3600 + m * 60 + s
+    try:
+        return _seconds(text, "window")
+    except ValueError:
+        raise ValueError(f"{text!r} is not a length of time (give e.g. 8h, 7h30m, 90m or seconds)") from None
 
 
 # ---- placing ----------------------------------------------------------------------------------
@@ -626,6 +669,8 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
+    costs: dict[str, Cost] = {}  # case id -> its launch's estimate
+    ref_costs: dict[str, Cost] = {}  # reference deployment key -> one ask's estimate
     references: list[tuple[Deployment, str]] = []  # a reference launch and what one case asks of it
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
@@ -635,6 +680,7 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         except PlanError as err:
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
+        costs[c.id] = cost_of(m, c, cluster)
         if not reference_expected(c):
             continue
         ref = resolve(m, c)
@@ -650,12 +696,15 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         phases = [p.model_dump(mode="json") for p in workload_of(m, c)]
         asked = [phases, m.topologies[c.topology].pp, ref.compare.model_dump(mode="json"), m.pools(c.features)]
         references.append((r, json.dumps(asked, sort_keys=True, default=str)))
+        ref_nodes = len({launch.node for launch in r.launches if launch.role != "proxy"})
+        ref_costs.setdefault(r.key, cost_of(m, c, cluster, served=True, nodes=ref_nodes))
     # the placement plan chose states the device counts (the topology's own omit PCP); the runner
     # launches a reference apart from the cases, once, and asks it each distinct set of requests
-    needs = [need_of(d) for d in group_deployments(planned)]
+    needs = [replace(need_of(d), cost=shared(costs[i] for i in d.case_ids)) for d in group_deployments(planned)]
     for d in group_deployments([r for r, _ in references]):
         asks = len({shape for r, shape in references if r.key == d.key})
-        needs.append(replace(need_of(d), reference=True, asks=asks))
+        one = ref_costs[d.key]
+        needs.append(replace(need_of(d), reference=True, asks=asks, cost=replace(one, traffic_s=one.traffic_s * asks)))
     alone = simulate([n for n in needs if not n.reference], cluster, durations)
     s = simulate(needs, cluster, durations)
     return Schedule(
@@ -665,4 +714,5 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         tuple(unplaceable) + s.unplaceable,
         no_launch,
         makespan_without_references=alone.makespan,
+        read_gb_s=read_gb_s(cluster),
     )
