@@ -94,7 +94,7 @@ def test_a_claimed_rejection_stops_at_its_phase(shipped):
     local = load_cluster(None)
     config = cost.cost_of(shipped, case_of(shipped, "smoke-cpu", "bert-tiny/pp2-tp1-mp/auto/none"), local)
     assert (config.stops, config.weights_s, config.traffic_s, config.init_s) == ("config", 0.0, 0.0, cost.CONFIG_S)
-    startup = cost.cost_of(shipped, case_of(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/1,2/none"), local)
+    startup = cost.cost_of(shipped, case_of(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-ray/auto/none"), local)
     served = cost.cost_of(shipped, case_of(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/auto/none"), local)
     assert startup.stops == "startup" and startup.traffic_s == 0.0 and startup.init_s == served.init_s
     assert startup.total < served.total
@@ -144,3 +144,25 @@ def test_a_window_reads_as_people_write_it(text, seconds):
 def test_a_window_that_is_no_length_of_time_is_refused(text):
     with pytest.raises(ValueError, match="not a length of time"):
         parse_span(text)
+
+
+def test_a_refusal_after_the_weights_reads_none_and_one_before_them_stops_there(shipped):
+    c = load_cluster("a3-pd")
+    pcp = case_of(shipped, "nightly-ascend", "deepseek-v4/text/tp8-pp2-2node-mp/auto/pcp")
+    assert pcp.expectation.phase == "startup" and not pcp.expectation.before_weights
+    dummy = cost.cost_of(shipped, pcp, c)
+    real = cost.cost_of(shipped, pcp, c, dummy_weights=False)
+    assert dummy.weights_s == 0.0 and real.weights_s == pytest.approx(671e9 / 2 / 2e9)
+    assert dummy.init_s == real.init_s and dummy.graph_s == real.graph_s  # the engine still starts
+    partition = case_of(shipped, "nightly-ascend", "guide-61-layer/tp8-pp2-2node-mp/31,31/none")
+    assert partition.expectation.before_weights  # get_pp_indices refuses it while the model is built
+    early = cost.cost_of(shipped, partition, c, dummy_weights=False)
+    assert early.stops == "startup, before the weights" and early.weights_s == early.graph_s == 0.0
+    assert early.init_s == cost.CONFIG_S + cost.BUILD_S + cost.INIT_PER_EXTRA_NODE_S
+
+
+def test_dummy_weights_save_device_hours_on_the_nightly(shipped):
+    c = load_cluster("a3-pd")
+    before = schedule_suite(shipped, "nightly-ascend", c, dummy_weights=False)
+    after = schedule_suite(shipped, "nightly-ascend", c)
+    assert after.device_hours < before.device_hours

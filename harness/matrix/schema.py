@@ -756,6 +756,13 @@ class Rule(Strict):
     error: str | None = Field(None, min_length=1)  # "" would match every line
     phase: Literal["config", "startup", "first-request"] | None = None
     within_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    # rejected: the refusal comes from the checkpoint's own tensors (a quantised checkpoint's
+    # scales, say), so the case is always launched with its real weights, never first with
+    # vLLM's dummy ones (harness.plan.weights)
+    needs_weights: bool = False
+    # rejected at startup: the refusal comes before any weight is read (a partition refused
+    # while the model is built); the schedule estimates the launch to stop there
+    before_weights: bool = False
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
@@ -802,8 +809,13 @@ class Rule(Strict):
         )
         if self.expect != "rejected":
             stray = [f for f in only_rejected if getattr(self, f) is not None]
+            stray += [f for f in ("needs_weights", "before_weights") if getattr(self, f)]
             if stray:
                 raise ValueError(f"{', '.join(stray)} only apply to expect: rejected")
+        if self.before_weights and self.phase != "startup":
+            raise ValueError("before_weights only applies to phase: startup (a config refusal reads no weights anyway)")
+        if self.before_weights and self.needs_weights:
+            raise ValueError("needs_weights and before_weights contradict: a refusal before the weights needs none")
         if self.error is not None:
             check_pattern(self.error)
         return self

@@ -6,7 +6,11 @@ node of an instance reads the layers of its own stages), initialises the engine 
 node that must join the group), captures graphs when graph mode is on, then sends the traffic
 its cases are judged on (their phases, from the sizes of their requests). A claimed rejection
 stops where it is claimed to: a config-phase refusal before any weight is read, a startup
-refusal once the engine is built, a first-request refusal after one request.
+refusal once the engine is built (one the matrix marks ``before_weights`` when the model is
+built, before any weight is read), a first-request refusal after one request. A refusal after
+the weights is launched with dummy weights first (``harness.plan.weights``): it reads none.
+(Should the claim be wrong, the launch is made again with the real weights: the estimate
+assumes the claims hold.)
 
 The figures below are planning figures: they order and size a first schedule; the durations
 an earlier run recorded replace them (``schedule.duration_of``).
@@ -33,6 +37,9 @@ CONFIG_S = 30.0
 # node); every further node joining the group adds its own start.
 INIT_S = 90.0
 INIT_PER_EXTRA_NODE_S = 30.0
+# Building the model's modules (no weights read yet): what a refusal while the model is built
+# costs beyond the configuration.
+BUILD_S = 30.0
 # Capturing the decode graphs (ACL graph / CUDA graph), when graph mode is on.
 GRAPH_CAPTURE_S = 120.0
 # Traffic: each phase's fixed cost (connections, metrics read before and after), and the time of
@@ -162,10 +169,19 @@ def traffic_s(m: Matrix, case: Case) -> float:
     return seconds
 
 
-def cost_of(m: Matrix, case: Case, cluster: Cluster, served: bool = False, nodes: int | None = None) -> Cost:
+def cost_of(
+    m: Matrix,
+    case: Case,
+    cluster: Cluster,
+    served: bool = False,
+    nodes: int | None = None,
+    dummy_weights: bool = True,
+) -> Cost:
     """The estimate's parts for one case's launch on ``cluster``; ``served``: as if it were
     served whatever its claim, on ``nodes`` nodes instead of its topology's (the launch of its
-    reference)."""
+    reference); ``dummy_weights``: a refusal after the weights is launched without them."""
+    from harness.plan.weights import without_weights_first
+
     topo = m.topologies[case.topology]
     variant = m.families[case.family].variants[case.variant]
     size = checkpoint_bytes(variant)
@@ -185,6 +201,10 @@ def cost_of(m: Matrix, case: Case, cluster: Cluster, served: bool = False, nodes
         return Cost(weights, init, graph, traffic_s(m, case), sized=sized)
     if exp.phase == "config":
         return Cost(0.0, CONFIG_S, stops="config")
+    if exp.phase == "startup" and exp.before_weights:
+        return Cost(0.0, CONFIG_S + BUILD_S + INIT_PER_EXTRA_NODE_S * (nodes - 1), stops="startup, before the weights")
+    if dummy_weights and without_weights_first(exp):
+        weights = 0.0
     if exp.phase == "startup":
         return Cost(weights, init, graph, 0.0, stops="startup", sized=sized)
     return Cost(weights, init, graph, PHASE_S + DECODE_TOKEN_S, stops=exp.phase or "first-request", sized=sized)

@@ -656,12 +656,20 @@ def _why_not(need: Need, cluster: Cluster) -> str:
 # ---- a whole suite -------------------------------------------------------------------------------
 
 
-def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[str, float] | None = None) -> Schedule:
+def schedule_suite(
+    m: Matrix,
+    suite: str,
+    cluster: Cluster,
+    durations: Mapping[str, float] | None = None,
+    dummy_weights: bool = True,
+) -> Schedule:
     """Expand ``suite``, plan each case that needs a launch and each reference launch the runner
     would make for it (only for a case claimed to serve its requests: see
     ``reference.reference_expected``), group launches that are identical, and simulate the result
     on ``cluster`` — once with the references and once without, to show what they add. A launch
-    that cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
+    that cannot lay out on this cluster is reported as unplaceable with the planner's own reason.
+    ``dummy_weights``: estimate refusals after the weights as the runner launches them, without
+    (False: as if every launch read its checkpoint)."""
     from harness.cases.workload import workload_of
     from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_expected, resolve
 
@@ -680,7 +688,7 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         except PlanError as err:
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
-        costs[c.id] = cost_of(m, c, cluster)
+        costs[c.id] = cost_of(m, c, cluster, dummy_weights=dummy_weights)
         if not reference_expected(c):
             continue
         ref = resolve(m, c)
