@@ -322,7 +322,7 @@ class SuiteRun:
         def running(labels: list[str]) -> None:
             self.progress(Event(EventKind.RUNNING, "; ".join(labels), count=len(labels)))
 
-        run_parallel(slots, self.execute, self.launcher.stop_all, self.cfg.max_parallel, running)
+        run_parallel(slots, self.cfg.cluster, self.execute, self.launcher.stop_all, self.cfg.max_parallel, running)
 
     def reap_left_behind(self) -> None:
         """Stop the process groups a killed ppconf of this run left running; their record is

@@ -653,6 +653,169 @@ def _why_not(need: Need, cluster: Cluster) -> str:
     )
 
 
+# ---- at run time --------------------------------------------------------------------------------
+
+
+class Backfill:
+    """The schedule's order kept while real durations differ from the estimates: list scheduling
+    on the devices actually free, with the same EASY backfilling as ``simulate``.
+
+    Deployments wait in the schedule's order. Each time the runner asks (``start``), the first
+    waiting one — the head — starts if it fits what is free: on its scheduled devices when those
+    are free, else on the nodes that hold it most tightly. If it does not fit, it gets a
+    reservation: the earliest time it will, as the running deployments are expected to end (their
+    start plus their estimate; one already past its estimate is expected to end now). A later one
+    starts meanwhile only if it fits and cannot delay that reservation: it is expected to end
+    before it, or the head still fits beside it then. Pure: the caller says what time it is and
+    which deployment ended (``done``).
+    """
+
+    def __init__(self, cluster: Cluster, order: Sequence[tuple[Need, float, Placement | None]]):
+        self.pool = _Pool(cluster, max((len(need.slots) for need, _, _ in order), default=1))
+        self.waiting = list(order)  # (need, expected seconds, scheduled placement), in order
+        self.running: dict[str, tuple[float, int, Placement]] = {}  # key -> (expected end, seq, placement)
+        self._seq = 0
+        # what the empty cluster cannot hold never starts here (the runner launches it apart, and
+        # its launch says why it cannot run): it is never the head
+        self.never = {need.key for need, _, _ in self.waiting if not self.pool.fits(need)}
+
+    def start(self, now: float, limit: int | None = None) -> list[tuple[Need, Placement]]:
+        """The waiting deployments to start now, each with its devices (taken until ``done``);
+        at most ``limit`` running at once."""
+        out: list[tuple[Need, Placement]] = []
+        head: Need | None = None
+        reservation: tuple[float, Counts, Ranked] | None = None
+        i = 0
+        while i < len(self.waiting) and (limit is None or len(self.running) < limit):
+            need, seconds, planned = self.waiting[i]
+            if need.key in self.never:
+                i += 1
+                continue
+            exact = planned is not None and self._free(planned)
+            chosen = {rank: node for rank, (node, _) in enumerate(planned.nodes)} if exact and planned else None
+            if chosen is None and self.pool.fits(need):
+                chosen = self.pool.choose(need)
+            if head is None and chosen is None:
+                head = need
+                reservation = self._reserve(need, now)
+                i += 1
+                continue
+            if chosen is None:
+                i += 1
+                continue
+            if head is not None and reservation is not None and now + seconds > reservation[0]:
+                trial, ranked = dict(reservation[1]), list(reservation[2])
+                for rank, node in chosen.items():
+                    _shift(trial, ranked, self.pool.position, node, -need.slots[rank])
+                if not _fits(trial, _top(ranked, self.pool.ranks), self.pool.order, head):
+                    i += 1
+                    continue
+                reservation = (reservation[0], trial, ranked)
+            placement = self._take(planned) if exact and planned else self.pool.take(need, chosen)
+            self.running[need.key] = (now + seconds, self._seq, placement)
+            self._seq += 1
+            out.append((need, placement))
+            del self.waiting[i]
+        return out
+
+    def done(self, key: str) -> None:
+        """The deployment ``key`` ended: its devices are free again."""
+        _, _, placement = self.running.pop(key)
+        self.pool.give_back(placement)
+
+    def _free(self, placement: Placement) -> bool:
+        taken: dict[str, set[int]] = {}
+        for node, devices in placement.nodes:
+            free = self.pool.free.get(node, set()) - taken.get(node, set())
+            if not set(devices) <= free:
+                return False
+            taken.setdefault(node, set()).update(devices)
+        return True
+
+    def _take(self, placement: Placement) -> Placement:
+        for node, devices in placement.nodes:
+            self.pool.free[node] -= set(devices)
+        self.pool._move(placement, -1)
+        return placement
+
+    def _reserve(self, need: Need, now: float) -> tuple[float, Counts, Ranked]:
+        ends = [(max(end, now), seq, placement) for end, seq, placement in self.running.values()]
+        return _reserve(self.pool, ends, need)
+
+
+def replay(
+    cluster: Cluster, order: Sequence[tuple[Need, float, Placement | None]], actual: Mapping[str, float]
+) -> Schedule:
+    """What ``Backfill`` makes of ``order`` when each deployment really takes ``actual[key]``
+    seconds instead of its expected ones: the schedule as it would unfold (for benchmarks and
+    tests of the runner's policy; nothing is launched)."""
+    backfill = Backfill(cluster, order)
+    seconds = {need.key: actual[need.key] for need, _, _ in order}
+    ends: list[tuple[float, str]] = []
+    entries: list[ScheduledLaunch] = []
+    now = 0.0
+    while backfill.waiting or ends:
+        for need, placement in backfill.start(now):
+            heapq.heappush(ends, (now + seconds[need.key], need.key))
+            entries.append(ScheduledLaunch(need, now, now + seconds[need.key], placement, True))
+        if not ends:
+            if backfill.waiting:  # only what the empty cluster cannot hold is left
+                break
+            continue
+        now = ends[0][0]
+        while ends and ends[0][0] <= now:
+            backfill.done(heapq.heappop(ends)[1])
+    entries.sort(key=lambda e: (e.start, e.placement.nodes, e.need.name))
+    return Schedule(cluster.name, tuple((n.name, len(n.devices)) for n in cluster.nodes), tuple(entries))
+
+
+def exclusion_bound(cluster: Cluster, entries: Sequence[ScheduledLaunch]) -> float:
+    """A lower bound tighter than ``Schedule.lower_bound`` where gangs cannot share the cluster:
+    deployments that pairwise cannot run at once (two that do not fit the empty cluster together)
+    run one after another, and the work of those that fit beside none of them runs outside that
+    time, on all the devices at most. Greedy: the exclusive set is built longest first, and
+    widest first, each one added only while it tightens the bound; the larger bound holds.
+    Whether two fit together is asked of the placements the scheduler chooses (best fit): exact
+    on nodes of one size, which the shipped inventories are."""
+    needs = {e.need.key: e for e in entries}
+    devices = sum(len(n.devices) for n in cluster.nodes)
+
+    @functools.cache
+    def after(a: str, b: str) -> bool:
+        """Whether ``b`` fits the empty cluster once ``a`` took the nodes the scheduler gives it."""
+        pool = _Pool(cluster, max(len(needs[a].need.slots), len(needs[b].need.slots)))
+        chosen = pool.choose(needs[a].need)
+        if chosen is None:
+            return False
+        pool.take(needs[a].need, chosen)
+        return pool.fits(needs[b].need)
+
+    def apart(a: str, b: str) -> bool:
+        return not after(a, b) and not after(b, a)
+
+    def bound(order: list[ScheduledLaunch]) -> float:
+        exclusive: list[str] = []
+        rest = list(entries)  # apart from every exclusive one so far
+        best = sum(e.duration * e.need.devices for e in rest) / devices
+        for e in order:
+            if e not in rest:
+                continue
+            kept = [x for x in rest if x is not e and apart(e.need.key, x.need.key)]
+            alone = sum(needs[k].duration for k in exclusive) + e.duration
+            value = alone + sum(x.duration * x.need.devices for x in kept) / devices
+            if value > best:  # only while it tightens the bound
+                exclusive.append(e.need.key)
+                rest, best = kept, value
+        return best
+
+    if not devices:
+        return 0.0
+    return max(
+        bound(sorted(entries, key=lambda e: -e.duration)),
+        bound(sorted(entries, key=lambda e: (-e.need.devices, -e.duration))),
+    )
+
+
 # ---- a whole suite -------------------------------------------------------------------------------
 
 
