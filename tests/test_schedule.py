@@ -249,9 +249,10 @@ def test_the_nightly_shares_references_and_they_cost_little(shipped):
     reference of its cases whose acceptance is bounded against that drafter."""
     s = schedule_suite(shipped, "nightly-ascend", load_cluster("a3-pd"), None)
     assert s.references <= 20  # 61 before references left their output-preserving features out, 22 before drafters
-    # a reference reads the whole checkpoint on one node (PP folded away), so with the weights in
-    # the estimates it costs more than the topology-size estimates said (x1.108 then)
-    assert s.makespan_without_references and s.makespan <= 1.2 * s.makespan_without_references
+    # a reference reads the whole checkpoint on one node (PP folded away) and serves all its cases'
+    # traffic, while claimed rejections read no weights: with both in the estimates references
+    # cost more than the topology-size estimates said (x1.108 then, x1.21 now)
+    assert s.makespan_without_references and s.makespan <= 1.25 * s.makespan_without_references
     names = {e.need.name for e in s.entries if e.need.reference}
     assert "deepseek-v4/text/reference/pp1-tp16/mtp" in names
     assert "deepseek-v4/text/reference/pp1-tp16/none" not in names  # the plain cases draft with mtp
