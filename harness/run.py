@@ -255,10 +255,10 @@ class SuiteRun:
         return results
 
     def _execute_once(self, d: Deployment, retry_of: list[str] | None = None) -> list[Result]:
-        """Launch ``d`` once, check it, judge and record its cases. A launch whose every case is
-        claimed refused after the weights would be loaded is first launched with dummy weights
-        (``harness.plan.weights``): the claimed refusal is its verdict; anything else is confirmed
-        with the real weights before any verdict."""
+        """Launch ``d``, check it, judge and record its cases. A launch whose every case is claimed
+        refused at startup or on the first request is first made with dummy weights
+        (``harness.plan.weights``): the claimed refusal is its verdict; anything else is judged on
+        a second launch with the real weights."""
         group = [self.by_id[i] for i in d.case_ids]
         started, t0 = now(), time.monotonic()
         notes = [f"retried after an infrastructure error: {why}" for why in retry_of or []]

@@ -37,15 +37,14 @@ def test_params_from_a_config_match_the_model_card():
     assert params_in({"hidden_size": 8}) is None  # no layers, no vocabulary: nothing to say
 
 
+@pytest.mark.needs_torch
 def test_params_from_the_tiny_models_spec_match_its_weights():
     """The zoo's qwen3-tiny, float32: its config's count times 4 bytes is what its safetensors
     hold (within the norms the count leaves out)."""
-    from harness.target.zoo import model_dir, spec_of
+    from harness.target.zoo import ensure_model, spec_of
 
     spec = spec_of("qwen3-tiny")
-    built = model_dir("qwen3-tiny") / "model.safetensors"
-    if not built.is_file():
-        pytest.skip("the tiny model is not built here")
+    built = ensure_model("qwen3-tiny") / "model.safetensors"
     header = int.from_bytes(built.read_bytes()[:8], "little")
     tensors = json.loads(built.read_bytes()[8 : 8 + header])
     stored = sum(end - start for k, v in tensors.items() if k != "__metadata__" for start, end in [v["data_offsets"]])
