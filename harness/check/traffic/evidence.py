@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.cases.workload import PhasePlan, kind_of
+from harness.check.requests.compare import compare_explicit
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_phase
 from harness.check.traffic.phases import PhaseOutputs
@@ -128,6 +129,8 @@ def phase_record(
         labels = kind_of(plan).labels(plan)
         problems += kind_of(plan).problems(plan, got, ref)
         verdict = compare_phase(compare, labels, ref.completions, got.completions)
+        if plan.explicit:
+            verdict = compare_explicit(compare, plan.explicit, ref.answers, got.answers)
         rec |= verdict | {
             "reference_wall_s": ref.wall_s,
             "reference_metrics": ref.metrics,

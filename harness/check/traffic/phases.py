@@ -14,7 +14,9 @@ from harness.cases.workload import kind_of
 from harness.check.serving.client import Client, Completion, Sampling, Timing
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic import metrics
+from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Compare
+from harness.registry import ENDPOINTS
 
 
 @dataclass
@@ -22,6 +24,8 @@ class PhaseOutputs:
     """What one side answered in one phase."""
 
     completions: list[Completion] = field(default_factory=list)
+    # explicit requests: each answer as sent back (harness.check.requests.endpoint.answer_json)
+    answers: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)  # counter deltas and gauge peaks
     perf: dict[str, float | None] = field(default_factory=dict)  # streamed phases: tokens/s, TTFT, ITL
     wall_s: float = 0.0
@@ -40,12 +44,15 @@ class PhaseOutputs:
             "error": self.error,
             "usage": self.usage,
             "models": self.models,
-        } | ({"aisbench": self.aisbench} if self.aisbench is not None else {})
+        } | ({"aisbench": self.aisbench} if self.aisbench is not None else {}) | (
+            {"answers": self.answers} if self.answers else {}
+        )
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> PhaseOutputs:
         return PhaseOutputs(
             [Completion.from_json(c) for c in d.get("completions") or []],
+            list(d.get("answers") or []),
             dict(d.get("metrics") or {}),
             dict(d.get("perf") or {}),
             float(d.get("wall_s") or 0.0),
@@ -152,6 +159,12 @@ class _Sender:
 
     def abort(self, requests: tuple[Request, ...]) -> None:
         _at_once(self.client, self.model, requests, self._aborted, self.deadline)
+
+    def explicit(self, requests: tuple[ExplicitRequest, ...]) -> None:
+        for i, r in enumerate(requests):
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"{len(requests) - i} of {len(requests)} requests unsent at the phase's deadline")
+            self.out.answers.append(ENDPOINTS[r.endpoint].send(self.client, self.model, r))
 
     def batch(self, requests: tuple[Request, ...]) -> None:
         client, model, compare = self.client, self.model, self.compare

@@ -1,0 +1,39 @@
+"""``explicit``: the phase's own requests (``harness.matrix.requests``), each to its endpoint, in
+the order written, one after another (a control request such as resetting the prefix cache falls
+between the requests around it). Each answer is compared with the reference's by its endpoint's
+rule (``harness.check.requests``)."""
+
+from __future__ import annotations
+
+from harness.cases.phases.kind import PhaseKind, PhasePlan, Request, Sender
+from harness.matrix.schema import Phase
+
+
+class ExplicitPhase(PhaseKind):
+    explicit = True
+    pooling = True
+
+    def plan(self, phase: Phase, pp: int) -> PhasePlan:
+        given = phase.explicit or ()
+        named = tuple(r if r.name else r.model_copy(update={"name": f"{phase.label}:{i}"}) for i, r in enumerate(given))
+        return PhasePlan(phase, (), explicit=named)
+
+    def compared(self, plan: PhasePlan) -> tuple[Request, ...]:
+        return ()
+
+    def send(self, plan: PhasePlan, sender: Sender) -> None:
+        sender.explicit(plan.explicit)
+
+    def lint(self, phase: Phase, batched_tokens: int | None) -> list[str]:
+        out = []
+        sized = [f for f in ("requests", "prompt_tokens", "max_tokens") if getattr(phase, f) is not None]
+        if sized:
+            out.append(f"{', '.join(sized)}: sizes of generated requests; an explicit phase's requests say their own")
+        names = [r.name for r in phase.explicit or () if r.name]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            out.append(f"request names must be unique in a phase: {', '.join(twice)}")
+        return out
+
+
+KIND = ExplicitPhase()
