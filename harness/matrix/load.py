@@ -42,8 +42,9 @@ from harness.matrix.schema import (
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
-# Folders of data that matrix entries point at (lm-eval task files are YAML too): not matrix files.
-DATA_DIRS = frozenset({"eval"})
+# Folders of data that matrix entries point at (lm-eval task files and files of explicit requests
+# are YAML too): not matrix files.
+DATA_DIRS = frozenset({"eval", "requests"})
 
 
 @dataclass(frozen=True)

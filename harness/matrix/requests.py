@@ -123,8 +123,9 @@ class _Sampling(_Request):
 
     @property
     def sampled(self) -> bool:
-        """Whether tokens are drawn at random (then the seed makes them repeatable)."""
-        return bool(self.temperature)
+        """Whether tokens are drawn at random (only a seed makes them repeatable): a temperature
+        above 0, or none given (vLLM's default is 1, as OpenAI's)."""
+        return self.temperature is None or self.temperature > 0
 
 
 class Completions(_Sampling):
@@ -204,6 +205,7 @@ class Tokenize(_Request):
     messages: list[Message] | None = Field(None, min_length=1)
     add_special_tokens: bool | None = None
     add_generation_prompt: bool | None = None
+    chat_template: str | None = None
     VLLM_MODELS = (
         "vllm.entrypoints.serve.tokenize.protocol:TokenizeCompletionRequest",
         "vllm.entrypoints.serve.tokenize.protocol:TokenizeChatRequest",

@@ -33,6 +33,14 @@ class ExplicitPhase(PhaseKind):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             out.append(f"request names must be unique in a phase: {', '.join(twice)}")
+        for i, r in enumerate(phase.explicit or ()):
+            if getattr(r, "sampled", False) and getattr(r, "seed", None) is None:
+                temperature = getattr(r, "temperature", None)
+                set_to = "unset (the server samples at 1)" if temperature is None else f"{temperature:g}"
+                out.append(
+                    f"request {r.name or i} ({r.endpoint}): temperature {set_to} with no seed: its tokens are "
+                    "not repeatable, so no reference can be compared with them (give temperature 0 or a seed)"
+                )
         return out
 
 

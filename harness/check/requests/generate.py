@@ -121,6 +121,10 @@ def structure_problem(kind: str, spec: Any, text: str) -> str | None:
     return None
 
 
+def _head(ids: tuple[int, ...], n: int = 16) -> str:
+    return f"[{', '.join(map(str, ids[:n]))}{', …' if len(ids) > n else ''}]"
+
+
 def _tool_calls(choice: dict[str, Any]) -> list[tuple[str, str]]:
     calls = (choice.get("message") or {}).get("tool_calls") or []
     return [((c.get("function") or {}).get("name", ""), (c.get("function") or {}).get("arguments", "")) for c in calls]
@@ -150,7 +154,7 @@ class _Generate(Endpoint):
                 if tie is not None and not req.sampled:
                     out.ties.append({"request": f"{req.name}#{i}", **tie})
                     continue  # what follows a tie is not compared
-                out.whys.append(f"choice {i}: {v['why']}")
+                out.whys.append(f"choice {i}: {v['why']} (ids {_head(g.token_ids)}, the reference {_head(r.token_ids)})")
                 continue
             for what in ("finish_reason", "stop_reason"):
                 if rc.get(what) != gc.get(what):
