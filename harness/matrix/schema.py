@@ -297,6 +297,16 @@ class Phase(Strict):
     # (`requests: [...]`) beside this matrix file. Only a kind that sends them takes them
     # (`explicit`); the other kinds generate their token-id prompts.
     explicit: list[ExplicitRequest] | None = Field(None, min_length=1, max_length=MAX_REQUESTS)
+    # open-loop: requests arrive at `rate_per_s` on average (Poisson, from `seed`) for `duration_s`
+    # (or until `requests` have arrived); afterwards the engine must be idle again within
+    # `idle_within_s`: nothing running or waiting, its KV cache usage back to its level before the
+    # phase within `max_kv_usage_growth` (a fraction of the cache), and, where bounded, no PP
+    # stage's memory grown by more than `max_memory_growth` (a fraction of its level before).
+    rate_per_s: float | None = Field(None, gt=0, le=10_000)
+    duration_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    idle_within_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
+    max_kv_usage_growth: float = Field(0.01, ge=0, le=1)
+    max_memory_growth: float | None = Field(None, ge=0)
 
     @field_validator("explicit", mode="before")
     @classmethod
@@ -306,7 +316,7 @@ class Phase(Strict):
     @model_validator(mode="after")
     def _explicit_for_kind(self) -> Phase:
         takes = PHASE_KINDS[self.kind].explicit
-        if takes and self.explicit is None:
+        if takes == "required" and self.explicit is None:
             raise ValueError(f"a phase of kind {self.kind} names its requests in `explicit`")
         if not takes and self.explicit is not None:
             raise ValueError(f"a phase of kind {self.kind} generates its requests: `explicit` is for kind explicit")

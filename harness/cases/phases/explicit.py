@@ -5,12 +5,29 @@ rule (``harness.check.requests``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from harness.cases.phases.kind import PhaseKind, PhasePlan, Request, Sender
+from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Phase
 
 
+def unrepeatable(requests: Iterable[ExplicitRequest]) -> list[str]:
+    """Why requests sampled without a seed cannot be compared with a reference's answers."""
+    out = []
+    for i, r in enumerate(requests):
+        if getattr(r, "sampled", False) and getattr(r, "seed", None) is None:
+            temperature = getattr(r, "temperature", None)
+            set_to = "unset (the server samples at 1)" if temperature is None else f"{temperature:g}"
+            out.append(
+                f"request {r.name or i} ({r.endpoint}): temperature {set_to} with no seed: its tokens are "
+                "not repeatable, so no reference can be compared with them (give temperature 0 or a seed)"
+            )
+    return out
+
+
 class ExplicitPhase(PhaseKind):
-    explicit = True
+    explicit = "required"
     pooling = True
 
     def plan(self, phase: Phase, pp: int) -> PhasePlan:
@@ -29,19 +46,12 @@ class ExplicitPhase(PhaseKind):
         sized = [f for f in ("requests", "prompt_tokens", "max_tokens") if getattr(phase, f) is not None]
         if sized:
             out.append(f"{', '.join(sized)}: sizes of generated requests; an explicit phase's requests say their own")
-        names = [r.name for r in phase.explicit or () if r.name]
+        named = self.plan(phase, 1).explicit
+        names = [r.name or "" for r in named]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             out.append(f"request names must be unique in a phase: {', '.join(twice)}")
-        for i, r in enumerate(phase.explicit or ()):
-            if getattr(r, "sampled", False) and getattr(r, "seed", None) is None:
-                temperature = getattr(r, "temperature", None)
-                set_to = "unset (the server samples at 1)" if temperature is None else f"{temperature:g}"
-                out.append(
-                    f"request {r.name or i} ({r.endpoint}): temperature {set_to} with no seed: its tokens are "
-                    "not repeatable, so no reference can be compared with them (give temperature 0 or a seed)"
-                )
-        return out
+        return out + unrepeatable(named)
 
 
 KIND = ExplicitPhase()

@@ -101,6 +101,11 @@ class Sender(Protocol):
     def explicit(self, requests: tuple[ExplicitRequest, ...]) -> None:
         """Each request to its endpoint, in order, one after another; every answer kept."""
 
+    def open_loop(self, plan: PhasePlan) -> None:
+        """The plan's requests (or explicit ones), each sent at its arrival time
+        (``plan.extra["arrivals"]``) whatever is still in flight; the engine's gauges and each
+        stage's memory sampled meanwhile, and afterwards how long it took to be idle again."""
+
 
 class Answers(Protocol):
     """What one side answered in one phase (``harness.check.traffic.phases.PhaseOutputs``)."""
@@ -108,6 +113,7 @@ class Answers(Protocol):
     completions: list[Any]
     answers: list[Any]
     metrics: dict[str, float]
+    series: dict[str, Any]
     usage: dict[str, int]
     models: list[dict[str, Any]]
 
@@ -138,7 +144,8 @@ class PhaseKind:
     defaults: tuple[int | None, int, int] = (None, 0, 0)
     streamed: bool = False
     planned = True  # it sends requests of its own (sequential sends the suite's accuracy requests)
-    explicit = False  # its requests are the phase's `explicit` ones, not generated
+    # whether its requests are the phase's `explicit` ones: "required", "optional" (else generated), or not (False)
+    explicit: str | bool = False
     pooling = False  # a pooling runner can answer it (generated completions it cannot)
 
     def sizes(self, phase: Phase, pp: int) -> Sizes:

@@ -154,7 +154,9 @@ class _Generate(Endpoint):
                 if tie is not None and not req.sampled:
                     out.ties.append({"request": f"{req.name}#{i}", **tie})
                     continue  # what follows a tie is not compared
-                out.whys.append(f"choice {i}: {v['why']} (ids {_head(g.token_ids)}, the reference {_head(r.token_ids)})")
+                out.whys.append(
+                    f"choice {i}: {v['why']} (ids {_head(g.token_ids)}, the reference {_head(r.token_ids)})"
+                )
                 continue
             for what in ("finish_reason", "stop_reason"):
                 if rc.get(what) != gc.get(what):

@@ -116,7 +116,7 @@ def phase_record(
         "perf": got.perf,
         "error": got.error,
         **stages,
-    }
+    } | ({"series": got.series} if got.series else {})
     held, failed = _gates(plan.phase.perf_baseline, got)
     if got.aisbench is not None:
         rec["aisbench"] = got.aisbench
