@@ -59,8 +59,8 @@ def test_a_name_vllm_does_not_have_is_found(monkeypatch):
     # the check itself can fail: a parameter ppconf would accept that vLLM's model lacks
     from pydantic import create_model
 
-    from harness.matrix.requests import Completions
+    from harness.matrix.requests import CompletionsRequest
 
-    planted = create_model("Planted", __base__=Completions, best_off=(int | None, None))
+    planted = create_model("Planted", __base__=CompletionsRequest, best_off=(int | None, None))
     monkeypatch.setitem(REQUEST_MODELS, "completions", planted)
     assert unknown_names() == {"completions": ["best_off"]}

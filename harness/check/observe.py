@@ -198,7 +198,9 @@ class Observer:
                 key = _phase_key(ph, c.compare)
                 if key in phases:
                     continue
-                self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests) + len(ph.explicit)} requests)")
+                self.progress(
+                    "phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests) + len(ph.explicit)} requests)"
+                )
                 say = functools.partial(self.progress, "phase", c)
                 phases[key] = measure_phase(live, ph, c.compare, c.pp, key.text, c.workload_dir, say)
         return phases

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from harness.matrix import changes
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
+from harness.matrix.requests import RequestFile
 from harness.matrix.schema import (
     NAME,
     SECTIONS,
@@ -229,6 +230,27 @@ def validation_errors(
     return out
 
 
+def beside(matrix_file: Path) -> dict[str, Any]:
+    """The validation context of one matrix file: how a file of explicit requests it names
+    (relative to its own directory) is read, a problem in it a ValueError naming its file,
+    line and column."""
+
+    def request_file(name: str) -> list[Any]:
+        path = matrix_file.parent / name
+        if not path.is_file():
+            raise ValueError(f"file of requests {path} not found")
+        try:
+            doc = load_document(path, str(path))
+        except MatrixError as err:
+            raise ValueError("; ".join(str(e) for e in err.errors)) from None
+        try:
+            return list(RequestFile.model_validate(doc.root).requests)
+        except ValidationError as err:
+            raise ValueError("; ".join(str(e) for e in validation_errors(doc, RequestFile, (), err))) from None
+
+    return {"request_file": request_file}
+
+
 def matrix_files(root: Path) -> list[Path]:
     """Every *.yaml / *.yml under ``root``, through symlinked folders too (a private matrix
     linked in); a link back into a folder already read is not followed twice."""
@@ -287,7 +309,7 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
     for doc, i, entry in ordered:
         here = doc.where(("rules", i))
         try:
-            rule = Rule.model_validate(entry, context={"dir": doc.path.parent})
+            rule = Rule.model_validate(entry, context=beside(doc.path))
         except ValidationError as err:
             errors.extend(validation_errors(doc, Rule, ("rules", i), err))
             continue
@@ -365,7 +387,7 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
                 )
                 continue
             try:
-                target[name] = model.model_validate(entry, context={"dir": path.parent})
+                target[name] = model.model_validate(entry, context=beside(path))
             except ValidationError as err:
                 errors.extend(validation_errors(doc, model, (section, name), err))
                 continue

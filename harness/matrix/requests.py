@@ -14,10 +14,9 @@ A phase's ``explicit`` is a list of requests, or the name of a YAML file beside 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_TOKENS = 2_097_152
 MAX_ITEMS = 100_000
@@ -129,7 +128,7 @@ class _Sampling(_Request):
         return self.temperature is None or self.temperature > 0
 
 
-class Completions(_Sampling):
+class CompletionsRequest(_Sampling):
     """POST /v1/completions: a text or token-id prompt."""
 
     endpoint: Literal["completions"]
@@ -139,7 +138,7 @@ class Completions(_Sampling):
     VLLM_MODELS = ("vllm.entrypoints.openai.completion.protocol:CompletionRequest",)
 
 
-class Chat(_Sampling):
+class ChatRequest(_Sampling):
     """POST /v1/chat/completions: messages through the model's chat template."""
 
     endpoint: Literal["chat"]
@@ -158,7 +157,7 @@ class Chat(_Sampling):
 PoolingInput = str | list[str] | list[Annotated[int, Field(ge=0)]]
 
 
-class Embeddings(_Request):
+class EmbeddingsRequest(_Request):
     """POST /v1/embeddings."""
 
     endpoint: Literal["embeddings"]
@@ -168,7 +167,7 @@ class Embeddings(_Request):
     VLLM_MODELS = ("vllm.entrypoints.pooling.embed.protocol:EmbeddingCompletionRequest",)
 
 
-class Classify(_Request):
+class ClassifyRequest(_Request):
     """POST /classify."""
 
     endpoint: Literal["classify"]
@@ -177,7 +176,7 @@ class Classify(_Request):
     VLLM_MODELS = ("vllm.entrypoints.pooling.classify.protocol:ClassificationCompletionRequest",)
 
 
-class Score(_Request):
+class ScoreRequest(_Request):
     """POST /score: each text_1 against each text_2."""
 
     endpoint: Literal["score"]
@@ -187,7 +186,7 @@ class Score(_Request):
     VLLM_MODELS = ("vllm.entrypoints.pooling.scoring.protocol:ScoreTextRequest",)
 
 
-class Rerank(_Request):
+class RerankRequest(_Request):
     """POST /rerank: documents ordered by relevance to the query."""
 
     endpoint: Literal["rerank"]
@@ -198,7 +197,7 @@ class Rerank(_Request):
     VLLM_MODELS = ("vllm.entrypoints.pooling.scoring.protocol:RerankRequest",)
 
 
-class Tokenize(_Request):
+class TokenizeRequest(_Request):
     """POST /tokenize: a text prompt, or messages through the chat template."""
 
     endpoint: Literal["tokenize"]
@@ -213,19 +212,19 @@ class Tokenize(_Request):
     )
 
     @model_validator(mode="after")
-    def _one_input(self) -> Tokenize:
+    def _one_input(self) -> TokenizeRequest:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("a tokenize request names a prompt or messages (one of them)")
         return self
 
 
-class ResetPrefixCache(_Request):
+class ResetPrefixCacheRequest(_Request):
     """POST /reset_prefix_cache (vLLM's development endpoints: VLLM_SERVER_DEV_MODE=1)."""
 
     endpoint: Literal["reset-prefix-cache"]
 
 
-class LoadLoraAdapter(_Request):
+class LoadLoraAdapterRequest(_Request):
     """POST /v1/load_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING=1, --enable-lora)."""
 
     endpoint: Literal["load-lora-adapter"]
@@ -234,7 +233,7 @@ class LoadLoraAdapter(_Request):
     VLLM_MODELS = ("vllm.entrypoints.serve.lora.protocol:LoadLoRAAdapterRequest",)
 
 
-class UnloadLoraAdapter(_Request):
+class UnloadLoraAdapterRequest(_Request):
     """POST /v1/unload_lora_adapter."""
 
     endpoint: Literal["unload-lora-adapter"]
@@ -242,50 +241,50 @@ class UnloadLoraAdapter(_Request):
     VLLM_MODELS = ("vllm.entrypoints.serve.lora.protocol:UnloadLoRAAdapterRequest",)
 
 
-class Sleep(_Request):
+class SleepRequest(_Request):
     """POST /sleep?level=N (development endpoints, --enable-sleep-mode, where the platform has it)."""
 
     endpoint: Literal["sleep"]
     level: Literal[1, 2] = 1
 
 
-class WakeUp(_Request):
+class WakeUpRequest(_Request):
     """POST /wake_up."""
 
     endpoint: Literal["wake-up"]
 
 
 ExplicitRequest = Annotated[
-    Completions
-    | Chat
-    | Embeddings
-    | Classify
-    | Score
-    | Rerank
-    | Tokenize
-    | ResetPrefixCache
-    | LoadLoraAdapter
-    | UnloadLoraAdapter
-    | Sleep
-    | WakeUp,
+    CompletionsRequest
+    | ChatRequest
+    | EmbeddingsRequest
+    | ClassifyRequest
+    | ScoreRequest
+    | RerankRequest
+    | TokenizeRequest
+    | ResetPrefixCacheRequest
+    | LoadLoraAdapterRequest
+    | UnloadLoraAdapterRequest
+    | SleepRequest
+    | WakeUpRequest,
     Field(discriminator="endpoint"),
 ]
 
 REQUEST_MODELS: dict[str, type[_Request]] = {
     m.model_fields["endpoint"].annotation.__args__[0]: m  # type: ignore[union-attr]
     for m in (
-        Completions,
-        Chat,
-        Embeddings,
-        Classify,
-        Score,
-        Rerank,
-        Tokenize,
-        ResetPrefixCache,
-        LoadLoraAdapter,
-        UnloadLoraAdapter,
-        Sleep,
-        WakeUp,
+        CompletionsRequest,
+        ChatRequest,
+        EmbeddingsRequest,
+        ClassifyRequest,
+        ScoreRequest,
+        RerankRequest,
+        TokenizeRequest,
+        ResetPrefixCacheRequest,
+        LoadLoraAdapterRequest,
+        UnloadLoraAdapterRequest,
+        SleepRequest,
+        WakeUpRequest,
     )
 }
 
@@ -294,26 +293,3 @@ class RequestFile(_Strict):
     """A file of explicit requests beside the matrix file: ``requests: [...]``."""
 
     requests: list[ExplicitRequest] = Field(min_length=1, max_length=MAX_ITEMS)
-
-
-def read_request_file(name: str, info: ValidationInfo) -> list[Any]:
-    """The requests of the file ``name``, relative to the directory of the matrix file being
-    validated (``info.context["dir"]``); a problem in it is a ValueError naming its file, line
-    and column."""
-    from harness.matrix.load import validation_errors
-    from harness.matrix.source import MatrixError, load_document
-
-    base = (info.context or {}).get("dir")
-    if base is None:
-        raise ValueError(f"{name!r}: a file of requests is read beside a matrix file; here there is none")
-    path = Path(base) / name
-    if not path.is_file():
-        raise ValueError(f"file of requests {path} not found")
-    try:
-        doc = load_document(path, str(path))
-    except MatrixError as err:
-        raise ValueError("; ".join(str(e) for e in err.errors)) from None
-    try:
-        return list(RequestFile.model_validate(doc.root).requests)
-    except ValidationError as err:
-        raise ValueError("; ".join(str(e) for e in validation_errors(doc, RequestFile, (), err))) from None

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from harness.matrix.effective import Requirement, parse_requirements
-from harness.matrix.requests import ExplicitRequest, read_request_file
+from harness.matrix.requests import ExplicitRequest
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
@@ -311,7 +311,13 @@ class Phase(Strict):
     @field_validator("explicit", mode="before")
     @classmethod
     def _request_file(cls, v: object, info: ValidationInfo) -> object:
-        return read_request_file(v, info) if isinstance(v, str) else v
+        # the loader reads a file of requests beside the matrix file it validates (load.py)
+        if not isinstance(v, str):
+            return v
+        read = (info.context or {}).get("request_file")
+        if read is None:
+            raise ValueError(f"{v!r}: a file of requests is read beside a matrix file; here there is none")
+        return read(v)
 
     @model_validator(mode="after")
     def _explicit_for_kind(self) -> Phase:

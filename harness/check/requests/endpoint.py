@@ -1,7 +1,7 @@
 """What an endpoint provides: where its requests go, the body ppconf sends (the request as
 written, with the served model named), and its comparison rule. A rule sees both sides' answers
 to one request and says why they disagree (nothing: they agree) and where a greedy divergence is
-a near-tie (``Verdict.ties``), counted apart as the other phases count them.
+a near-tie (``RuleVerdict.ties``), counted apart as the other phases count them.
 
 An answer that is not a success (HTTP 2xx) on either side disagrees, whatever the other side
 said: a request the platform cannot serve is a finding to state (a claim), not a match."""
@@ -17,7 +17,7 @@ from harness.matrix.schema import Compare
 
 
 @dataclass
-class Verdict:
+class RuleVerdict:
     whys: list[str] = field(default_factory=list)  # why the answers disagree
     ties: list[dict[str, Any]] = field(default_factory=list)  # near-tie divergences (greedy sampling)
 
@@ -46,14 +46,14 @@ class Endpoint:
         answer = client.call(self.path, self.body(req, model), self.params(req))
         return answer_json(req.name or "", req.endpoint, answer)
 
-    def compare(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> Verdict:
+    def compare(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
         """Both answers succeeded, and then this endpoint's own rule (``agree``)."""
         whys = [
             f"{side} answered HTTP {a['status']}: {brief(a['body'])}"
             for side, a in (("the case", got), ("the reference", ref))
             if not 200 <= a["status"] < 300
         ]
-        return Verdict(whys) if whys else self.agree(compare, req, ref, got)
+        return RuleVerdict(whys) if whys else self.agree(compare, req, ref, got)
 
-    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> Verdict:
-        return Verdict()
+    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
+        return RuleVerdict()

@@ -1,9 +1,9 @@
-"""Completions and chat: every choice of ``n``, in order of its index, compared by the
+"""CompletionsRequest and chat: every choice of ``n``, in order of its index, compared by the
 comparison's mode (a sampled request, ``temperature`` > 0, must match exactly: its seed makes it
 repeatable); a greedy divergence that is a near-tie is a tie, as in the other phases. Beyond the
 tokens: the same finish reason and stop reason (a stop string stops at the same place), the same
 usage, prompt logprobs within the tolerance, the same tool calls, and structured output that
-validates against its schema on both sides. Chat is compared after the template: the prompt's
+validates against its schema on both sides. ChatRequest is compared after the template: the prompt's
 token ids as each server templated them must be equal.
 
 ppconf adds ``return_token_ids`` (the ids of each choice and of the prompt) and
@@ -19,10 +19,10 @@ from typing import Any
 import jsonschema
 import regex
 
-from harness.check.requests.endpoint import Endpoint, Verdict
+from harness.check.requests.endpoint import Endpoint, RuleVerdict
 from harness.check.serving.client import Completion, top_by_id
 from harness.check.traffic.compare import pair, tie_at
-from harness.matrix.requests import Chat, Completions, ExplicitRequest
+from harness.matrix.requests import ChatRequest, CompletionsRequest, ExplicitRequest
 from harness.matrix.schema import Compare
 
 ADDED = {"return_token_ids": True, "return_tokens_as_token_ids": True}
@@ -35,12 +35,15 @@ def _choices(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 def completion_choice(choice: dict[str, Any], label: str) -> Completion:
     lp = choice.get("logprobs") or {}
+    ids = tuple(choice.get("token_ids") or ())
+    # with echo the logprobs cover the prompt's tokens first: the generated ones are the last
+    skip = max(0, len(lp.get("tokens") or ()) - len(ids))
     return Completion(
         "",
-        tuple(choice.get("token_ids") or ()),
-        tuple(float(x) for x in lp.get("token_logprobs") or () if x is not None),
+        ids,
+        tuple(float(x) for x in (lp.get("token_logprobs") or ())[skip:]),
         choice.get("text") or "",
-        tuple(top_by_id(t) for t in lp.get("top_logprobs") or ()),
+        tuple(top_by_id(t) for t in (lp.get("top_logprobs") or ())[skip:]),
         label,
         choice.get("finish_reason") or "",
     )
@@ -82,7 +85,7 @@ def prompt_logprob_diffs(ref: list[Any] | None, got: list[Any] | None, tolerance
     return [f"prompt logprobs |Δ| {worst:.3g} at position {where} > {tolerance:g}"] if worst > tolerance else []
 
 
-def _structure(req: Completions | Chat) -> tuple[str, Any] | None:
+def _structure(req: CompletionsRequest | ChatRequest) -> tuple[str, Any] | None:
     """What the request constrains its output to, as (kind, spec): json (a schema, None for any
     JSON object), regex, choice; a grammar is enforced by the server but not checked here."""
     rf, so = req.response_format, req.structured_outputs
@@ -138,9 +141,9 @@ class _Generate(Endpoint):
     def body(self, req: ExplicitRequest, model: str) -> dict[str, Any] | None:
         return {"model": model, **ADDED, **req.body()}
 
-    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> Verdict:
-        assert isinstance(req, (Completions, Chat))
-        out = Verdict()
+    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
+        assert isinstance(req, (CompletionsRequest, ChatRequest))
+        out = RuleVerdict()
         r_choices, g_choices = _choices(ref), _choices(got)
         if len(r_choices) != len(g_choices):
             out.whys.append(f"{len(g_choices)} choices, the reference {len(r_choices)} (n={req.n})")
@@ -175,7 +178,7 @@ class _Generate(Endpoint):
                     if problem:
                         out.whys.append(f"{side}'s choice {i} ({structure[0]}): {problem}")
         r_prompt, g_prompt = ref["body"].get("prompt_token_ids"), got["body"].get("prompt_token_ids")
-        if isinstance(req, Chat) and r_prompt != g_prompt:
+        if isinstance(req, ChatRequest) and r_prompt != g_prompt:
             out.whys.append(f"the templated prompt differs: {len(g_prompt or [])} vs {len(r_prompt or [])} token ids")
         r_use, g_use = ref["body"].get("usage") or {}, got["body"].get("usage") or {}
         for key in ("prompt_tokens", "completion_tokens"):

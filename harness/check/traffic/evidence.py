@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.cases.workload import PhasePlan, kind_of
-from harness.check.requests.compare import compare_explicit
 from harness.check.traffic import metrics
-from harness.check.traffic.compare import compare_phase
+from harness.check.traffic.compare import compare_explicit, compare_phase
 from harness.check.traffic.phases import PhaseOutputs
 from harness.matrix.schema import Compare, PerfGate
 from harness.results.result import PhaseRecord
