@@ -18,6 +18,9 @@ from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Compare
 from harness.registry import ENDPOINTS
 
+# requests an open-loop phase keeps in flight at most: arrivals past it wait (late_max_s shows it)
+OPEN_LOOP_IN_FLIGHT = 64
+
 
 @dataclass
 class PhaseOutputs:
@@ -108,7 +111,7 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
     model = live.model_name or ""
     out = PhaseOutputs()
     sampling = greedy(compare)
-    client = live.client.sibling(len(plan.requests) + 4)
+    client = live.client.sibling(len(plan.requests) + len(plan.explicit) + 4)
     watcher = live.metrics_client.sibling(1)
     deadline = time.monotonic() + plan.phase.deadline_s
     before: dict[str, float] = {}
@@ -196,8 +199,7 @@ class _Sender:
             before = metrics.parse(watch.metrics())
             kv_start = before.get(metrics.SERIES["kv_usage"])
             sampler = metrics.SeriesSampler(watch.metrics, lambda: stages.collective_rpc("ppconf_stage_memory"))
-            # the pool bounds the requests in flight: past it, arrivals wait (late_max_s shows it)
-            with sampler, cf.ThreadPoolExecutor(max_workers=64, thread_name_prefix="ppconf-open-loop") as pool:
+            with sampler, cf.ThreadPoolExecutor(OPEN_LOOP_IN_FLIGHT, thread_name_prefix="ppconf-open-loop") as pool:
                 t0 = time.monotonic()
                 late = 0.0
                 futures: list[cf.Future[None]] = []
