@@ -134,3 +134,39 @@ def test_the_sampler_keeps_each_gauge_and_each_stage_over_time():
     bare = metrics.SeriesSampler(lambda: _page(0, 0, 0.0), no_probe)
     bare.sample()
     assert bare.stage_error == "RuntimeError: no worker extension" and "stage0_memory_bytes" not in bare.series
+
+
+def test_the_report_plots_an_open_loop_phase_over_time():
+    from harness.outcomes import Outcome
+    from harness.results.result import Expectation, Observation, PhaseRecord, Result
+    from reports import traffic
+
+    times = [i * 0.5 for i in range(250)]
+    series = {
+        "running": [[t, float(i % 3)] for i, t in enumerate(times)],
+        "waiting": [[t, 0.0] for t in times],
+        "kv_usage": [[t, 0.01 * (i % 3)] for i, t in enumerate(times)],
+        "stage0_memory_bytes": [[t, 2.0e9] for t in times],
+        "stage1_memory_bytes": [[t, 2.1e9] for t in times],
+    }
+    phase = PhaseRecord(name="load", kind="open-loop", series=series)
+    record = Result(
+        case="fam/<x>",
+        suite="s",
+        family="fam",
+        variant="default",
+        topology="t",
+        partition="auto",
+        features=[],
+        platform="cpu",
+        expectation=Expectation(kind="supported"),
+        outcome=Outcome.PASS,
+        reason="ok",
+        observation=Observation(workload=[phase]),
+    )
+    (plot,) = traffic.plots([record])
+    svg = plot["svg"]
+    assert plot["case"] == "fam/<x> (load)"
+    assert svg.count("<svg") == 3 and svg.count("<polyline") == 5  # requests (2), KV usage, two stages
+    assert "seconds into the phase" in svg and "stage1" in svg and "<circle" not in svg
+    assert svg.count('font-size="10" text-anchor="middle">') <= 3 * (traffic.TICKS + 1)
