@@ -194,7 +194,7 @@ class _Sender:
         times: list[float] = plan.extra["arrivals"]
         phase = plan.phase
         watch = self.live.metrics_client.sibling(1)
-        stages = self.live.client.sibling(1)
+        stages = self.live.stage_client.sibling(1)
         try:
             before = metrics.parse(watch.metrics())
             kv_start = before.get(metrics.SERIES["kv_usage"])
