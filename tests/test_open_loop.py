@@ -170,3 +170,31 @@ def test_the_report_plots_an_open_loop_phase_over_time():
     assert svg.count("<svg") == 3 and svg.count("<polyline") == 5  # requests (2), KV usage, two stages
     assert "seconds into the phase" in svg and "stage1" in svg and "<circle" not in svg
     assert svg.count('font-size="10" text-anchor="middle">') <= 3 * (traffic.TICKS + 1)
+
+
+def test_a_clock_on_a_phase_that_has_none_is_a_lint_error(matrix_dir):
+    from harness.cases.expand import expand
+    from harness.cases.workload import workload_problems
+    from harness.matrix.load import load_matrix
+
+    matrix_dir(
+        "cpu/mine.yaml",
+        """\
+        suites:
+          mine:
+            title: a clock on the wrong phase
+            platform: cpu
+            max_devices: 2
+            workload:
+              - {kind: concurrent, rate_per_s: 2.0}
+              - {kind: open-loop, rate_per_s: 2.0, duration_s: 10, max_memory_growth: 0.1}
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+        """,
+    )
+    m = load_matrix(matrix_dir.root)
+    (case,) = expand(m, "mine").cases
+    assert workload_problems(m, case) == [
+        "phase concurrent (concurrent): rate_per_s is for requests arriving on a clock: an open-loop phase"
+    ]

@@ -147,6 +147,7 @@ class PhaseKind:
     # whether its requests are the phase's `explicit` ones: "required", "optional" (else generated), or not (False)
     explicit: str | bool = False
     pooling = False  # a pooling runner can answer it (generated completions it cannot)
+    arrivals = False  # its requests arrive on a clock (rate_per_s, duration_s) and the engine must idle after
 
     def sizes(self, phase: Phase, pp: int) -> Sizes:
         n, length, out = self.defaults

@@ -40,6 +40,7 @@ def arrivals(phase: Phase) -> list[float]:
 class OpenLoopPhase(PhaseKind):
     defaults = (None, 48, 16)
     explicit = "optional"
+    arrivals = True
 
     def plan(self, phase: Phase, pp: int) -> PhasePlan:
         times = arrivals(phase)
