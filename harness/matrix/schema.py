@@ -321,10 +321,7 @@ class Phase(Strict):
 
     @model_validator(mode="after")
     def _explicit_for_kind(self) -> Phase:
-        takes = PHASE_KINDS[self.kind].explicit
-        if takes == "required" and self.explicit is None:
-            raise ValueError(f"a phase of kind {self.kind} names its requests in `explicit`")
-        if not takes and self.explicit is not None:
+        if not PHASE_KINDS[self.kind].explicit and self.explicit is not None:
             raise ValueError(f"a phase of kind {self.kind} generates its requests: `explicit` is for kind explicit")
         return self
 

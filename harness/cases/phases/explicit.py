@@ -27,7 +27,7 @@ def unrepeatable(requests: Iterable[ExplicitRequest]) -> list[str]:
 
 
 class ExplicitPhase(PhaseKind):
-    explicit = "required"
+    explicit = True
     pooling = True
 
     def plan(self, phase: Phase, pp: int) -> PhasePlan:
@@ -42,7 +42,7 @@ class ExplicitPhase(PhaseKind):
         sender.explicit(plan.explicit)
 
     def lint(self, phase: Phase, batched_tokens: int | None) -> list[str]:
-        out = []
+        out = [] if phase.explicit else ["an explicit phase names its requests in `explicit`"]
         sized = [f for f in ("requests", "prompt_tokens", "max_tokens") if getattr(phase, f) is not None]
         if sized:
             out.append(f"{', '.join(sized)}: sizes of generated requests; an explicit phase's requests say their own")

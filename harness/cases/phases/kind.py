@@ -144,8 +144,8 @@ class PhaseKind:
     defaults: tuple[int | None, int, int] = (None, 0, 0)
     streamed: bool = False
     planned = True  # it sends requests of its own (sequential sends the suite's accuracy requests)
-    # whether its requests are the phase's `explicit` ones: "required", "optional" (else generated), or not (False)
-    explicit: str | bool = False
+    # whether it takes the phase's `explicit` requests (in place of generated ones)
+    explicit = False
     pooling = False  # a pooling runner can answer it (generated completions it cannot)
     arrivals = False  # its requests arrive on a clock (rate_per_s, duration_s) and the engine must idle after
 

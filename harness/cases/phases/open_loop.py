@@ -39,7 +39,7 @@ def arrivals(phase: Phase) -> list[float]:
 
 class OpenLoopPhase(PhaseKind):
     defaults = (None, 48, 16)
-    explicit = "optional"
+    explicit = True
     arrivals = True
 
     def plan(self, phase: Phase, pp: int) -> PhasePlan:
