@@ -22,7 +22,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     meta: dict = {}
     if args.resume:
-        meta = open_resumed(run_dir)
+        meta = open_resumed(run_dir, adopt=args.force)
         # a resumed run keeps the suite, selection and matrices it was started with
         suite = args.suite or meta.get("suite")
         args.case = args.case or meta.get("cases")
@@ -90,7 +90,7 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
     from harness.registry import REPORT_FORMATS
     from reports.render import report_run
 
-    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
+    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()}, force=args.force)
     first, *others = (fmt.file for fmt in REPORT_FORMATS.values())
     print(f"report:  {run_dir / 'report' / first} (and {', '.join(others)})")
     if args.github:
@@ -126,6 +126,7 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
         work_dir=work_dir,
         fold=args.fold,
         topology=args.topology,
+        force=args.force,
     )
     say_written("the launch's logs", work_dir, args.quiet)
     print(f"golden: {path}")
