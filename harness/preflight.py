@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from harness.cases.case import Case
 from harness.cases.expand import expand
 from harness.cases.lint import Finding
+from harness.cases.workload import size_problems
 from harness.check.references.goldens import load_golden
 from harness.check.serving.stack import layer_counts
 from harness.launch import PlanError
@@ -41,8 +42,16 @@ def check_plannable(m: Matrix, case: Case, cluster: Cluster) -> str | None:
 
 
 def plan_errors(m: Matrix, cases: list[Case], cluster: Cluster) -> list[str]:
-    """The problems in these cases' launch plans, each said once."""
-    return summarize(validate_cases(m, cases, cluster).errors)
+    """The problems in these cases' launch plans, each said once: first each served case's
+    workload too large to build or longer than its model holds (``size_problems``, found from
+    the sizes before anything is built), then the plans checked against the engine."""
+    sizes = [
+        f"case {case.id} (suite {case.suite}): {problem}"
+        for case in cases
+        if case.expectation.kind in NEEDS_REFERENCE
+        for problem in size_problems(m, case)
+    ]
+    return summarize(sizes + validate_cases(m, cases, cluster).errors)
 
 
 @dataclass

@@ -4,12 +4,11 @@ whose interrupted launch is known, and a run is judged against the matrices it w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from harness import safe_write
-from harness.check.serving.launcher import LIVE
+from harness.check.serving.launcher import LIVE, read_live
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.results import store
 
@@ -43,10 +42,10 @@ def open_resumed(run_dir: Path, adopt: bool = False) -> dict[str, Any]:
     live = run_dir / LIVE
     if live.exists():
         try:
-            json.loads(live.read_text(errors="replace") or "[]")
-        except ValueError:
+            read_live(live)
+        except (OSError, ValueError) as err:
             raise RunRefused(
-                f"{live} is unreadable (a torn write), so the process groups its interrupted case "
+                f"{live} is unreadable (a torn write? {err}), so the process groups its interrupted case "
                 f"left running are unknown; stop them (their environment carries "
                 f"PPCONF_RUN_DIR={run_dir}), delete {live}, and resume again"
             ) from None

@@ -174,6 +174,7 @@ LAYERS = (
     "harness.outcomes",  # the vocabulary: outcomes, claim kinds
     "harness.registry",  # the pluggable kinds' names, each the module that implements it
     "harness.redact",  # secrets masked wherever a plan or a record is written
+    "harness.json_input",  # JSON read back from disk, within bounds
     "harness.case_key",  # a case's coordinates, one type for every step that names a case
     "harness.launch",  # deployments and their launches: planned, run, recorded
     "harness.results",  # the record store and what it holds

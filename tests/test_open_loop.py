@@ -195,6 +195,9 @@ def test_a_clock_on_a_phase_that_has_none_is_a_lint_error(matrix_dir):
     )
     m = load_matrix(matrix_dir.root)
     (case,) = expand(m, "mine").cases
-    assert workload_problems(m, case) == [
-        "phase concurrent (concurrent): rate_per_s is for requests arriving on a clock: an open-loop phase"
-    ]
+    (err,) = workload_problems(m, case)
+    assert (
+        err.message
+        == "phase concurrent (concurrent): rate_per_s is for requests arriving on a clock: an open-loop phase"
+    )
+    assert err.where is not None and err.where.file.endswith("cpu/mine.yaml") and err.where.line == 7

@@ -153,7 +153,7 @@ def test_lint_refuses_what_cannot_be_compared(shipped, matrix_dir):
     )
     m = load_matrix(matrix_dir.root)
     (case,) = expand(m, "mine").cases
-    problems = workload_problems(m, case)
+    problems = [e.message for e in workload_problems(m, case)]
     assert any(
         "request explicit:0 (completions): temperature unset (the server samples at 1) with no seed" in p
         for p in problems
@@ -165,7 +165,7 @@ def test_lint_refuses_what_cannot_be_compared(shipped, matrix_dir):
 
 def test_the_shipped_request_suite_lints_clean(shipped):
     (case,) = expand(shipped, "requests-cpu").cases
-    assert workload_problems(shipped, case) == []
+    assert [e.message for e in workload_problems(shipped, case)] == []
     (phase,) = [p for p in shipped.suites["requests-cpu"].workload or [] if p.kind == "explicit"]
     kinds = {r.endpoint for r in phase.explicit or []}
     assert {"completions", "chat", "tokenize", "reset-prefix-cache"} <= kinds

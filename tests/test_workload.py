@@ -159,7 +159,7 @@ def test_lint_refuses_a_long_prompt_the_batch_budget_holds_in_one_step(matrix_di
     for budget, refused in (("200", True), ("128", False)):
         matrix_dir("cpu/mine.yaml", suite.replace('"200"]', f'"{budget}"]'))
         m = load_matrix(matrix_dir.root)
-        problems = [p for c in expand(m, "mine").cases for p in workload_problems(m, c)]
+        problems = [p for c in expand(m, "mine").cases for p in map(str, workload_problems(m, c))]
         assert any("fit in one engine step" in p and f"--max-num-batched-tokens {budget}" in p for p in problems) is (
             refused
         ), problems

@@ -145,7 +145,7 @@ def lint(m: Matrix) -> LintReport:
         elif case.expectation.kind in NEEDS_REFERENCE:  # served and asked its workload
             at = first.where if first.rule.workload is not None else m.where.get(("suites", case.suite))
             for problem in workload_problems(m, case):
-                report.errors.append(Finding(f"{problem} (case {case.id})", at))
+                report.errors.append(Finding(f"{problem.message} (case {case.id})", problem.where or at))
     report.warnings += _unused_sides(m, cases.values())
     report.warnings += _idle_skips(m, cases.values())
     seen: dict[str, object] = {}

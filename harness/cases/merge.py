@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import json_input
 from harness.matrix.load import Matrix
 from harness.matrix.schema import JSON_FLAGS
 
@@ -176,8 +177,8 @@ def merge(layers: list[Layer]) -> Merged:
             name = u.flag[2:]
             if name in JSON_FLAGS and len(u.values) == 1:
                 try:
-                    fragment = json.loads(u.values[0])
-                except ValueError as err:
+                    fragment = json_input.loads(u.values[0], str(u.origin))
+                except ValueError as err:  # JsonInputError too: nested beyond json_input.MAX_DEPTH
                     errors.append(f"{u.origin}: {layer.name}: {u.flag} is not valid JSON: {err}")
                     continue
                 if not isinstance(fragment, dict):

@@ -10,11 +10,14 @@ flight, so every stage has a batch of its own while the others work).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.cases.case import Case
-from harness.cases.phases.kind import PhaseKind, PhasePlan
+from harness.cases.phases.kind import MAX_PHASE_TOKENS, PhaseKind, PhasePlan
+from harness.launch import PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Phase, StageBounds, missing_aisbench_files
+from harness.matrix.source import SourceError, Where
 from harness.registry import PHASE_KINDS
 
 SEQUENTIAL = Phase(kind="sequential")
@@ -28,13 +31,22 @@ def kind_of(phase: Phase | PhasePlan) -> PhaseKind:
 def workload_of(m: Matrix, case: Case) -> list[Phase]:
     """The case's phases: its rule's workload, else its suite group's, else its suite's, else
     the one sequential phase (the requests of the suite's `accuracy`)."""
+    return list(_declared(m, case)[0])
+
+
+def _declared(m: Matrix, case: Case) -> tuple[list[Phase], tuple[Any, ...] | None]:
+    """The case's phases and where their list is declared (``Matrix.at``'s section, name and
+    path), None for the default sequential phase."""
     suite = m.suite(case.suite)
-    rule = next((e.rule for e in m.rules if e.index == case.expectation.rule), None)
+    entry = next((e for e in m.rules if e.index == case.expectation.rule), None)
+    if entry is not None and entry.rule.workload is not None:
+        return entry.rule.workload, ("rules", str(entry.index), "workload")
     group = suite.groups[case.group] if case.group is not None and case.group < len(suite.groups) else None
-    for layer in (rule, group, suite):
-        if layer is not None and layer.workload is not None:
-            return list(layer.workload)
-    return [SEQUENTIAL]
+    if group is not None and group.workload is not None:
+        return group.workload, ("suites", case.suite, "groups", case.group, "workload")
+    if suite.workload is not None:
+        return suite.workload, ("suites", case.suite, "workload")
+    return [SEQUENTIAL], None
 
 
 def workload_dir(m: Matrix, case: Case) -> Path:
@@ -54,8 +66,20 @@ def stage_bounds_of(m: Matrix, case: Case) -> StageBounds | None:
 
 
 def plan_phase(phase: Phase, pp: int) -> PhasePlan:
-    """The requests of a phase other than ``sequential`` (whose requests are the suite's)."""
+    """The requests of a phase other than ``sequential`` (whose requests are the suite's);
+    PlanError, before building any, for a phase larger than ``MAX_PHASE_TOKENS`` (lint and a
+    run's plan check say so first, with the phase's place)."""
+    built = kind_of(phase).token_ids(phase, pp)
+    if built > MAX_PHASE_TOKENS:
+        raise PlanError(f"phase {phase.label} ({phase.kind}): {_too_many(phase, built)}")
     return kind_of(phase).plan(phase, pp)
+
+
+def _too_many(phase: Phase, built: int) -> str:
+    return (
+        f"its prompts would hold {built} token ids (requests x prompt_tokens), more than the "
+        f"{MAX_PHASE_TOKENS} one phase may (they are generated in memory before any is sent)"
+    )
 
 
 def plan_workload(m: Matrix, case: Case) -> list[PhasePlan]:
@@ -103,39 +127,77 @@ def drafts(m: Matrix, feature: str) -> bool:
     return "speculative-config" in f.configs or SPECULATIVE_FLAG in f.args
 
 
-def workload_problems(m: Matrix, case: Case) -> list[str]:
-    """Why the case's workload cannot be sent as written (lint's question, before any launch):
-    a request longer than the model holds, a long prompt the engine would prefill in one step
-    (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
-    the phase or the case does not produce."""
-    out = []
+def _at(m: Matrix, at: tuple[Any, ...] | None, i: int, phase: Phase, *sizes: str) -> Where | None:
+    """Where the ``i``-th phase of the list declared at ``at`` sets the first of ``sizes`` it
+    sets (the phase itself if none)."""
+    if at is None:
+        return None
+    key = next((k for k in sizes if getattr(phase, k) is not None), None)
+    section, name, *path = at
+    return m.at(section, name, *path, i, *([key] if key else []))
+
+
+def size_problems(m: Matrix, case: Case) -> list[SourceError]:
+    """Each phase of the case too large to build or to send, at the size that makes it so and
+    found from the sizes alone, before any token id is built (lint's and a run's plan check's
+    question): more token ids than ``MAX_PHASE_TOKENS``, or a request (prompt and output) longer
+    than the model of the case holds (``max_model_len``)."""
+    phases, at = _declared(m, case)
+    pp = m.topologies[case.topology].pp
     limit = max_model_len(m, case)
+    out = []
+    for i, phase in enumerate(phases):
+        kind = kind_of(phase)
+        if not kind.planned:
+            continue
+        name = f"phase {phase.label} ({phase.kind})"
+        built = kind.token_ids(phase, pp)
+        if built > MAX_PHASE_TOKENS:
+            out.append(
+                SourceError(_at(m, at, i, phase, "prompt_tokens", "requests"), f"{name}: {_too_many(phase, built)}")
+            )
+            continue
+        longest = kind.longest(phase, pp)
+        if limit is not None and longest > limit:
+            s = kind.sizes(phase, pp)
+            out.append(
+                SourceError(
+                    _at(m, at, i, phase, "prompt_tokens", "max_tokens"),
+                    f"{name}: a request of {longest} tokens (prompt_tokens {s.prompt_tokens}, max_tokens "
+                    f"{s.max_tokens}) is longer than the {limit} the model of {case.family}/{case.variant} holds",
+                )
+            )
+    return out
+
+
+def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
+    """Why the case's workload cannot be sent as written (lint's question, before any launch):
+    a phase too large (``size_problems``), a long prompt the engine would prefill in one step
+    (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
+    the phase or the case does not produce. Each where its phase is declared, if known."""
+    phases, at = _declared(m, case)
+    out = size_problems(m, case)
     budget = _given(m, case, "--max-num-batched-tokens")
     speculative = any(drafts(m, f) for f in case.features)
-    for phase in workload_of(m, case):
+    for i, phase in enumerate(phases):
         name = f"phase {phase.label} ({phase.kind})"
         kind = kind_of(phase)
-        if kind.planned and limit is not None:
-            longest = plan_phase(phase, m.topologies[case.topology].pp).longest()
-            if longest > limit:
-                out.append(
-                    f"{name}: a request of {longest} tokens (prompt and output) is longer than the "
-                    f"{limit} the model of {case.family}/{case.variant} holds"
-                )
-        out += [f"{name}: {problem}" for problem in kind.lint(phase, budget)]
+        here = _at(m, at, i, phase)
+        problems: list[str] = [f"{name}: {problem}" for problem in kind.lint(phase, budget)]
         if phase.min_acceptance_ratio is not None and not speculative:
-            out.append(
+            problems.append(
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "
                 f"{case.attrs.get('feature', 'none')} drafts tokens (no --speculative-config)"
             )
         gate = phase.perf_baseline
         missing = missing_aisbench_files(gate.aisbench, workload_dir(m, case)) if gate and gate.aisbench else None
         if missing:
-            out.append(f"{name}: {missing}")
+            problems.append(f"{name}: {missing}")
         for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and not kind.streamed:
-                out.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
+                problems.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
         for timed in ("rate_per_s", "duration_s", "max_memory_growth"):
             if getattr(phase, timed) is not None and not kind.arrivals:
-                out.append(f"{name}: {timed} is for requests arriving on a clock: an open-loop phase")
+                problems.append(f"{name}: {timed} is for requests arriving on a clock: an open-loop phase")
+        out += [SourceError(here, p) for p in problems]
     return out

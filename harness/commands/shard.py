@@ -11,13 +11,15 @@ from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix
 from harness.plan.cluster import load_cluster
 
+MAX_SHARDS = 4096  # CI jobs of one suite; each shard is built in memory, empty or not
+
 
 def cmd_shard(args: argparse.Namespace) -> int:
     from harness.plan.schedule import load_durations
     from harness.plan.shard import split, units
 
-    if args.of < 1:
-        raise CliError(f"--of {args.of}: give a number of shards, 1 or more")
+    if not 1 <= args.of <= MAX_SHARDS:
+        raise CliError(f"--of {args.of}: give a number of shards from 1 to {MAX_SHARDS}")
     if not 1 <= args.index <= args.of:
         raise CliError(f"--index {args.index}: give a shard from 1 to {args.of}")
     check_select(args.select)

@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from harness import safe_write
+from harness import json_input, safe_write
 from harness.importers.argv import Flag, flags_of
-from harness.matrix.load import Matrix
+from harness.importers.nightly_config import config_model
+from harness.json_input import JsonInputError
+from harness.matrix.load import Matrix, validation_errors
 from harness.matrix.schema import JSON_FLAGS, NAME
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
 
@@ -155,6 +158,10 @@ def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -
     data = doc.root
     if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
         raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
+    try:
+        config_model(data).model_validate(data)
+    except ValidationError as err:
+        raise MatrixError(validation_errors(doc, config_model(data), (), err)) from None
     suite = slug(doc.path.stem)
     tests = _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
     families: dict[str, Any] = {}
@@ -239,7 +246,11 @@ def _tokens_of_string(doc: Document, loc: tuple, text: str) -> list[tuple[str, W
     lines = doc.path.read_text().splitlines()[start.line - 1 :]
     out: list[tuple[str, Where | None]] = []
     row = 0
-    for token in shlex.split(text):
+    try:
+        tokens = shlex.split(text)
+    except ValueError as err:  # an unbalanced quote, a trailing backslash
+        raise SourceError(start, f"server_cmd is not a shell command line: {err} ({text[:60]!r}...)") from None
+    for token in tokens:
         probe = token.split()[0] if token.split() else token
         at = next((r for r in range(row, len(lines)) if probe in lines[r]), None)
         if at is None:
@@ -268,7 +279,7 @@ def _multi_node(doc: Document, data: dict) -> Test:
             raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
         env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
         nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i))))
-    if int(data.get("num_nodes", len(nodes))) != len(nodes):
+    if data.get("num_nodes") is not None and int(data["num_nodes"]) != len(nodes):
         raise SourceError(
             doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
         )
@@ -619,9 +630,9 @@ def _defaults_out(topology: dict[str, Any]) -> dict[str, Any]:
 
 def _json(flag: Flag) -> dict[str, Any]:
     try:
-        value = json.loads(str(flag.value))
-    except json.JSONDecodeError as err:
-        raise SourceError(flag.value_where, f"{flag.name}: not JSON ({err.msg})") from None
+        value = json_input.loads(str(flag.value), flag.name)
+    except JsonInputError as err:
+        raise SourceError(flag.value_where, f"{flag.name}: {err.message}") from None
     if not isinstance(value, dict):
         raise SourceError(flag.value_where, f"{flag.name}: a JSON object is expected")
     return value

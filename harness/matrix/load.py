@@ -41,6 +41,7 @@ from harness.matrix.schema import (
     Variant,
 )
 from harness.matrix.source import Document, MatrixError, SourceError, Where, load_document, suggest
+from harness.redact import Redactor, secret_name
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
 # Folders of data that matrix entries point at (lm-eval task files and files of explicit requests
@@ -71,6 +72,8 @@ class Matrix:
     roots: tuple[Path, ...] = ()
     # (section, name) or ("rules", index) -> the document and the path of that entry in it
     positions: dict[tuple[str, str], tuple[Document, tuple]] = field(default_factory=dict)
+    # each file read, by the name positions give it: files it names are relative to its folder
+    files: dict[str, Path] = field(default_factory=dict)
 
     def at(self, section: str, name: str, *path: Any) -> Where | None:
         """Position of ``path`` inside an entry (e.g. a serve flag in a variant's list)."""
@@ -85,6 +88,8 @@ class Matrix:
         relative to the matrix directory's parent): files the declaration names are relative to it."""
         if where is None or not getattr(where, "file", None):
             return self.root
+        if where.file in self.files:
+            return self.files[where.file].parent
         path = Path(where.file)
         return (path if path.is_absolute() else self.root.parent / path).parent
 
@@ -225,7 +230,9 @@ def validation_errors(
             hint = suggest(str(ctx.get("tag")), re.findall(r"'([^']*)'", str(ctx.get("expected_tags", ""))))
             full = (*full, ctx.get("discriminator", "").strip("'"))
         if e["type"] != "missing" and not isinstance(e.get("input"), (dict, list)):
-            msg += f", got {e.get('input')!r}"
+            # the value, unless its key names a secret; a URL's password or a token in it masked
+            shown = "a value not shown (its key names a secret)" if secret_name(str(loc[-1] if loc else "")) else None
+            msg += f", got {shown or Redactor().text(repr(e.get('input')))}"
         out.append(SourceError(doc.value_where(full) if loc else doc.where(full), f"{dotted}: {msg}{hint}"))
     return out
 
@@ -329,6 +336,9 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
 def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_here: set) -> list[SourceError]:
     errors: list[SourceError] = []
     display = str(path.relative_to(base.parent)) if base.parent in path.parents else str(path)
+    if matrix.files.get(display, path) != path:  # two layers in folders of the same name
+        display = str(path)
+    matrix.files[display] = path
     try:
         doc = load_document(path, display)
     except MatrixError as err:

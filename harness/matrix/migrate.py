@@ -105,7 +105,16 @@ class _File:
             return
         for key in list(node):
             change = changes.key_change(model.__name__, str(key))
-            if change:
+            if change and key not in node._ok:  # inherited through a merge key (<<): not written here
+                line, col = node.lc.line, node.lc.col
+                self.errors.append(
+                    SourceError(
+                        Where(self.display, line + 1, col + 1),
+                        f"{dotted}.{key} comes from a merge key (<<): write it out in {dotted}, or move it "
+                        f"by hand where the merged mapping is written",
+                    )
+                )
+            elif change:
                 self.apply(node, key, change, dotted)
             elif key in model.model_fields:
                 self.descend(model.model_fields[key].annotation, node[key], f"{dotted}.{key}")

@@ -137,6 +137,10 @@ MAX_REQUESTS = 100_000  # requests or prompts of one phase, score or benchmark
 MAX_TOKENS = 2_097_152  # tokens of one prompt or one answer (2M: beyond any served context)
 MAX_SECONDS = 7 * 24 * 3600.0  # a deadline or timeout
 MAX_RANKS = 4096  # TP, PP, DP or nodes of one layout
+MAX_RATE = 1e9  # requests or tokens per second
+MAX_RATIO = 1000.0  # a bound relative to the reference's figure
+MAX_LAYERS = 100_000  # hidden layers of a model
+MAX_DEVICES = MAX_RANKS * 64  # devices of one case
 
 
 class Compare(Strict):
@@ -151,7 +155,7 @@ class Compare(Strict):
     mode: Literal["exact", "logprob", "first-divergence", "seeded", "non-empty"] = "exact"
     logprob_tolerance: float = Field(0.0, ge=0.0)
     top_logprobs: int = Field(5, ge=1, le=20)
-    diverge_after: int = Field(0, ge=0)
+    diverge_after: int = Field(0, ge=0, le=MAX_TOKENS)
     seed: int = 33
     temperature: float = Field(1.0, gt=0.0)
     # Pooling cases: each embedding's cosine similarity with the reference's.
@@ -182,9 +186,9 @@ class StageBounds(Strict):
     modules around the decoder stack may be built on (`{embedding: first, final_norm: last, lm_head:
     last}`): a real module on every worker of that stage, vLLM's placeholder on every other."""
 
-    max_last_stage_memory_ratio: float | None = Field(None, gt=0)
-    max_step_time_ratio: float | None = Field(None, gt=0)
-    tapped_stage: int | None = Field(None, ge=0)
+    max_last_stage_memory_ratio: float | None = Field(None, gt=0, le=MAX_RATIO)
+    max_step_time_ratio: float | None = Field(None, gt=0, le=MAX_RATIO)
+    tapped_stage: int | None = Field(None, ge=0, le=MAX_RANKS)
     output_modules: dict[Literal["embedding", "final_norm", "lm_head"], Literal["first", "last"]] | None = Field(
         None, min_length=1
     )
@@ -238,7 +242,7 @@ class AISBenchPerf(Strict):
     num_prompts: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     max_out_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     batch_size: int | None = Field(None, ge=1, le=MAX_REQUESTS)
-    request_rate: float | None = Field(None, ge=0)
+    request_rate: float | None = Field(None, ge=0, le=MAX_RATE)
     generation_kwargs: dict[str, GenerationValue] | None = None
 
     @model_validator(mode="after")
@@ -253,9 +257,9 @@ class PerfGate(Strict):
     tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
     output token (inter-token latency) at most the baseline's / ``ratio``."""
 
-    output_tokens_per_s: float | None = Field(None, gt=0)
-    ttft_s: float | None = Field(None, gt=0)
-    tpot_s: float | None = Field(None, gt=0)
+    output_tokens_per_s: float | None = Field(None, gt=0, le=MAX_RATE)
+    ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    tpot_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     ratio: float = Field(0.97, gt=0, le=1)
     source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
     # the figures come from AISBench in perf mode, run on the deployment after the phase; unset:
@@ -287,8 +291,8 @@ class Phase(Strict):
     # Bounds against the reference on the same requests: speculative decoding's acceptance rate at
     # least this fraction of the reference's; output tokens/s at least this fraction of it
     # (concurrent phases); every request's time to first token at most this (concurrent phases).
-    min_acceptance_ratio: float | None = Field(None, gt=0)
-    min_throughput_ratio: float | None = Field(None, gt=0)
+    min_acceptance_ratio: float | None = Field(None, gt=0, le=MAX_RATIO)
+    min_throughput_ratio: float | None = Field(None, gt=0, le=MAX_RATIO)
     max_ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     # Bounds against recorded numbers rather than the reference (concurrent phases measure them).
     perf_baseline: PerfGate | None = None
@@ -523,7 +527,7 @@ class GroupSide(Side):
 class Variant(Strict):
     architecture: str
     # None: not known in advance; read from the model's config.json when the case is planned.
-    hidden_layers: int | None = Field(None, ge=1)
+    hidden_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)
     supports_pp: bool
     # Whether the engine treats the model as MLA (vLLM's ModelConfig.is_deepseek_mla: its text
     # config's model_type is one of the DeepSeek-MLA family's and it carries the latent KV);
@@ -539,7 +543,7 @@ class Variant(Strict):
     platforms: list[str] = []
     title: str = ""
     # The fewest devices whose memory holds the weights: a reference on fewer can never start.
-    min_devices: int | None = Field(None, ge=1)
+    min_devices: int | None = Field(None, ge=1, le=MAX_DEVICES)
     reference: Reference | None = None
     # On a P/D pair, flags, env and configs this variant adds on that instance only (a deployment
     # whose decode instance takes a decode-only graph mode, say); unused without P/D.
@@ -714,7 +718,7 @@ class Suite(Strict):
     mode: Literal["full", "pairwise"] = "full"
     seed: int = 0
     # Upper bound on the devices one case may use; larger cases are impossible in this suite.
-    max_devices: int | None = Field(None, ge=1)
+    max_devices: int | None = Field(None, ge=1, le=MAX_DEVICES)
     startup_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_SECONDS)
     accuracy: Accuracy = Accuracy()

@@ -8,7 +8,9 @@ round-trip loader kept positions too, but spent about 18 s on a 1.6 MB file gath
 
 Aliases are expanded, within limits: a file with more than ``MAX_ALIASES`` alias uses, or whose
 expanded data would exceed ``MAX_NODES`` nodes (a "billion laughs"), is refused with the position
-of the alias that crossed the limit.
+of the alias that crossed the limit. A file is read only if it is a regular file of at most
+``MAX_BYTES`` (a FIFO or a device never blocks nor fills memory), and data nested deeper than
+``MAX_DEPTH`` levels is refused at the node that crossed it (before Python's recursion gives out).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import datetime
 import difflib
 import math
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +30,8 @@ import yaml
 
 MAX_ALIASES = 10_000
 MAX_NODES = 1_000_000
+MAX_BYTES = 32 * 1024 * 1024  # 80 times the largest shipped matrix file
+MAX_DEPTH = 64  # levels of nested mappings and lists; the shipped matrices use 8
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,8 @@ class _Builder:
 
     def build(self, node: yaml.Node, loc: tuple[Any, ...]) -> Any:
         self.nodes += 1
+        if len(loc) > MAX_DEPTH:
+            raise self.fail(node, f"nested deeper than {MAX_DEPTH} levels")
         if self.nodes > MAX_NODES:
             raise self.fail(node, f"the file expands to more than {MAX_NODES} values (aliases of aliases?)", loc)
         if isinstance(node, yaml.ScalarNode):
@@ -220,12 +228,34 @@ class _Builder:
         return out
 
 
+def read_text(path: Path, display: str, limit: int | None = None) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes (``MAX_BYTES``); a SourceError
+    naming the file otherwise. Opened without blocking, so a FIFO is refused rather than waited on."""
+    limit = MAX_BYTES if limit is None else limit
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise SourceError(Where(display, 1, 1), f"cannot read file: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(Where(display, 1, 1), "not a regular file (a FIFO, a device or a directory?)")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(Where(display, 1, 1), f"larger than {limit} bytes: not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise SourceError(Where(display, line, 1), f"cannot read file: not UTF-8 ({err.reason})") from None
+
+
 def load_document(path: Path, display: str | None = None) -> Document:
     display = display or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise MatrixError([SourceError(Where(display, 1, 1), f"cannot read file: {err}")]) from err
+        text = read_text(path, display)
+    except SourceError as err:
+        raise MatrixError([err]) from None
     loader = yaml.CBaseLoader(text)  # scalars are resolved here (YAML 1.2), not by PyYAML (1.1)
     builder = _Builder(display)
     try:

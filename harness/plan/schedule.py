@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness import json_input
 from harness.cases.expand import expand
 from harness.launch import Deployment, Placement, PlanError
 from harness.matrix.load import Matrix
@@ -171,8 +172,8 @@ def load_durations(path: Path | str) -> dict[str, float]:
     if path.is_dir():
         return durations_from_results(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        data = json_input.load(path)
+    except (OSError, ValueError) as err:
         raise ValueError(f"{path}: cannot read durations: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object of deployment key or case id -> seconds")

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from harness.redact import Redactor, secret_name
+
 
 class Checked(BaseModel):
     """A JSON object of a run directory: checked strictly, unknown keys kept."""
@@ -45,8 +47,14 @@ def describe(err: ValidationError) -> str:
     """The first reason of ``err``, in one line: where, why, and the offending value."""
     e = err.errors()[0]
     where = ".".join(_key(p) for p in e["loc"]) or "(record)"
-    got = repr(e.get("input"))
-    got = got if len(got) <= 80 else got[:77] + "..."
+    value = e.get("input")
+    if isinstance(value, (dict, list)):  # its type and size: what is in it may be anything, secrets too
+        got = f"a JSON {'object' if isinstance(value, dict) else 'list'} of {len(value)}"
+    elif e["loc"] and secret_name(str(e["loc"][-1])):
+        got = "a value not shown: its key names a secret"
+    else:
+        got = Redactor().text(repr(value))
+        got = got if len(got) <= 80 else got[:77] + "..."
     return f"{where}: {e['msg']} (got {got})"
 
 

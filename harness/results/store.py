@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness import safe_write
+from harness import json_input, safe_write
+from harness.json_input import JsonInputError
 from harness.outcomes import Outcome
 from harness.redact import Redactor
 from harness.results import schema
@@ -74,15 +75,21 @@ def read_all(run_dir: Path) -> list[Result]:
     if not path.is_file():
         raise RunDirError(f"{path} is not a file")
     records = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True), 1):
+    try:
+        text = json_input.read_text(path)
+    except OSError as err:
+        raise RunDirError(f"{path}: {err.strerror}") from None
+    except JsonInputError as err:
+        raise RunDirError(str(err)) from None
+    for number, raw in enumerate(text.splitlines(keepends=True), 1):
         if not raw.endswith("\n"):
             break  # torn final write
         if not raw.strip():
             continue
         try:
-            rec = _whole_characters(json.loads(raw))
-        except json.JSONDecodeError as err:
-            raise RunDirError(f"{path}:{number}: not a JSON record ({err.msg} at column {err.colno})") from None
+            rec = _whole_characters(json_input.loads(raw, str(path), number))
+        except JsonInputError as err:
+            raise RunDirError(f"{err.where}: not a JSON record: {err.message}") from None
         try:
             records.append(Result.from_json(rec))
         except RecordError as err:
@@ -109,9 +116,9 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        meta = _whole_characters(json.loads(path.read_text(encoding="utf-8", errors="replace")))
-    except json.JSONDecodeError as err:
-        raise RunDirError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+        meta = _whole_characters(json_input.load(path))
+    except JsonInputError as err:
+        raise RunDirError(str(err)) from None
     except OSError as err:
         raise RunDirError(f"{path}: {err.strerror}") from None
     why = schema.problem(schema.RunMeta, meta)

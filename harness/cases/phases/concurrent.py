@@ -36,6 +36,13 @@ class ConcurrentPhase(PhaseKind):
         )
         return PhasePlan(phase, reqs, in_flight=s.requests)
 
+    def longest(self, phase: Phase, pp: int) -> int:
+        s = self.sizes(phase, pp)
+        length, out = s.prompt_tokens, s.max_tokens
+        return max(
+            max(1, length * (i % 4 + 1) // 4) + max(1, out * ((i + 2) % 4 + 1) // 4) for i in range(min(4, s.requests))
+        )
+
     def send(self, plan: PhasePlan, sender: Sender) -> None:
         sender.complete(plan.warmup)
         sender.stream(plan.requests)

@@ -12,6 +12,17 @@ from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Phase
 
 
+def _ids(r: ExplicitRequest) -> list[int]:
+    prompt = getattr(r, "prompt", None)
+    return prompt if isinstance(prompt, list) else []
+
+
+def longest_explicit(requests: Iterable[ExplicitRequest]) -> int:
+    """Token-id prompt plus output tokens of the longest request (a text prompt has no length
+    before it is tokenised)."""
+    return max((len(_ids(r)) + r.tokens() for r in requests), default=0)
+
+
 def unrepeatable(requests: Iterable[ExplicitRequest]) -> list[str]:
     """Why requests sampled without a seed cannot be compared with a reference's answers."""
     out = []
@@ -34,6 +45,12 @@ class ExplicitPhase(PhaseKind):
         given = phase.explicit or ()
         named = tuple(r if r.name else r.model_copy(update={"name": f"{phase.label}:{i}"}) for i, r in enumerate(given))
         return PhasePlan(phase, (), explicit=named)
+
+    def longest(self, phase: Phase, pp: int) -> int:
+        return longest_explicit(phase.explicit or ())
+
+    def token_ids(self, phase: Phase, pp: int) -> int:
+        return sum(len(_ids(r)) for r in phase.explicit or ())
 
     def compared(self, plan: PhasePlan) -> tuple[Request, ...]:
         return ()

@@ -21,6 +21,9 @@ from harness.matrix.schema import Phase
 from harness.registry import PHASE_KINDS
 
 ID_LOW, ID_HIGH = 3, 500
+# Token ids one phase's prompts may hold in all: every one is generated in memory when the phase is
+# planned (some 40 bytes each), so a phase is measured by its sizes before anything is built.
+MAX_PHASE_TOKENS = 4 * 1024 * 1024
 ABORT_AFTER_CHUNKS = 2  # an aborted stream is closed after this many chunks
 
 
@@ -152,6 +155,18 @@ class PhaseKind:
     def sizes(self, phase: Phase, pp: int) -> Sizes:
         n, length, out = self.defaults
         return Sizes(phase.requests or n or max(4, 2 * pp), phase.prompt_tokens or length, phase.max_tokens or out)
+
+    def longest(self, phase: Phase, pp: int) -> int:
+        """Prompt plus output tokens of the longest request ``plan`` would build, from the
+        phase's sizes alone (nothing is built): what the model's length must hold."""
+        s = self.sizes(phase, pp)
+        return s.prompt_tokens + s.max_tokens
+
+    def token_ids(self, phase: Phase, pp: int) -> int:
+        """At least as many token ids as ``plan`` would build for the phase's prompts, from its
+        sizes alone (one request more than ``requests``: a warm-up or a fresh request)."""
+        s = self.sizes(phase, pp)
+        return (s.requests + 1) * s.prompt_tokens
 
     def plan(self, phase: Phase, pp: int) -> PhasePlan:
         """The phase's requests; by default ``requests`` prompts of ``prompt_tokens``, all at once."""

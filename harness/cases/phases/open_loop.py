@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.cases.phases.explicit import unrepeatable
+from harness.cases.phases.explicit import longest_explicit, unrepeatable
 from harness.cases.phases.kind import Answers, PhaseKind, PhasePlan, Request, Sender, ids
 from harness.matrix.schema import MAX_REQUESTS, Phase
 
@@ -61,6 +61,15 @@ class OpenLoopPhase(PhaseKind):
             for i in range(len(times))
         )
         return PhasePlan(phase, reqs, extra={"arrivals": times})
+
+    def longest(self, phase: Phase, pp: int) -> int:
+        return longest_explicit(phase.explicit) if phase.explicit else super().longest(phase, pp)
+
+    def token_ids(self, phase: Phase, pp: int) -> int:
+        if phase.explicit:
+            return 0  # the mix's requests, drawn again: no ids are generated
+        s = self.sizes(phase, pp)
+        return len(arrivals(phase)) * s.prompt_tokens
 
     def send(self, plan: PhasePlan, sender: Sender) -> None:
         sender.open_loop(plan)

@@ -23,6 +23,14 @@ class SharedPrefixPhase(PhaseKind):
         )
         return PhasePlan(phase, reqs, warmup=(warm,), in_flight=s.requests)
 
+    def longest(self, phase: Phase, pp: int) -> int:
+        s = self.sizes(phase, pp)
+        return s.prompt_tokens + SHARED_SUFFIX + s.max_tokens
+
+    def token_ids(self, phase: Phase, pp: int) -> int:
+        s = self.sizes(phase, pp)
+        return (s.requests + 1) * (s.prompt_tokens + SHARED_SUFFIX)  # each request its own copy of the prefix
+
     def not_exercised(self, plan: PhasePlan, metrics: dict[str, float]) -> str | None:
         if "prefix_cache_hits" not in metrics:
             return "the server exports no prefix_cache_hits: cache hits cannot be shown"

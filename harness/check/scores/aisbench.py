@@ -29,7 +29,6 @@ What is read from AISBench (ais-bench-benchmark 3.1, github AISBench/benchmark) 
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import shutil
@@ -39,8 +38,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import safe_write
-from harness.check.scores.tool import ANSI, ScoreError, ScoreTool, last_lines, log_lines, offline_env, run_tool
+from harness import json_input, safe_write
+from harness.check.scores.tool import (
+    ANSI,
+    ScoreError,
+    ScoreTool,
+    a_number,
+    last_lines,
+    log_lines,
+    offline_env,
+    run_tool,
+)
 from harness.matrix.schema import missing_aisbench_files
 
 AISBENCH_ENV = "PPCONF_AISBENCH"
@@ -305,9 +313,14 @@ def read_aisbench_results(out_dir: Path, metric: str, dataset_abbr: str | None, 
     parsed = _cell_value(row[header[value_col]])
     assert parsed is not None
     value, total = parsed
+    value = a_number(value, f"{summary}: {row['dataset']} {metric} {row[header[value_col]].strip()!r}")
     results = exp / "results" / header[value_col] / f"{row['dataset']}.json"
     if results.is_file():
-        exact = json.loads(results.read_text()).get(metric)
+        try:
+            exact = json_input.load(results)
+        except (OSError, ValueError) as err:
+            raise ScoreError(f"{results}: not AISBench's results ({err})") from None
+        exact = exact.get(metric) if isinstance(exact, dict) else None
         if isinstance(exact, (int, float)) and not isinstance(exact, bool) and abs(exact - value) <= 0.005 + 1e-9:
             value = float(exact)
     predictions = exp / "predictions" / header[value_col] / f"{row['dataset']}.jsonl"

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import json_input
 from harness.check.scores.aisbench import AISBENCH_ABBR, failure_evidence, newest_run, run_aisbench
-from harness.check.scores.tool import ScoreError
+from harness.check.scores.tool import ScoreError, a_number
 from harness.matrix.schema import AISBenchPerf, Phase
 
 STAGE = "total"  # the stage of a run without stages (DefaultPerfMetricCalculator)
@@ -37,9 +37,10 @@ UNITS = {"ms": 1e-3, "token/s": 1.0, "": 1.0}
 def _number(text: str, where: str) -> tuple[float, str]:
     value, _, unit = str(text).strip().partition(" ")
     try:
-        return float(value), unit.strip()
+        number = float(value)
     except ValueError:
         raise ScoreError(f"{where}: {text!r} is not a number with a unit") from None
+    return a_number(number, f"{where}: {text!r}", low=0.0), unit.strip()
 
 
 def _scaled(text: str, where: str) -> float:
@@ -71,8 +72,8 @@ def read_aisbench_performance(result: Path) -> dict[str, float | None]:
     abbr>.json``; the ``.csv`` beside it gives the latencies). ScoreError naming the file and
     entry when they are not AISBench's."""
     try:
-        common = json.loads(result.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        common = json_input.load(result)
+    except (OSError, ValueError) as err:  # JsonInputError is a ValueError
         raise ScoreError(f"{result}: not AISBench's performance result ({err})") from None
     if not isinstance(common, dict):
         raise ScoreError(f"{result}: not AISBench's performance result (a JSON {type(common).__name__}, not an object)")

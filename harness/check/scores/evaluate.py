@@ -9,6 +9,7 @@ number against the reference's.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,18 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
         reference, source = score.baseline, "baseline"
     problems: list[str] = []
     passed: list[str] = []
-    if score.min is not None:
+    unusable = [
+        f"{name} {number!r}"
+        for name, number in (("score", value), (source, reference))
+        if number is not None and not math.isfinite(number)
+    ]
+    if unusable:  # a NaN compares false both ways and an infinity beats every bound: neither is judged
+        problems.append(f"{' and '.join(unusable)}: not a finite number, so the score fails")
+    elif score.min is not None:
         (passed if value >= score.min else problems).append(
             f"score {value:g} {'>=' if value >= score.min else '<'} min {score.min:g}"
         )
-    if score.max_drop is not None:
+    if score.max_drop is not None and not unusable:
         if reference is None:
             problems.append(
                 f"max_drop {score.max_drop:g} is set but there is no reference score "
@@ -75,7 +83,7 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
             (passed if ok else problems).append(
                 f"drop {drop:g} from {source} {reference:g} {'<=' if ok else '>'} max_drop {score.max_drop:g}"
             )
-    if score.threshold is not None:
+    if score.threshold is not None and not unusable:
         if reference is None:
             problems.append(
                 f"threshold {score.threshold:g} is set but there is no reference score "
@@ -94,8 +102,8 @@ def judge_score(value: float, reference_value: float | None, score: Any) -> dict
     return {
         "ok": not problems,
         "tool": tool,
-        "value": value,
-        "reference": reference,
+        "value": value if math.isfinite(value) else None,  # JSON has no NaN nor infinity
+        "reference": reference if reference is None or math.isfinite(reference) else None,
         "reference_source": source if reference is not None else None,
         "min": score.min,
         "max_drop": score.max_drop,

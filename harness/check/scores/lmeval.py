@@ -19,8 +19,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from harness import safe_write
-from harness.check.scores.tool import ScoreError, ScoreTool, offline_env, run_tool
+from harness import json_input, safe_write
+from harness.check.scores.tool import ScoreError, ScoreTool, a_number, offline_env, run_tool
 
 SEED = 1234
 LOG_NAME = "lm-eval.log"
@@ -248,9 +248,13 @@ def read_results(out_dir: Path, task: str, metric: str) -> dict[str, Any]:
     if not found:
         raise ScoreError(f"lm-eval finished but wrote no results_*.json under {out_dir}")
     path = found[-1]
-    data = json.loads(path.read_text())
-    results = data.get("results", {}).get(task)
-    if results is None:
+    try:
+        data = json_input.load(path)
+    except (OSError, ValueError) as err:
+        raise ScoreError(f"{path}: not lm-eval's results ({err})") from None
+    results = data.get("results") if isinstance(data, dict) else None
+    results = results.get(task) if isinstance(results, dict) else None
+    if not isinstance(results, dict):
         raise ScoreError(f"{path}: no results for task {task!r}")
     key = _metric_key(results, metric, path)
     name, _, filt = key.partition(",")
@@ -259,7 +263,7 @@ def read_results(out_dir: Path, task: str, metric: str) -> dict[str, Any]:
     return {
         "task": task,
         "metric": key,
-        "value": float(results[key]),
+        "value": a_number(results[key], f"{path}: results.{task}.{key}"),
         "stderr": float(stderr) if isinstance(stderr, (int, float)) else None,
         "samples": data.get("n-samples", {}).get(task, {}).get("effective"),
         "results_file": str(path),

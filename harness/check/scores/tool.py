@@ -6,6 +6,7 @@ for the evidence when it fails."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -39,6 +40,19 @@ class ScoreTool:
 
 class ScoreError(Exception):
     pass
+
+
+def a_number(value: Any, where: str, low: float = -math.inf) -> float:
+    """``value`` as a float when it is a finite number of at least ``low``; ScoreError naming
+    ``where`` and the value otherwise: a NaN, an infinity (``1e999`` reads as one) or a negative
+    latency read from a tool's output must never pass a gate."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScoreError(f"{where}: {value!r} is not a number")
+    number = float(value)
+    if not math.isfinite(number) or number < low:
+        bound = f" of at least {low:g}" if low > -math.inf else ""
+        raise ScoreError(f"{where}: {value!r} is not a finite number{bound}")
+    return number
 
 
 def offline_env(workdir: Path) -> dict[str, str]:

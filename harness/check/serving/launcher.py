@@ -13,7 +13,6 @@ thread: ``live.json`` then holds the groups of all of them, and ``stop_all`` tak
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -23,10 +22,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from harness import safe_write
+from harness import json_input, safe_write
 from harness.check.serving import modelinfo
 from harness.check.serving.instrument import instrument
 from harness.check.serving.live import LiveDeployment, fresh_ports
+from harness.json_input import JsonInputError
 from harness.launch import Deployment, Placement
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Ports
@@ -179,17 +179,40 @@ class Launcher:
             live.stop()
 
 
+def read_live(path: Path) -> list[object]:
+    """The process groups recorded in ``path`` (live.json): each a positive group id (the older
+    format) or {"node", "reach", "pgid"}. JsonInputError naming the file and the entry when it
+    holds anything else: a group id ppconf cannot read is a group it cannot stop."""
+    text = json_input.read_text(path)
+    groups = json_input.loads(text or "[]", str(path))
+    if not isinstance(groups, list):
+        raise JsonInputError(f"{path}:1", f"a list of process groups is expected, not a JSON {type(groups).__name__}")
+    for i, g in enumerate(groups):
+        pgid = g.get("pgid") if isinstance(g, dict) else g
+        node = g.get("node") if isinstance(g, dict) else None
+        reach = g.get("reach", "local") if isinstance(g, dict) else "local"
+        if (
+            not isinstance(pgid, int)
+            or isinstance(pgid, bool)
+            or pgid <= 0
+            or not isinstance(reach, str)
+            or not (node is None or isinstance(node, str))
+        ):
+            raise JsonInputError(str(path), f"entry {i}: not a process group (a positive pgid, and a node and reach)")
+    return groups
+
+
 def left_behind(run_dir: Path) -> list[object]:
     """The process groups a killed ppconf recorded as live (the record stays until they are
-    stopped: ``forget_left_behind``)."""
+    stopped: ``forget_left_behind``); none when the record cannot be read (``open_resumed``
+    refuses such a run before this is asked)."""
     path = run_dir / LIVE
     if not path.exists():
         return []
     try:
-        groups = json.loads(path.read_text() or "[]")
-    except ValueError:
-        groups = []
-    return groups if isinstance(groups, list) else []
+        return read_live(path)
+    except (OSError, ValueError):
+        return []
 
 
 def forget_left_behind(run_dir: Path) -> None:

@@ -3,6 +3,7 @@ the phase did what it names, and the bounds a claim puts on it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.cases.workload import PhasePlan, kind_of
@@ -18,12 +19,27 @@ def not_exercised(plan: PhasePlan, got: PhaseOutputs) -> str | None:
     return kind_of(plan).not_exercised(plan, got.metrics)
 
 
+def not_a_measurement(value: object) -> bool:
+    """Whether a measured figure (throughput, latency, acceptance) cannot be one: not a number,
+    NaN, infinite or negative. Such a figure fails the bound it meets, naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value is not None
+    return not math.isfinite(value) or value < 0
+
+
+def _unmeasurable(figures: dict[str, object]) -> list[str]:
+    return [f"{name} {value!r} is not a measurement" for name, value in figures.items() if not_a_measurement(value)]
+
+
 def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
     phase = plan.phase
     out = []
     if phase.min_acceptance_ratio is not None:
         mine, theirs = metrics.acceptance(got.metrics), metrics.acceptance(ref.metrics)
-        if mine is None or theirs is None:
+        bad = _unmeasurable({"the case's speculative acceptance": mine, "the reference's": theirs})
+        if bad:
+            out += bad
+        elif mine is None or theirs is None:
             side = "the case" if mine is None else "the reference"
             out.append(f"speculative acceptance not measured: {side} drafted no tokens")
         elif mine < phase.min_acceptance_ratio * theirs:
@@ -32,7 +48,10 @@ def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
             )
     if phase.min_throughput_ratio is not None:
         mine_t, theirs_t = got.perf.get("output_tokens_per_s"), ref.perf.get("output_tokens_per_s")
-        if not mine_t or not theirs_t:
+        bad = _unmeasurable({"the case's throughput": mine_t, "the reference's throughput": theirs_t})
+        if bad:
+            out += bad
+        elif not mine_t or not theirs_t:
             out.append("throughput not measured (a concurrent phase measures it)")
         elif mine_t < phase.min_throughput_ratio * theirs_t:
             out.append(
@@ -40,7 +59,9 @@ def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
             )
     if phase.max_ttft_s is not None:
         worst = got.perf.get("ttft_max_s")
-        if worst is None:
+        if not_a_measurement(worst):
+            out.append(f"time to first token {worst!r} is not a measurement")
+        elif worst is None:
             out.append("time to first token not measured (a concurrent phase measures it)")
         elif worst > phase.max_ttft_s:
             out.append(f"time to first token {worst:.3f} s > {phase.max_ttft_s:g} s")
@@ -71,6 +92,9 @@ def perf_gates(
         if baseline is None:
             continue
         value = perf.get(measured)
+        if not_a_measurement(value):
+            failed.append(f"{label} {value!r}{by} is not a measurement (a finite number, 0 or more)")
+            continue
         if value is None:
             why = f"{measured_by} gives none" if measured_by else "a concurrent phase measures it"
             failed.append(f"{label} not measured ({why})")
