@@ -22,6 +22,11 @@ from harness.matrix.schema import MAX_REQUESTS, Phase
 DEFAULT_REQUESTS = 16  # arrivals of a phase that names neither a duration nor a count
 
 
+def _lengths(i: int, prompt_tokens: int, max_tokens: int) -> tuple[int, int]:
+    """The i-th generated request's prompt and output lengths: mixed, from a quarter to all of each."""
+    return max(1, prompt_tokens * (i % 4 + 1) // 4), max(1, max_tokens * ((i + 2) % 4 + 1) // 4)
+
+
 def arrivals(phase: Phase) -> list[float]:
     """Seconds from the phase's start at which each request arrives."""
     rng = random.Random(f"{phase.seed}:{phase.label}:arrivals")
@@ -55,15 +60,19 @@ class OpenLoopPhase(PhaseKind):
                 for i, k in enumerate(picks)
             )
             return PhasePlan(phase, (), explicit=named, extra={"arrivals": times})
-        length, out = s.prompt_tokens, s.max_tokens
         reqs = tuple(
-            Request(f"{label}:{i}", ids(rng, max(1, length * (i % 4 + 1) // 4)), max(1, out * ((i + 2) % 4 + 1) // 4))
+            Request(f"{label}:{i}", ids(rng, prompt), out)
             for i in range(len(times))
+            for prompt, out in [_lengths(i, s.prompt_tokens, s.max_tokens)]
         )
         return PhasePlan(phase, reqs, extra={"arrivals": times})
 
     def longest(self, phase: Phase, pp: int) -> int:
-        return longest_explicit(phase.explicit) if phase.explicit else super().longest(phase, pp)
+        if phase.explicit:
+            return longest_explicit(phase.explicit)
+        s = self.sizes(phase, pp)
+        n = len(arrivals(phase))
+        return max((sum(_lengths(i, s.prompt_tokens, s.max_tokens)) for i in range(min(4, n))), default=0)
 
     def token_ids(self, phase: Phase, pp: int) -> int:
         if phase.explicit:
