@@ -109,6 +109,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def span(text: str) -> float:
+    """An argparse type: a length of time (8h, 7h30m, 90m, seconds)."""
+    from harness.plan.schedule import parse_span
+
+    try:
+        return parse_span(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ppconf",
@@ -292,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="seconds per deployment or case: a JSON file, or a run directory whose results timed them "
         "(default: estimates from each deployment's size)",
+    )
+    p.add_argument(
+        "--window",
+        type=span,
+        help="the hours the cluster is free (e.g. 8h, 7h30m): warn when the suite's night does not fit them",
     )
     add_format(p, "text: the placements as a table; json: the same schedule as one JSON object")
     p.add_argument("--simulate", action="store_true", help="deprecated: schedule never launches anything")

@@ -27,10 +27,12 @@ from harness.check.observe import Observer
 from harness.check.references.runs import ReferenceRuns
 from harness.check.serving.launcher import LIVE, Launcher, forget_left_behind, left_behind
 from harness.check.serving.stack import layer_counts, probe_versions
+from harness.check.verdict.judge import judge
 from harness.check.verdict.record import make_result
 from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
+from harness.plan import weights
 from harness.plan.cluster import Cluster
 from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
@@ -254,11 +256,37 @@ class SuiteRun:
         return results
 
     def _execute_once(self, d: Deployment, retry_of: list[str] | None = None) -> list[Result]:
+        """Launch ``d``, check it, judge and record its cases. A launch whose every case is claimed
+        refused at startup or on the first request is first made with dummy weights
+        (``harness.plan.weights``): the claimed refusal is its verdict; anything else is judged on
+        a second launch with the real weights."""
         group = [self.by_id[i] for i in d.case_ids]
         started, t0 = now(), time.monotonic()
+        notes = [f"retried after an infrastructure error: {why}" for why in retry_of or []]
+        if weights.dummy_first([c.expectation for c in group]) and not weights.loads_dummy(d):
+            real, observed, fault = self._observe(d, group, dummy_weights=True)
+            verdicts = {c.id: judge(c.expectation, observed[c.id]).outcome for c in group}
+            if fault is None and all(v is Outcome.XFAIL for v in verdicts.values()):
+                for obs in observed.values():
+                    obs.notes += [*notes, weights.NOTE]
+                return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key) for c in group]
+            seen = ", ".join(sorted({v.value for v in verdicts.values()}))
+            notes.append(f"with dummy weights (--load-format dummy) the launch gave {seen}; judged on the real weights")
+        real, observed, fault = self._observe(d, group)
+        for obs in observed.values():
+            obs.notes += notes
+        return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key, fault) for c in group]
+
+    def _observe(
+        self, d: Deployment, group: list[Case], dummy_weights: bool = False
+    ) -> tuple[Deployment, dict[str, Observation], str | None]:
+        """Launch ``d`` (with dummy weights if asked) and observe its cases: (the deployment as
+        launched, an observation per case, the traceback of a fault of ppconf itself or None)."""
         real, fault = d, None
         try:
-            real, observed = self.observer.observe(d, [self.planner.resolved(c) for c in group])
+            real, observed = self.observer.observe(
+                d, [self.planner.resolved(c) for c in group], dummy_weights=dummy_weights
+            )
         except KeyboardInterrupt:
             raise
         except (OSError, InfrastructureError) as err:  # a port, a file, a host: retried once
@@ -271,9 +299,7 @@ class SuiteRun:
             self.summary.launches = self.launcher.launches
             self.summary.reference_launches = self.references.launched
             self.summary.references_reused = self.references.reused
-        for obs in observed.values():
-            obs.notes += [f"retried after an infrastructure error: {why}" for why in retry_of or []]
-        return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key, fault) for c in group]
+        return real, observed, fault
 
     def run(self) -> RunSummary:
         from harness.check.serving.watch import sigterm_as_interrupt
@@ -297,7 +323,7 @@ class SuiteRun:
         def running(labels: list[str]) -> None:
             self.progress(Event(EventKind.RUNNING, "; ".join(labels), count=len(labels)))
 
-        run_parallel(slots, self.execute, self.launcher.stop_all, self.cfg.max_parallel, running)
+        run_parallel(slots, self.cfg.cluster, self.execute, self.launcher.stop_all, self.cfg.max_parallel, running)
 
     def reap_left_behind(self) -> None:
         """Stop the process groups a killed ppconf of this run left running; their record is

@@ -138,7 +138,13 @@ class Leases:
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_CLOEXEC (Python's default): a vLLM server started later must not inherit the lock,
         # or the device would stay leased after ppconf released it.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        # O_NOFOLLOW: the lock file is truncated and written below, never a file a link points at.
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise OSError(err.errno, f"the device lock {path} is a link; ppconf never locks through one") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:

@@ -226,3 +226,15 @@ def test_default_root(monkeypatch, tmp_path):
     assert default_root() == tmp_path / "leases"
     monkeypatch.setenv("PPCONF_LEASES", str(tmp_path / "elsewhere"))
     assert default_root() == tmp_path / "elsewhere"
+
+
+def test_a_device_lock_planted_as_a_link_is_refused_and_its_target_kept(tmp_path):
+    """The lock file is truncated and written with its holder: through a planted link that would
+    empty whatever file the link points at."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (tmp_path / "leases" / "node0").mkdir(parents=True)
+    (tmp_path / "leases" / "node0" / "device-0.lock").symlink_to(precious)
+    with pytest.raises(OSError, match="is a link"):
+        Leases(tmp_path / "leases").acquire("node0", 1, [0], timeout_s=0)
+    assert precious.read_text() == "keep me\n"

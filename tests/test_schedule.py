@@ -249,7 +249,10 @@ def test_the_nightly_shares_references_and_they_cost_little(shipped):
     reference of its cases whose acceptance is bounded against that drafter."""
     s = schedule_suite(shipped, "nightly-ascend", load_cluster("a3-pd"), None)
     assert s.references <= 20  # 61 before references left their output-preserving features out, 22 before drafters
-    assert s.makespan_without_references and s.makespan <= 1.15 * s.makespan_without_references
+    # a reference reads the whole checkpoint on one node (PP folded away) and serves all its cases'
+    # traffic, while claimed rejections read no weights: with both in the estimates references
+    # cost more than the topology-size estimates said (x1.108 then, x1.21 now)
+    assert s.makespan_without_references and s.makespan <= 1.25 * s.makespan_without_references
     names = {e.need.name for e in s.entries if e.need.reference}
     assert "deepseek-v4/text/reference/pp1-tp16/mtp" in names
     assert "deepseek-v4/text/reference/pp1-tp16/none" not in names  # the plain cases draft with mtp
@@ -262,7 +265,9 @@ def test_references_do_not_lengthen_a_schedule_by_their_case_count(shipped):
     s = schedule_suite(shipped, "smoke-cpu", load_cluster(None), None)
     (shared,) = [e for e in s.entries if e.need.reference and "qwen3-tiny/" in e.need.name]
     assert len(shared.need.cases) > 1 and shared.need.asks == 1
-    assert estimate_s(shared.need) == estimate_s(Need("x", shared.need.slots, cases=("one",)))
+    (one,) = [e for e in s.entries if e.need.name == "qwen3-tiny/pp2-tp1-mp/auto/none"]
+    assert shared.need.cost is not None and one.need.cost is not None
+    assert shared.need.cost.traffic_s == one.need.cost.traffic_s  # one ask: one case's traffic
 
 
 def test_a_shape_that_would_delay_the_head_is_passed_over_for_the_gap_only():

@@ -26,7 +26,13 @@ SHIPPED = json.loads((Path(__file__).parent / "data" / "schedules" / "shipped.js
 
 
 def digest(s: Schedule) -> str:
-    return hashlib.sha256(json.dumps(s.to_json(), sort_keys=True).encode()).hexdigest()
+    """The schedule's JSON as it was when the digests were taken (without the fields added since:
+    the device-hours and each entry's estimate parts, which place nothing)."""
+    data = s.to_json()
+    data.pop("device_hours")
+    for entry in data["entries"]:
+        entry.pop("estimate")
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 @pytest.mark.parametrize("frozen", SHIPPED, ids=[f["name"] for f in SHIPPED])

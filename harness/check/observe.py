@@ -32,6 +32,7 @@ from harness.launch import Deployment
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
 from harness.plan.resolved import RequestsKey, ResolvedCase
+from harness.plan.weights import without_weights
 from harness.registry import LIVE_CHECKS
 from harness.results import store
 from harness.results.result import Comparison, EffectiveConfig, FeatureCheck, LogLine, Observation, ScoreVerdict
@@ -134,15 +135,23 @@ class Observer:
     def progress(self, kind: str, rc: ResolvedCase | None, text: str) -> None:
         self.ctx.say(kind, rc.case if rc is not None else None, text)
 
-    def observe(self, d: Deployment, cases: list[ResolvedCase]) -> tuple[Deployment, dict[str, Observation]]:
-        """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's observation."""
+    def observe(
+        self, d: Deployment, cases: list[ResolvedCase], dummy_weights: bool = False
+    ) -> tuple[Deployment, dict[str, Observation]]:
+        """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's
+        observation. ``dummy_weights``: every launch that loads weights loads vLLM's dummy ones
+        (``harness.plan.weights``; its logs are kept apart from a launch with the real ones)."""
         first = cases[0]
 
         def replan(placement: Any, ports: Any) -> Deployment:
-            return replace(self.ctx.planner.deployment(first.case, placement, ports), case_ids=d.case_ids)
+            planned = replace(self.ctx.planner.deployment(first.case, placement, ports), case_ids=d.case_ids)
+            return without_weights(planned) if dummy_weights else planned
 
-        self.progress("launch", first, f"{len(cases)} case(s) on one deployment")
-        with self.ctx.launcher.serve(replan, d.placement, first.id, self.run_dir / "logs" / d.key) as live:
+        self.progress(
+            "launch", first, f"{len(cases)} case(s) on one deployment" + (", dummy weights" if dummy_weights else "")
+        )
+        logs_dir = self.run_dir / "logs" / (f"{d.key}-dummy-weights" if dummy_weights else d.key)
+        with self.ctx.launcher.serve(replan, d.placement, first.id, logs_dir) as live:
             state, elapsed = live.wait_ready(first.startup_timeout_s)
             if state == "ready":
                 served = self._serve(live, cases, Startup(ready=True, ready_s=round(elapsed, 1)))

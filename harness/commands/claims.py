@@ -263,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from harness.plan.schedule import load_durations, schedule_suite
+    from harness.plan.schedule import hms, load_durations, schedule_suite
 
     if args.simulate:
         print(
@@ -279,7 +279,17 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         return 2
     sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
     if args.format == "json":
-        print(json.dumps(sched.to_json(), indent=2))
+        out = sched.to_json()
+        if args.window is not None:
+            out |= {"window_s": args.window, "fits": sched.fits(args.window)}
+        print(json.dumps(out, indent=2))
     else:
         print(sched.render())
+    if args.window is not None and not sched.fits(args.window):
+        over = sched.makespan - args.window
+        print(
+            f"warning: suite {args.suite!r} does not fit the {hms(args.window)} window on {sched.cluster}: "
+            f"its night takes {hms(sched.makespan)} ({hms(over)} over)",
+            file=sys.stderr,
+        )
     return 0

@@ -524,6 +524,34 @@ class GroupSide(Side):
     skip_features: list[str] = []
 
 
+# Bytes per stored parameter, by the dtype a checkpoint's weights are stored in (w8a8: int8
+# weights, as vllm-ascend's quantised checkpoints store them; w4a8: int4 weights).
+CHECKPOINT_DTYPES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "int8": 1.0, "w8a8": 1.0, "w4a8": 0.5}
+
+
+class Checkpoint(Strict):
+    """How large a variant's checkpoint is, for the schedule's estimate of reading it: its bytes,
+    or its parameter count and the dtype its weights are stored in. ``why`` says where the
+    figure comes from (a model card, ``du -sb`` of the nodes' copy)."""
+
+    bytes: float | None = Field(None, gt=0)
+    params: float | None = Field(None, gt=0)
+    dtype: Literal[tuple(CHECKPOINT_DTYPES)] | None = None  # type: ignore[valid-type]
+    why: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Checkpoint:
+        if (self.bytes is None) == (self.params is None):
+            raise ValueError("give bytes, or params and dtype (not both)")
+        if self.params is not None and self.dtype is None:
+            raise ValueError("params needs dtype (the bytes of each stored parameter)")
+        return self
+
+    @property
+    def size(self) -> float:
+        return self.bytes if self.bytes is not None else (self.params or 0.0) * CHECKPOINT_DTYPES[self.dtype or ""]
+
+
 class Variant(Strict):
     architecture: str
     # None: not known in advance; read from the model's config.json when the case is planned.
@@ -554,6 +582,9 @@ class Variant(Strict):
     # the plain cases then share one launch with the cases whose acceptance is bounded against
     # that drafter's, instead of a reference each (docs/release-manager/references.md).
     reference_drafter: str | None = None
+    # The checkpoint's size; without it, a zoo model's or a local config.json's parameter count
+    # and dtype give it (harness.plan.cost).
+    checkpoint: Checkpoint | None = None
 
 
 class Family(Strict):
@@ -766,6 +797,13 @@ class Rule(Strict):
     error: str | None = Field(None, min_length=1)  # "" would match every line
     phase: Literal["config", "startup", "first-request"] | None = None
     within_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    # rejected: the refusal comes from the checkpoint's own tensors (a quantised checkpoint's
+    # scales, say), so the case is always launched with its real weights, never first with
+    # vLLM's dummy ones (harness.plan.weights)
+    needs_weights: bool = False
+    # rejected at startup: the refusal comes before any weight is read (a partition refused
+    # while the model is built); the schedule estimates the launch to stop there
+    before_weights: bool = False
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
@@ -812,8 +850,13 @@ class Rule(Strict):
         )
         if self.expect != "rejected":
             stray = [f for f in only_rejected if getattr(self, f) is not None]
+            stray += [f for f in ("needs_weights", "before_weights") if getattr(self, f)]
             if stray:
                 raise ValueError(f"{', '.join(stray)} only apply to expect: rejected")
+        if self.before_weights and self.phase != "startup":
+            raise ValueError("before_weights only applies to phase: startup (a config refusal reads no weights anyway)")
+        if self.before_weights and self.needs_weights:
+            raise ValueError("needs_weights and before_weights contradict: a refusal before the weights needs none")
         if self.error is not None:
             check_pattern(self.error)
         return self

@@ -51,6 +51,9 @@ class Node(Strict):
     set_env: OneLine | None = None  # a script sourced before each launch (e.g. CANN's set_env.sh)
     env: Env = {}
     bind: OneLine | None = None  # --host for API servers on this node
+    # GB/s at which one loader reads model files on this node (its local disk or shared store);
+    # the schedule estimates weight loading from it (harness.plan.cost)
+    read_gb_s: float | None = Field(None, gt=0)
 
     @property
     def client_address(self) -> str:

@@ -12,8 +12,9 @@ How it places, and why:
   pair, start together or not at all — a half-started deployment only holds devices while it
   waits for its peer.
 - Longest first (LPT): a long deployment started last sets the makespan alone; started first,
-  it runs beside everything else. Durations come from earlier runs when known, an estimate from
-  the topology's size otherwise.
+  it runs beside everything else. Durations come from earlier runs when known, else the cost
+  model's estimate from the checkpoint's size, the nodes' read bandwidth, graph capture and the
+  traffic (``harness.plan.cost``), else one from the topology's size alone.
 - Backfilling (EASY): when the longest waiting deployment does not fit yet, it gets a
   reservation at the earliest time it will, and shorter ones run in the gap only if they cannot
   delay that reservation. Without it, a stream of small deployments keeps a wide gang waiting
@@ -31,6 +32,7 @@ import functools
 import heapq
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,12 +45,14 @@ from harness.matrix.load import Matrix
 from harness.matrix.schema import Topology
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
+from harness.plan.cost import Cost, cost_of, read_gb_s, shared
 from harness.plan.deployment import plan
 from harness.plan.devices import device_ranges, pick_devices
 from harness.plan.launch import group_deployments
 from harness.results import store as results
 
-# Estimate for a deployment no earlier run has timed: start-up grows with the nodes that must
+# Estimate for a deployment no earlier run has timed and no cost model sized (a Need made from a
+# deployment alone): start-up grows with the nodes that must
 # join the group and the devices that load weights, then each case adds its checks. Used only to
 # order and size a first schedule; the run's own results replace it the next time.
 ESTIMATE_BASE_S = 120.0
@@ -68,6 +72,7 @@ class Need:
     label: str = ""  # a readable name: the first case id
     reference: bool = False  # the launch only a case's reference needs
     asks: int = 0  # for a reference: the distinct sets of requests it answers (one per case if 0)
+    cost: Cost | None = None  # the cost model's estimate, when the matrix was at hand
 
     @property
     def devices(self) -> int:
@@ -121,6 +126,8 @@ def need_of(d: Deployment, topology: Topology | None = None) -> Need:
 
 
 def estimate_s(need: Need) -> float:
+    if need.cost is not None:
+        return need.cost.total
     return (
         ESTIMATE_BASE_S
         + ESTIMATE_PER_EXTRA_NODE_S * (len(need.slots) - 1)
@@ -213,6 +220,14 @@ class Schedule:
     seconds: float = 0.0  # the scheduler's own time (filled in by the caller that measures it)
     # the makespan of the cases' own deployments scheduled alone (what references add to it)
     makespan_without_references: float | None = None
+    read_gb_s: tuple[float, bool] | None = None  # the bandwidth weights were estimated at, declared or not
+
+    def fits(self, window: float) -> bool:
+        return self.makespan <= window
+
+    @property
+    def device_hours(self) -> float:
+        return self.device_seconds / 3600
 
     @property
     def devices(self) -> int:
@@ -267,28 +282,37 @@ class Schedule:
             f"schedule on {self.cluster} ({len(self.nodes)} node(s), {self.devices} device(s)): "
             f"{self.cases} case(s) in {self.launches - self.references} deployment(s), "
             f"{self.references} reference deployment(s)",
-            f"makespan {_hms(self.makespan)}  lower bound {_hms(self.lower_bound)} (x{self.ratio:.2f})  "
+            f"makespan {hms(self.makespan)}  lower bound {hms(self.lower_bound)} (x{self.ratio:.2f})  "
             f"utilisation {self.utilisation:.0%}  durations: {known} from earlier runs, "
             f"{self.launches - known} estimated (~)",
         ]
+        if self.read_gb_s is not None:
+            gb_s, declared = self.read_gb_s
+            lines.append(
+                f"night's total {hms(self.makespan)}, {self.device_hours:.1f} device-hours; estimates read "
+                f"weights at {gb_s:g} GB/s per node "
+                + ("(the inventory's slowest node)" if declared else "(assumed: the inventory declares no read_gb_s)")
+                + "; parts: w weights, i engine init, g graph capture, t traffic, in seconds"
+            )
         if self.makespan_without_references is not None:
             lines.append(
-                f"without references: makespan {_hms(self.makespan_without_references)} "
+                f"without references: makespan {hms(self.makespan_without_references)} "
                 f"(references add x{self.references_cost or 1.0:.3f})"
             )
         if self.entries:
             rows = [
                 (
-                    _hms(e.start),
-                    _hms(e.end),
+                    hms(e.start),
+                    hms(e.end),
                     f"{'' if e.known else '~'}{e.duration:.0f}s",
                     " ".join(f"{node}:{device_ranges(devs)}" for node, devs in e.placement.nodes),
                     "ref" if e.need.reference else str(len(e.need.cases)),
+                    "" if e.known or e.need.cost is None else e.need.cost.parts(),
                     e.need.name,
                 )
                 for e in self.entries
             ]
-            head = ("start", "end", "time", "placement", "cases", "deployment")
+            head = ("start", "end", "time", "placement", "cases", "estimate", "deployment")
             widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
             for r in [head, *rows]:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
@@ -309,6 +333,7 @@ class Schedule:
             "makespan_s": self.makespan,
             "makespan_without_references_s": self.makespan_without_references,
             "lower_bound_s": self.lower_bound,
+            "device_hours": self.device_hours,
             "utilisation": self.utilisation,
             "entries": [
                 {
@@ -320,6 +345,7 @@ class Schedule:
                     "name": e.need.name,
                     "cases": list(e.need.cases),
                     "placement": [{"node": n, "devices": list(d)} for n, d in e.placement.nodes],
+                    "estimate": e.need.cost.to_json() if e.need.cost is not None else None,
                 }
                 for e in self.entries
             ],
@@ -328,9 +354,26 @@ class Schedule:
         }
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+_SPAN = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def parse_span(text: str) -> float:
+    """A length of time as a person writes it: ``8h``, ``7h30m``, ``90m``, ``3600s`` or plain seconds."""
+    text = text.strip()
+    match = _SPAN.fullmatch(text)
+    if text and match and any(match.groups()):
+        h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        return h * 3600 + m * 60 + s
+    try:
+        return _seconds(text, "window")
+    except ValueError:
+        raise ValueError(f"{text!r} is not a length of time (give e.g. 8h, 7h30m, 90m or seconds)") from None
 
 
 # ---- placing ----------------------------------------------------------------------------------
@@ -611,15 +654,186 @@ def _why_not(need: Need, cluster: Cluster) -> str:
     )
 
 
+# ---- at run time --------------------------------------------------------------------------------
+
+
+class Backfill:
+    """The schedule's order kept while real durations differ from the estimates: list scheduling
+    on the devices actually free, with the same EASY backfilling as ``simulate``.
+
+    Deployments wait in the schedule's order. Each time the runner asks (``start``), the first
+    waiting one — the head — starts if it fits what is free: on its scheduled devices when those
+    are free, else on the nodes that hold it most tightly. If it does not fit, it gets a
+    reservation: the earliest time it will, as the running deployments are expected to end (their
+    start plus their estimate; one already past its estimate is expected to end now). A later one
+    starts meanwhile only if it fits and cannot delay that reservation: it is expected to end
+    before it, or the head still fits beside it then. Pure: the caller says what time it is and
+    which deployment ended (``done``).
+    """
+
+    def __init__(self, cluster: Cluster, order: Sequence[tuple[Need, float, Placement | None]]):
+        self.pool = _Pool(cluster, max((len(need.slots) for need, _, _ in order), default=1))
+        self.waiting = list(order)  # (need, expected seconds, scheduled placement), in order
+        self.running: dict[str, tuple[float, int, Placement]] = {}  # key -> (expected end, seq, placement)
+        self._seq = 0
+        # what the empty cluster cannot hold never starts here (the runner launches it apart, and
+        # its launch says why it cannot run): it is never the head
+        self.never = {need.key for need, _, _ in self.waiting if not self.pool.fits(need)}
+
+    def start(self, now: float, limit: int | None = None) -> list[tuple[Need, Placement]]:
+        """The waiting deployments to start now, each with its devices (taken until ``done``);
+        at most ``limit`` running at once."""
+        out: list[tuple[Need, Placement]] = []
+        head: Need | None = None
+        reservation: tuple[float, Counts, Ranked] | None = None
+        i = 0
+        while i < len(self.waiting) and (limit is None or len(self.running) < limit):
+            need, seconds, planned = self.waiting[i]
+            if need.key in self.never:
+                i += 1
+                continue
+            exact = planned is not None and self._free(planned)
+            chosen = {rank: node for rank, (node, _) in enumerate(planned.nodes)} if exact and planned else None
+            if chosen is None and self.pool.fits(need):
+                chosen = self.pool.choose(need)
+            if head is None and chosen is None:
+                head = need
+                reservation = self._reserve(need, now)
+                i += 1
+                continue
+            if chosen is None:
+                i += 1
+                continue
+            if head is not None and reservation is not None and now + seconds > reservation[0]:
+                trial, ranked = dict(reservation[1]), list(reservation[2])
+                for rank, node in chosen.items():
+                    _shift(trial, ranked, self.pool.position, node, -need.slots[rank])
+                if not _fits(trial, _top(ranked, self.pool.ranks), self.pool.order, head):
+                    i += 1
+                    continue
+                reservation = (reservation[0], trial, ranked)
+            placement = self._take(planned) if exact and planned else self.pool.take(need, chosen)
+            self.running[need.key] = (now + seconds, self._seq, placement)
+            self._seq += 1
+            out.append((need, placement))
+            del self.waiting[i]
+        return out
+
+    def done(self, key: str) -> None:
+        """The deployment ``key`` ended: its devices are free again."""
+        _, _, placement = self.running.pop(key)
+        self.pool.give_back(placement)
+
+    def _free(self, placement: Placement) -> bool:
+        taken: dict[str, set[int]] = {}
+        for node, devices in placement.nodes:
+            free = self.pool.free.get(node, set()) - taken.get(node, set())
+            if not set(devices) <= free:
+                return False
+            taken.setdefault(node, set()).update(devices)
+        return True
+
+    def _take(self, placement: Placement) -> Placement:
+        for node, devices in placement.nodes:
+            self.pool.free[node] -= set(devices)
+        self.pool._move(placement, -1)
+        return placement
+
+    def _reserve(self, need: Need, now: float) -> tuple[float, Counts, Ranked]:
+        ends = [(max(end, now), seq, placement) for end, seq, placement in self.running.values()]
+        return _reserve(self.pool, ends, need)
+
+
+def replay(
+    cluster: Cluster, order: Sequence[tuple[Need, float, Placement | None]], actual: Mapping[str, float]
+) -> Schedule:
+    """What ``Backfill`` makes of ``order`` when each deployment really takes ``actual[key]``
+    seconds instead of its expected ones: the schedule as it would unfold (for benchmarks and
+    tests of the runner's policy; nothing is launched)."""
+    backfill = Backfill(cluster, order)
+    seconds = {need.key: actual[need.key] for need, _, _ in order}
+    ends: list[tuple[float, str]] = []
+    entries: list[ScheduledLaunch] = []
+    now = 0.0
+    while backfill.waiting or ends:
+        for need, placement in backfill.start(now):
+            heapq.heappush(ends, (now + seconds[need.key], need.key))
+            entries.append(ScheduledLaunch(need, now, now + seconds[need.key], placement, True))
+        if not ends:
+            if backfill.waiting:  # only what the empty cluster cannot hold is left
+                break
+            continue
+        now = ends[0][0]
+        while ends and ends[0][0] <= now:
+            backfill.done(heapq.heappop(ends)[1])
+    entries.sort(key=lambda e: (e.start, e.placement.nodes, e.need.name))
+    return Schedule(cluster.name, tuple((n.name, len(n.devices)) for n in cluster.nodes), tuple(entries))
+
+
+def exclusion_bound(cluster: Cluster, entries: Sequence[ScheduledLaunch]) -> float:
+    """A lower bound tighter than ``Schedule.lower_bound`` where gangs cannot share the cluster:
+    deployments that pairwise cannot run at once (two that do not fit the empty cluster together)
+    run one after another, and the work of those that fit beside none of them runs outside that
+    time, on all the devices at most. Greedy: the exclusive set is built longest first, and
+    widest first, each one added only while it tightens the bound; the larger bound holds.
+    Whether two fit together is asked of the placements the scheduler chooses (best fit): exact
+    on nodes of one size, which the shipped inventories are."""
+    needs = {e.need.key: e for e in entries}
+    devices = sum(len(n.devices) for n in cluster.nodes)
+
+    @functools.cache
+    def after(a: str, b: str) -> bool:
+        """Whether ``b`` fits the empty cluster once ``a`` took the nodes the scheduler gives it."""
+        pool = _Pool(cluster, max(len(needs[a].need.slots), len(needs[b].need.slots)))
+        chosen = pool.choose(needs[a].need)
+        if chosen is None:
+            return False
+        pool.take(needs[a].need, chosen)
+        return pool.fits(needs[b].need)
+
+    def apart(a: str, b: str) -> bool:
+        return not after(a, b) and not after(b, a)
+
+    def bound(order: list[ScheduledLaunch]) -> float:
+        exclusive: list[str] = []
+        rest = list(entries)  # apart from every exclusive one so far
+        best = sum(e.duration * e.need.devices for e in rest) / devices
+        for e in order:
+            if e not in rest:
+                continue
+            kept = [x for x in rest if x is not e and apart(e.need.key, x.need.key)]
+            alone = sum(needs[k].duration for k in exclusive) + e.duration
+            value = alone + sum(x.duration * x.need.devices for x in kept) / devices
+            if value > best:  # only while it tightens the bound
+                exclusive.append(e.need.key)
+                rest, best = kept, value
+        return best
+
+    if not devices:
+        return 0.0
+    return max(
+        bound(sorted(entries, key=lambda e: -e.duration)),
+        bound(sorted(entries, key=lambda e: (-e.need.devices, -e.duration))),
+    )
+
+
 # ---- a whole suite -------------------------------------------------------------------------------
 
 
-def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[str, float] | None = None) -> Schedule:
+def schedule_suite(
+    m: Matrix,
+    suite: str,
+    cluster: Cluster,
+    durations: Mapping[str, float] | None = None,
+    dummy_weights: bool = True,
+) -> Schedule:
     """Expand ``suite``, plan each case that needs a launch and each reference launch the runner
     would make for it (only for a case claimed to serve its requests: see
     ``reference.reference_expected``), group launches that are identical, and simulate the result
     on ``cluster`` — once with the references and once without, to show what they add. A launch
-    that cannot lay out on this cluster is reported as unplaceable with the planner's own reason."""
+    that cannot lay out on this cluster is reported as unplaceable with the planner's own reason.
+    ``dummy_weights``: estimate refusals after the weights as the runner launches them, without
+    (False: as if every launch read its checkpoint)."""
     from harness.cases.workload import workload_of
     from harness.plan.reference import ReferenceUnavailable, plan_reference, reference_expected, resolve
 
@@ -627,6 +841,8 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
     no_launch = tuple(c.id for c in cases if c.expectation.kind in NO_LAUNCH)
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
+    costs: dict[str, Cost] = {}  # case id -> its launch's estimate
+    ref_costs: dict[str, Cost] = {}  # reference deployment key -> one ask's estimate
     references: list[tuple[Deployment, str]] = []  # a reference launch and what one case asks of it
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
@@ -636,6 +852,7 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         except PlanError as err:
             unplaceable.append(Unplaceable(c.id, (c.id,), str(err)))
             continue
+        costs[c.id] = cost_of(m, c, cluster, dummy_weights=dummy_weights)
         if not reference_expected(c):
             continue
         ref = resolve(m, c)
@@ -651,12 +868,15 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         phases = [p.model_dump(mode="json") for p in workload_of(m, c)]
         asked = [phases, m.topologies[c.topology].pp, ref.compare.model_dump(mode="json"), m.pools(c.features)]
         references.append((r, json.dumps(asked, sort_keys=True, default=str)))
+        ref_nodes = len({launch.node for launch in r.launches if launch.role != "proxy"})
+        ref_costs.setdefault(r.key, cost_of(m, c, cluster, served=True, nodes=ref_nodes))
     # the placement plan chose states the device counts (the topology's own omit PCP); the runner
     # launches a reference apart from the cases, once, and asks it each distinct set of requests
-    needs = [need_of(d) for d in group_deployments(planned)]
+    needs = [replace(need_of(d), cost=shared(costs[i] for i in d.case_ids)) for d in group_deployments(planned)]
     for d in group_deployments([r for r, _ in references]):
         asks = len({shape for r, shape in references if r.key == d.key})
-        needs.append(replace(need_of(d), reference=True, asks=asks))
+        one = ref_costs[d.key]
+        needs.append(replace(need_of(d), reference=True, asks=asks, cost=replace(one, traffic_s=one.traffic_s * asks)))
     alone = simulate([n for n in needs if not n.reference], cluster, durations)
     s = simulate(needs, cluster, durations)
     return Schedule(
@@ -666,4 +886,5 @@ def schedule_suite(m: Matrix, suite: str, cluster: Cluster, durations: Mapping[s
         tuple(unplaceable) + s.unplaceable,
         no_launch,
         makespan_without_references=alone.makespan,
+        read_gb_s=read_gb_s(cluster),
     )

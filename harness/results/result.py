@@ -438,6 +438,8 @@ class Expectation(Part):
     error: str | None = None
     phase: str | None = None
     within_s: float | None = None
+    needs_weights: bool = False  # rejected: the refusal needs the real weights (never dummy first)
+    before_weights: bool = False  # rejected at startup, before any weight is read
     reason: str | None = None
     owner: str | None = None
     until: datetime.date | None = None
