@@ -20,8 +20,8 @@ from pydantic_core import PydanticCustomError
 
 
 class Registry(Mapping[str, Any]):
-    """``members``: name -> the module whose ``attr`` is that member. As a mapping, a name gives
-    its member (its module imported then)."""
+    """``members``: name -> the module whose ``attr`` is that member (or ``module:attr``, where one
+    module holds several members). As a mapping, a name gives its member (its module imported then)."""
 
     def __init__(self, what: str, attr: str, members: dict[str, str]):
         self.what = what
@@ -35,7 +35,8 @@ class Registry(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self.members:
             raise KeyError(f"no {self.what} is named {name!r} (known: {', '.join(self.members)})")
-        return getattr(importlib.import_module(self.members[name]), self.attr)
+        module, _, attr = self.members[name].partition(":")
+        return getattr(importlib.import_module(module), attr or self.attr)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.members)
@@ -64,6 +65,29 @@ PHASE_KINDS = Registry(
         "shared-prefix": "harness.cases.phases.shared_prefix",
         "pressure": "harness.cases.phases.pressure",
         "abort": "harness.cases.phases.abort",
+        "explicit": "harness.cases.phases.explicit",
+        "open-loop": "harness.cases.phases.open_loop",
+    },
+)
+
+# an explicit request's endpoint (harness.matrix.requests): how it is sent and compared
+# (harness.check.requests.endpoint)
+ENDPOINTS = Registry(
+    "endpoint",
+    "ENDPOINT",
+    {
+        "completions": "harness.check.requests.generate:COMPLETIONS",
+        "chat": "harness.check.requests.generate:CHAT",
+        "embeddings": "harness.check.requests.pooling:EMBEDDINGS",
+        "classify": "harness.check.requests.pooling:CLASSIFY",
+        "score": "harness.check.requests.pooling:SCORE",
+        "rerank": "harness.check.requests.pooling:RERANK",
+        "tokenize": "harness.check.requests.tokenize",
+        "reset-prefix-cache": "harness.check.requests.control:RESET_PREFIX_CACHE",
+        "load-lora-adapter": "harness.check.requests.control:LOAD_LORA_ADAPTER",
+        "unload-lora-adapter": "harness.check.requests.control:UNLOAD_LORA_ADAPTER",
+        "sleep": "harness.check.requests.control:SLEEP",
+        "wake-up": "harness.check.requests.control:WAKE_UP",
     },
 )
 

@@ -1,6 +1,7 @@
 """The traffic section of a report: each served case's workload phases (answers compared, what the
 engine's metrics show, speed against the reference) and, where a suite swept concurrency, a plot
-of throughput and time to first token against the requests in flight. Self-contained SVG."""
+of throughput and time to first token against the requests in flight; for an open-loop phase, the
+engine's gauges, its KV cache usage and each PP stage's memory over the phase. Self-contained SVG."""
 
 from __future__ import annotations
 
@@ -57,13 +58,24 @@ def rows(records: list[Result]) -> list[dict[str, Any]]:
     return [phase_row(r.case, p) for r in records for p in r.observation.workload]
 
 
+MARKED = 20  # points of a line drawn as dots too (a time series is a line alone)
+TICKS = 6  # ticks of an axis with more distinct values than this
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
 def _polyline(points: list[tuple[float, float]], sx: Any, sy: Any, colour: str) -> str:
     path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
-    dots = "".join(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}"/>' for x, y in points)
+    dots = (
+        "".join(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}"/>' for x, y in points)
+        if len(points) <= MARKED
+        else ""
+    )
     return f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>{dots}'
 
 
-def _chart(title: str, series: dict[str, list[tuple[float, float]]], unit: str) -> str:
+def _chart(
+    title: str, series: dict[str, list[tuple[float, float]]], unit: str, x_label: str = "requests in flight"
+) -> str:
     w, h, pad = 320, 180, 36
     xs = [x for pts in series.values() for x, _ in pts]
     ys = [y for pts in series.values() for _, y in pts]
@@ -76,11 +88,13 @@ def _chart(title: str, series: dict[str, list[tuple[float, float]]], unit: str) 
     def sy(y: float) -> float:
         return h - pad - (h - 2 * pad) * (y / y1)
 
-    colours = {"case": "#1f77b4", "reference": "#ff7f0e"}
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
     lines = "".join(_polyline(sorted(pts), sx, sy, colours[name]) for name, pts in series.items() if pts)
+    marks = sorted(set(xs))
+    if len(marks) > TICKS:
+        marks = [round(x0 + (x1 - x0) * i / (TICKS - 1), 1) for i in range(TICKS)]
     ticks = "".join(
-        f'<text x="{sx(x):.1f}" y="{h - pad + 14}" font-size="10" text-anchor="middle">{x:g}</text>'
-        for x in sorted(set(xs))
+        f'<text x="{sx(x):.1f}" y="{h - pad + 14}" font-size="10" text-anchor="middle">{x:g}</text>' for x in marks
     )
     legend = "".join(
         f'<text x="{w - pad}" y="{14 + 12 * i}" font-size="10" text-anchor="end" fill="{colours[n]}">{escape(n)}</text>'
@@ -91,16 +105,43 @@ def _chart(title: str, series: dict[str, list[tuple[float, float]]], unit: str) 
         f'<text x="{pad}" y="14" font-size="11">{escape(title)} ({escape(unit)}, max {y1:.3g})</text>'
         f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#888"/>'
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>'
-        f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">requests in flight</text>'
+        f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{escape(x_label)}</text>'
         f"{ticks}{lines}{legend}</svg>"
     )
 
 
+def _over_time(p: PhaseRecord) -> str:
+    """An open-loop phase's samples over its time: requests running and waiting, KV cache usage,
+    each PP stage's memory (MiB)."""
+    series = p.series
+    charts = []
+    for title, names, unit, scale in (
+        (f"{p.name}: requests", ("running", "waiting"), "requests", 1.0),
+        (f"{p.name}: KV cache usage", ("kv_usage",), "fraction", 1.0),
+        (
+            f"{p.name}: stage memory",
+            tuple(sorted(k for k in series if k.startswith("stage") and k.endswith("_memory_bytes"))),
+            "MiB",
+            1 / 2**20,
+        ),
+    ):
+        lines = {
+            n.removesuffix("_memory_bytes"): [(t, v * scale) for t, v in series[n]] for n in names if series.get(n)
+        }
+        if lines:
+            charts.append(_chart(title, lines, unit, "seconds into the phase"))
+    return "".join(charts)
+
+
 def plots(records: list[Result]) -> list[dict[str, str]]:
     """For each case with two or more concurrent phases: throughput and TTFT (p50) against the
-    requests in flight, the case beside its reference."""
+    requests in flight, the case beside its reference; for each open-loop phase, its samples
+    over time."""
     out = []
     for r in records:
+        for p in r.observation.workload:
+            if p.series:
+                out.append({"case": f"{r.case} ({p.name})", "svg": _over_time(p)})
         sweep = [p for p in r.observation.workload if p.kind == "concurrent" and p.perf and p.in_flight]
         if len({p.in_flight for p in sweep}) < 2:
             continue

@@ -191,6 +191,7 @@ LAYERS = (
     "harness.check.serving",
     "harness.check.context",  # the run's bundle every check step is handed
     "harness.check.traffic",
+    "harness.check.requests",  # explicit requests: each endpoint's sender and comparison rule
     "harness.check.stages",
     "harness.check.effective",
     "harness.check.features",

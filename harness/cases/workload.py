@@ -196,5 +196,8 @@ def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
         for bound in ("min_throughput_ratio", "max_ttft_s", "perf_baseline"):
             if getattr(phase, bound) is not None and not kind.streamed:
                 problems.append(f"{name}: {bound} is measured on streamed requests in flight: a concurrent phase")
+        for timed in ("rate_per_s", "duration_s", "max_memory_growth"):
+            if getattr(phase, timed) is not None and not kind.arrivals:
+                problems.append(f"{name}: {timed} is for requests arriving on a clock: an open-loop phase")
         out += [SourceError(here, p) for p in problems]
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.cases.workload import PhasePlan
+from harness.cases.workload import PhasePlan, kind_of
 from harness.check import logs
 from harness.check.context import RunContext
 from harness.check.effective import read as effective
@@ -201,13 +201,15 @@ class Observer:
         deployment with the stage probe, each stage's busy time over the phase too."""
         phases: dict[PhaseKey, tuple[PhaseOutputs, dict[str, Any]]] = {}
         for c in cases:
-            if c.pooling:
-                continue
             for ph in c.phases:
+                if c.pooling and not kind_of(ph).pooling:  # a pooling runner answers no completions
+                    continue
                 key = _phase_key(ph, c.compare)
                 if key in phases:
                     continue
-                self.progress("phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests)} requests)")
+                self.progress(
+                    "phase", c, f"phase {ph.name} ({ph.kind}, {len(ph.requests) + len(ph.explicit)} requests)"
+                )
                 say = functools.partial(self.progress, "phase", c)
                 phases[key] = measure_phase(live, ph, c.compare, c.pp, key.text, c.workload_dir, say)
         return phases
@@ -318,7 +320,7 @@ def assemble(rc: ResolvedCase, served: Served, seen: CaseLogs, ref: ReferenceRes
         )
     if ref is not None and served.answered:
         _accuracy(rc, ref, obs, served)
-    if served.answered and not rc.pooling:
+    if served.answered:
         _phase_records(rc, ref, obs, served.phases)
     return obs
 
@@ -333,6 +335,8 @@ def _phase_records(
     judged = _as_judged(rc.compare, ref)
     theirs = ref.outputs.phases if ref is not None and ref.outputs is not None else {}
     for ph in rc.phases:
+        if rc.pooling and not kind_of(ph).pooling:
+            continue
         ran = phases.get(_phase_key(ph, rc.compare))
         if ran is None:
             continue

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from harness.matrix import changes
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
+from harness.matrix.requests import RequestFile
 from harness.matrix.schema import (
     NAME,
     SECTIONS,
@@ -43,8 +44,9 @@ from harness.matrix.source import Document, MatrixError, SourceError, Where, loa
 from harness.redact import Redactor, secret_name
 
 DEFAULT_MATRICES = Path(__file__).resolve().parents[2] / "matrices"
-# Folders of data that matrix entries point at (lm-eval task files are YAML too): not matrix files.
-DATA_DIRS = frozenset({"eval"})
+# Folders of data that matrix entries point at (lm-eval task files and files of explicit requests
+# are YAML too): not matrix files.
+DATA_DIRS = frozenset({"eval", "requests"})
 
 
 @dataclass(frozen=True)
@@ -129,19 +131,54 @@ class Matrix:
         }
 
 
+def _is_model(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
+def _tag(model: type[BaseModel]) -> str | None:
+    """The value a tagged union tells ``model`` by (its `endpoint` literal), if it has one."""
+    field = model.model_fields.get("endpoint")
+    args = typing.get_args(field.annotation) if field is not None else ()
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+
+
+def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, tuple[Any, ...]]:
+    """The (nested) model that ``loc`` points into (None where it points into no model), and
+    ``loc`` without the steps pydantic adds for a tagged union's member (not keys of the file)."""
+    current: Any = model
+    kept: list[Any] = []
+    for i, step in enumerate(loc):
+        if isinstance(step, int):  # an index into a list already unwrapped
+            kept.append(step)
+            continue
+        if _is_model(current):
+            if step not in current.model_fields:
+                return None, (*kept, *loc[i:])
+            current = current.model_fields[step].annotation
+            kept.append(step)
+        elif isinstance(current, list):  # the members of a tagged union: the step is a tag
+            current = next((m for m in current if _tag(m) == step), None)
+            continue
+        else:
+            kept.append(step)
+        # unwrap Annotated, Optional[...], list[...], dict[str, ...] down to a model class, or to
+        # the members of a tagged union
+        while typing.get_origin(current) in (typing.Annotated, typing.Union, types.UnionType, list, dict):
+            if typing.get_origin(current) is typing.Annotated:
+                current = typing.get_args(current)[0]
+                continue
+            args = [a for a in typing.get_args(current) if a is not type(None)]
+            models = [a for a in args if _is_model(a)]
+            if len(models) > 1 and all(_tag(m) for m in models):
+                current = models
+                break
+            current = models[-1] if models else (args[-1] if args else None)
+    return (current if _is_model(current) else None), tuple(kept)
+
+
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The (nested) model that ``loc`` points into, or None where it points into no model."""
-    current: Any = model
-    for step in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            if step not in current.model_fields:
-                return None
-            current = current.model_fields[step].annotation
-        # unwrap Optional[...], list[...], dict[str, ...] down to a model class
-        while typing.get_origin(current) in (typing.Union, types.UnionType, list, dict):
-            args = [a for a in typing.get_args(current) if a is not type(None)]
-            current = args[-1] if args else None
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+    return _walk(model, loc)[0]
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
@@ -161,12 +198,13 @@ def validation_errors(
     ``removed``: once a setting) says where its choice lives now."""
     out = []
     for e in err.errors():
-        loc = tuple(e["loc"])
+        raw = tuple(e["loc"])
+        loc = _walk(model, raw)[1]
         full = base + loc
         dotted = ".".join(str(p) for p in full)
         if e["type"] == "extra_forbidden":
             key = loc[-1]
-            holder = _model_at(model, loc[:-1])
+            holder = _model_at(model, raw[:-1])
             change = changes.key_change(holder.__name__, str(key)) if holder else None
             if change:
                 out.append(SourceError(doc.where(full), changes.describe(change, dotted)))
@@ -178,7 +216,7 @@ def validation_errors(
                 continue
             out.append(
                 SourceError(
-                    doc.where(full), f"{dotted}: unknown key '{key}'{suggest(str(key), _field_names(model, loc[:-1]))}"
+                    doc.where(full), f"{dotted}: unknown key '{key}'{suggest(str(key), _field_names(model, raw[:-1]))}"
                 )
             )
             continue
@@ -187,12 +225,37 @@ def validation_errors(
         if e["type"] == "literal_error":
             choices = re.findall(r"'([^']*)'", str(e.get("ctx", {}).get("expected", "")))
             hint = suggest(str(e.get("input")), choices)
+        if e["type"] == "union_tag_invalid":  # a tagged union's tag (an explicit request's endpoint)
+            ctx = e.get("ctx", {})
+            hint = suggest(str(ctx.get("tag")), re.findall(r"'([^']*)'", str(ctx.get("expected_tags", ""))))
+            full = (*full, ctx.get("discriminator", "").strip("'"))
         if e["type"] != "missing" and not isinstance(e.get("input"), (dict, list)):
             # the value, unless its key names a secret; a URL's password or a token in it masked
             shown = "a value not shown (its key names a secret)" if secret_name(str(loc[-1] if loc else "")) else None
             msg += f", got {shown or Redactor().text(repr(e.get('input')))}"
         out.append(SourceError(doc.value_where(full) if loc else doc.where(full), f"{dotted}: {msg}{hint}"))
     return out
+
+
+def beside(matrix_file: Path) -> dict[str, Any]:
+    """The validation context of one matrix file: how a file of explicit requests it names
+    (relative to its own directory) is read, a problem in it a ValueError naming its file,
+    line and column."""
+
+    def request_file(name: str) -> list[Any]:
+        path = matrix_file.parent / name
+        if not path.is_file():
+            raise ValueError(f"file of requests {path} not found")
+        try:
+            doc = load_document(path, str(path))
+        except MatrixError as err:
+            raise ValueError("; ".join(str(e) for e in err.errors)) from None
+        try:
+            return list(RequestFile.model_validate(doc.root).requests)
+        except ValidationError as err:
+            raise ValueError("; ".join(str(e) for e in validation_errors(doc, RequestFile, (), err))) from None
+
+    return {"request_file": request_file}
 
 
 def matrix_files(root: Path) -> list[Path]:
@@ -253,7 +316,7 @@ def load_matrix(root: Path | str | Sequence[Path | str] | None = None) -> Matrix
     for doc, i, entry in ordered:
         here = doc.where(("rules", i))
         try:
-            rule = Rule.model_validate(entry)
+            rule = Rule.model_validate(entry, context=beside(doc.path))
         except ValidationError as err:
             errors.extend(validation_errors(doc, Rule, ("rules", i), err))
             continue
@@ -334,7 +397,7 @@ def _load_file(matrix: Matrix, base: Path, path: Path, raw_rules: list, defined_
                 )
                 continue
             try:
-                target[name] = model.model_validate(entry)
+                target[name] = model.model_validate(entry, context=beside(path))
             except ValidationError as err:
                 errors.extend(validation_errors(doc, model, (section, name), err))
                 continue

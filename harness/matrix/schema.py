@@ -23,11 +23,13 @@ from pydantic import (
     Field,
     PlainValidator,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from harness.matrix.effective import Requirement, parse_requirements
+from harness.matrix.requests import ExplicitRequest
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
@@ -158,6 +160,8 @@ class Compare(Strict):
     temperature: float = Field(1.0, gt=0.0)
     # Pooling cases: each embedding's cosine similarity with the reference's.
     cosine_min: float = Field(0.999, ge=-1.0, le=1.0)
+    # Scores, rerank relevances and class probabilities: each within this of the reference's.
+    score_tolerance: float = Field(1e-4, ge=0.0)
     # Also send every prompt as token ids (tokenised once, by the case's server, and sent as they
     # are to the reference).
     token_id_prompts: bool = True
@@ -292,6 +296,38 @@ class Phase(Strict):
     max_ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     # Bounds against recorded numbers rather than the reference (concurrent phases measure them).
     perf_baseline: PerfGate | None = None
+    # The phase's requests named one by one (harness.matrix.requests): endpoint, prompt or
+    # messages, sampling parameters as vLLM names them; or the name of a YAML file of them
+    # (`requests: [...]`) beside this matrix file. Only a kind that sends them takes them
+    # (`explicit`); the other kinds generate their token-id prompts.
+    explicit: list[ExplicitRequest] | None = Field(None, min_length=1, max_length=MAX_REQUESTS)
+    # open-loop: requests arrive at `rate_per_s` on average (Poisson, from `seed`) for `duration_s`
+    # (or until `requests` have arrived); afterwards the engine must be idle again within
+    # `idle_within_s`: nothing running or waiting, its KV cache usage back to its level before the
+    # phase within `max_kv_usage_growth` (a fraction of the cache), and, where bounded, no PP
+    # stage's memory grown by more than `max_memory_growth` (a fraction of its level before).
+    rate_per_s: float | None = Field(None, gt=0, le=10_000)
+    duration_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    idle_within_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
+    max_kv_usage_growth: float = Field(0.01, ge=0, le=1)
+    max_memory_growth: float | None = Field(None, ge=0)
+
+    @field_validator("explicit", mode="before")
+    @classmethod
+    def _request_file(cls, v: object, info: ValidationInfo) -> object:
+        # the loader reads a file of requests beside the matrix file it validates (load.py)
+        if not isinstance(v, str):
+            return v
+        read = (info.context or {}).get("request_file")
+        if read is None:
+            raise ValueError(f"{v!r}: a file of requests is read beside a matrix file; here there is none")
+        return read(v)
+
+    @model_validator(mode="after")
+    def _explicit_for_kind(self) -> Phase:
+        if not PHASE_KINDS[self.kind].explicit and self.explicit is not None:
+            raise ValueError(f"a phase of kind {self.kind} generates its requests: `explicit` is for kind explicit")
+        return self
 
     @property
     def label(self) -> str:

@@ -262,6 +262,8 @@ class PhaseRecord(Part):
     bubble_model: float | None = None  # (PP-1)/(PP-1+M) for the M requests measured in flight
     ties: list[Tie] = []
     diffs: list[AccuracyDiff] = []
+    # open-loop: the engine's gauges and each PP stage's memory over the phase, [seconds, value] by name
+    series: dict[str, list[list[float]]] = {}
 
 
 class ScoreVerdict(Part):

@@ -85,6 +85,13 @@ class StageProbe:
             "memory_source": source,
         }
 
+    def ppconf_stage_memory(self) -> dict[str, Any]:
+        """This worker's memory now (sampled over an open-loop phase): device memory allocated,
+        or on the CPU the process's resident set."""
+        from vllm.distributed.parallel_state import get_pp_group
+
+        return {"rank": self.rank, "pp_rank": get_pp_group().rank_in_group, "memory_bytes": _memory_now()}
+
     def ppconf_stage_info(self) -> dict[str, Any]:
         """This worker's ranks and the layers it built.
 
@@ -356,6 +363,20 @@ def _synchronize() -> None:
     acc = _accelerator()
     if acc is not None:
         acc.synchronize()
+
+
+def _memory_now() -> int | None:
+    acc = _accelerator()
+    if acc is not None:
+        return int(acc.memory_allocated())
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _peak_memory() -> tuple[int | None, str]:

@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Phase
 from harness.registry import PHASE_KINDS
 
@@ -49,6 +50,8 @@ class PhasePlan:
     after: tuple[Request, ...] = ()
     in_flight: int = 1  # requests the phase means to have running at once
     extra: dict[str, Any] = field(default_factory=dict)
+    # the phase's explicit requests (harness.matrix.requests), each named (its label)
+    explicit: tuple[ExplicitRequest, ...] = ()
 
     @property
     def name(self) -> str:
@@ -64,7 +67,10 @@ class PhasePlan:
 
     def longest(self) -> int:
         """Prompt plus output tokens of its longest request: what the model's length must hold."""
-        return max((len(r.prompt) + r.max_tokens for r in (*self.warmup, *self.requests, *self.after)), default=0)
+        generated = (len(r.prompt) + r.max_tokens for r in (*self.warmup, *self.requests, *self.after))
+        # an explicit request's text prompt has no length before it is tokenised: its ids, if any
+        named = (len(_ids(getattr(r, "prompt", None))) + r.tokens() for r in self.explicit)
+        return max((*generated, *named), default=0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,7 +79,11 @@ class PhasePlan:
             "warmup": [r.to_json() for r in self.warmup],
             "after": [r.to_json() for r in self.after],
             "in_flight": self.in_flight,
-        }
+        } | (
+            {"explicit": [r.model_dump(exclude_none=True, by_alias=True) for r in self.explicit]}
+            if self.explicit
+            else {}
+        )
 
 
 class Sender(Protocol):
@@ -91,14 +101,28 @@ class Sender(Protocol):
     def batch(self, requests: tuple[Request, ...]) -> None:
         """All prompts in one request, greedy and then seeded; its usage and /v1/models kept."""
 
+    def explicit(self, requests: tuple[ExplicitRequest, ...]) -> None:
+        """Each request to its endpoint, in order, one after another; every answer kept."""
+
+    def open_loop(self, plan: PhasePlan) -> None:
+        """The plan's requests (or explicit ones), each sent at its arrival time
+        (``plan.extra["arrivals"]``) whatever is still in flight; the engine's gauges and each
+        stage's memory sampled meanwhile, and afterwards how long it took to be idle again."""
+
 
 class Answers(Protocol):
     """What one side answered in one phase (``harness.check.traffic.phases.PhaseOutputs``)."""
 
     completions: list[Any]
+    answers: list[Any]
     metrics: dict[str, float]
+    series: dict[str, Any]
     usage: dict[str, int]
     models: list[dict[str, Any]]
+
+
+def _ids(prompt: object) -> list[int]:
+    return prompt if isinstance(prompt, list) else []
 
 
 def ids(rng: random.Random, n: int) -> tuple[int, ...]:
@@ -123,6 +147,10 @@ class PhaseKind:
     defaults: tuple[int | None, int, int] = (None, 0, 0)
     streamed: bool = False
     planned = True  # it sends requests of its own (sequential sends the suite's accuracy requests)
+    # whether it takes the phase's `explicit` requests (in place of generated ones)
+    explicit = False
+    pooling = False  # a pooling runner can answer it (generated completions it cannot)
+    arrivals = False  # its requests arrive on a clock (rate_per_s, duration_s) and the engine must idle after
 
     def sizes(self, phase: Phase, pp: int) -> Sizes:
         n, length, out = self.defaults

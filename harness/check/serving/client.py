@@ -82,6 +82,18 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """A server's answer to one request: its HTTP status and its body (JSON, or text)."""
+
+    status: int
+    body: Any
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+@dataclass(frozen=True)
 class Batch:
     """The answer to one /v1/completions request with several prompts."""
 
@@ -94,7 +106,8 @@ def _token_id(token: str) -> int:
     return int(token.rsplit(":", 1)[1])
 
 
-def _top(entry: dict[str, float] | None) -> dict[int, float]:
+def top_by_id(entry: dict[str, float] | None) -> dict[int, float]:
+    """A top-logprobs entry keyed by token id (its tokens returned as "token_id:N")."""
     return {_token_id(t): float(v) for t, v in (entry or {}).items()}
 
 
@@ -105,7 +118,7 @@ def _completion(prompt: str, choice: dict[str, Any], label: str) -> Completion:
         tuple(_token_id(t) for t in lp["tokens"]),
         tuple(float(x) for x in lp["token_logprobs"]),
         choice["text"],
-        tuple(_top(t) for t in lp.get("top_logprobs") or []),
+        tuple(top_by_id(t) for t in lp.get("top_logprobs") or []),
         label,
         choice.get("finish_reason") or "",
     )
@@ -217,7 +230,7 @@ class Client:
                 new = [_token_id(t) for t in lp.get("tokens") or []]
                 ids += new
                 lps += [float(x) for x in lp.get("token_logprobs") or []]
-                tops += [_top(t) for t in lp.get("top_logprobs") or []]
+                tops += [top_by_id(t) for t in lp.get("top_logprobs") or []]
                 finish = choice.get("finish_reason") or finish
                 if new:
                     chunks.append((time.monotonic(), len(new)))
@@ -257,6 +270,16 @@ class Client:
             if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def call(self, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None) -> Answer:
+        """POST ``path``: its status and its answer (JSON, else the text). An error status is
+        an answer too, not raised: a request's refusal is compared like its output."""
+        r = self.http.post(f"{self.base}{path}", json=body, params=params)
+        try:
+            content: Any = r.json()
+        except ValueError:
+            content = r.text
+        return Answer(r.status_code, content)
 
     def embed(self, model: str, text: str) -> list[float]:
         r = self.http.post(f"{self.base}/v1/embeddings", json={"model": model, "input": text})

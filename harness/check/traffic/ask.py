@@ -3,7 +3,7 @@ each workload phase, with the same requests the case was sent."""
 
 from __future__ import annotations
 
-from harness.cases.workload import PhasePlan
+from harness.cases.workload import PhasePlan, kind_of
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic.compare import Outputs, collect
 from harness.check.traffic.phases import run_phase
@@ -19,9 +19,10 @@ def ask(
     id_prompts: list[list[int]] | None = None,
 ) -> Outputs:
     """The sequential requests (``id_prompts``: the case's tokenisation, where it has one), then
-    the phases in order; a pooling runner answers embeddings only, so it gets no phases."""
+    the phases in order; a pooling runner answers no completions, so it gets only the phases its
+    kind says it can answer (explicit requests)."""
     out = collect(live, accuracy, compare, pooling, id_prompts)
-    if not pooling:
-        for plan in plans:
+    for plan in plans:
+        if not pooling or kind_of(plan).pooling:
             out.phases[plan.name] = run_phase(live, plan, compare)
     return out

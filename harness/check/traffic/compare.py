@@ -14,7 +14,9 @@ from typing import Any
 from harness.check.serving.client import Completion, Sampling
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic.phases import PhaseOutputs
+from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Accuracy, Compare
+from harness.registry import ENDPOINTS
 
 
 @dataclass
@@ -118,7 +120,7 @@ def _first_mismatch(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
     return i
 
 
-def _pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
+def pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
     """One request's verdict: {"ok", "first_divergence", "max_logprob_diff", "why"}."""
     first = _first_mismatch(ref.token_ids, got.token_ids)
     upto = len(ref.token_ids) if first is None else first
@@ -184,7 +186,7 @@ def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool)
             diffs.append({"request": label, "why": "answered by only one side"})
             continue
         r, g = refs[label], gots[label]
-        v = _pair(compare, r, g)
+        v = pair(compare, r, g)
         worst = max(worst, v["max_logprob_diff"])
         if v["first_divergence"] is not None:
             firsts.append(v["first_divergence"])
@@ -228,7 +230,7 @@ def mode_name(compare: Compare) -> str:
     }[compare.mode]
 
 
-def _cosine(a: list[float], b: list[float]) -> float:
+def cosine(a: list[float], b: list[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
@@ -250,7 +252,7 @@ def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list
             "diffs": [],
             "summary": f"cosine: shape differs from the reference: {[len(v) for v in got]} vs {[len(v) for v in ref]}",
         }
-    cosines = [_cosine(a, b) for a, b in zip(ref, got, strict=True)]
+    cosines = [cosine(a, b) for a, b in zip(ref, got, strict=True)]
     worst = min(cosines)
     equal = worst >= compare.cosine_min
     diffs = [
@@ -267,7 +269,7 @@ def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list
     }
 
 
-def _tie(compare: Compare, ref: Completion, got: Completion, first: int) -> dict[str, Any] | None:
+def tie_at(compare: Compare, ref: Completion, got: Completion, first: int) -> dict[str, Any] | None:
     """The numbers of a near-tie at ``first``, where the case's token is among the reference's
     top logprobs within ``tie_margin`` nats of the reference's own pick; else None."""
     if compare.tie_margin <= 0 or first >= len(ref.token_ids) or first >= len(got.token_ids):
@@ -298,11 +300,11 @@ def compare_phase(compare: Compare, labels: list[str], ref: list[Completion], go
             diffs.append({"request": label, "why": f"no answer from {'the reference' if r is None else 'the case'}"})
             continue
         mode = Compare(**(compare.model_dump() | {"mode": "seeded"})) if "-seeded:" in label else compare
-        v = _pair(mode, r, g)
+        v = pair(mode, r, g)
         if v["ok"]:
             counts["exact"] += 1
             continue
-        tie = _tie(compare, r, g, v["first_divergence"]) if v["first_divergence"] is not None else None
+        tie = tie_at(compare, r, g, v["first_divergence"]) if v["first_divergence"] is not None else None
         if tie is not None and mode.mode != "seeded":
             counts["tied"] += 1
             ties.append({"request": label, **tie})
@@ -318,4 +320,31 @@ def compare_phase(compare: Compare, labels: list[str], ref: list[Completion], go
                 "max_logprob_diff": v["max_logprob_diff"],
             }
         )
+    return counts | {"ties": ties, "diffs": diffs}
+
+
+def compare_explicit(
+    compare: Compare, requests: tuple[ExplicitRequest, ...], ref: list[dict[str, Any]], got: list[dict[str, Any]]
+) -> dict[str, Any]:
+    refs = {a["request"]: a for a in ref}
+    gots = {a["request"]: a for a in got}
+    counts = {"requests": len(requests), "exact": 0, "tied": 0, "mismatched": 0}
+    ties: list[dict[str, Any]] = []
+    diffs: list[dict[str, Any]] = []
+    for req in requests:
+        label = req.name or ""
+        r, g = refs.get(label), gots.get(label)
+        if r is None or g is None:
+            counts["mismatched"] += 1
+            diffs.append({"request": label, "why": f"no answer from {'the reference' if r is None else 'the case'}"})
+            continue
+        verdict = ENDPOINTS[req.endpoint].compare(compare, req, r, g)
+        if verdict.whys:
+            counts["mismatched"] += 1
+            diffs.append({"request": label, "why": f"{req.endpoint}: {'; '.join(verdict.whys)}"})
+        elif verdict.ties:
+            counts["tied"] += 1
+            ties += verdict.ties
+        else:
+            counts["exact"] += 1
     return counts | {"ties": ties, "diffs": diffs}

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.cases.workload import PhasePlan, kind_of
 from harness.check.traffic import metrics
-from harness.check.traffic.compare import compare_phase
+from harness.check.traffic.compare import compare_explicit, compare_phase
 from harness.check.traffic.phases import PhaseOutputs
 from harness.matrix.schema import Compare, PerfGate
 from harness.results.result import PhaseRecord
@@ -139,7 +139,7 @@ def phase_record(
         "perf": got.perf,
         "error": got.error,
         **stages,
-    }
+    } | ({"series": got.series} if got.series else {})
     held, failed = _gates(plan.phase.perf_baseline, got)
     if got.aisbench is not None:
         rec["aisbench"] = got.aisbench
@@ -152,6 +152,8 @@ def phase_record(
         labels = kind_of(plan).labels(plan)
         problems += kind_of(plan).problems(plan, got, ref)
         verdict = compare_phase(compare, labels, ref.completions, got.completions)
+        if plan.explicit:
+            verdict = compare_explicit(compare, plan.explicit, ref.answers, got.answers)
         rec |= verdict | {
             "reference_wall_s": ref.wall_s,
             "reference_metrics": ref.metrics,

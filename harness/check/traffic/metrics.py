@@ -94,6 +94,97 @@ class GaugePoller:
         self._thread.join(timeout=5)
 
 
+# Gauges sampled over an open-loop phase, and read again until the engine is idle after it
+# (vLLM's kv_cache_usage_perc is a fraction of the cache, 0 to 1).
+SERIES = {"running": "num_requests_running", "waiting": "num_requests_waiting", "kv_usage": "kv_cache_usage_perc"}
+
+
+class SeriesSampler:
+    """Samples ``SERIES`` from ``read`` and, with ``stages``, each PP stage's memory (a list of
+    the workers' ``{pp_rank, memory_bytes}``; a stage's value is its largest worker's), every
+    ``interval_s`` in a thread; ``series`` maps each name to [seconds since start, value] pairs."""
+
+    def __init__(
+        self,
+        read: Callable[[], str],
+        stages: Callable[[], list[dict]] | None = None,
+        interval_s: float = 0.5,
+    ):
+        self.read = read
+        self.stages = stages
+        self.interval_s = interval_s
+        self.series: dict[str, list[list[float]]] = {}
+        self.stage_error: str | None = None
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ppconf-series", daemon=True)
+
+    def _add(self, name: str, t: float, value: float) -> None:
+        self.series.setdefault(name, []).append([t, value])
+
+    def sample(self) -> None:
+        t = round(time.monotonic() - self._t0, 3)
+        try:
+            values = parse(self.read())
+        except Exception:  # noqa: BLE001 — a missed sample is not evidence of anything
+            values = {}
+        for key, name in SERIES.items():
+            if name in values:
+                self._add(key, t, values[name])
+        if self.stages is not None and self.stage_error is None:
+            try:
+                workers = self.stages()
+            except Exception as err:  # noqa: BLE001 — no probe: the gauges alone are sampled
+                self.stage_error = f"{type(err).__name__}: {err}"
+                return
+            per_stage: dict[int, float] = {}
+            for w in workers:
+                if w.get("memory_bytes") is not None:
+                    k = int(w.get("pp_rank") or 0)
+                    per_stage[k] = max(per_stage.get(k, 0.0), float(w["memory_bytes"]))
+            for k, v in sorted(per_stage.items()):
+                self._add(f"stage{k}_memory_bytes", t, v)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> SeriesSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def wait_idle(
+    read: Callable[[], str], kv_start: float | None, bound: float, within_s: float, poll_s: float = 0.25
+) -> dict[str, float]:
+    """Polls ``read`` until nothing is running or waiting and the KV cache usage is back within
+    ``bound`` of ``kv_start``, for at most ``within_s``: ``idle_after_s`` when it got there (absent
+    when it did not), and the last readings (``running_end``, ``waiting_end``, ``kv_usage_end``)."""
+    t0 = time.monotonic()
+    out: dict[str, float] = {}
+    while True:
+        try:
+            values = parse(read())
+        except Exception:  # noqa: BLE001 — an unanswered poll is retried until the bound
+            values = {}
+        running, waiting = values.get(SERIES["running"]), values.get(SERIES["waiting"])
+        kv = values.get(SERIES["kv_usage"])
+        out = {
+            k: v for k, v in (("running_end", running), ("waiting_end", waiting), ("kv_usage_end", kv)) if v is not None
+        }
+        kv_back = kv is None or kv_start is None or kv <= kv_start + bound
+        if running == 0 and waiting == 0 and kv_back:
+            return out | {"idle_after_s": round(time.monotonic() - t0, 3)}
+        if time.monotonic() - t0 > within_s:
+            return out
+        time.sleep(poll_s)
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """The q-quantile (0..1) by linear interpolation, or None for no values."""
     if not values:

@@ -14,7 +14,12 @@ from harness.cases.workload import kind_of
 from harness.check.serving.client import Client, Completion, Sampling, Timing
 from harness.check.serving.live import LiveDeployment
 from harness.check.traffic import metrics
+from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Compare
+from harness.registry import ENDPOINTS
+
+# requests an open-loop phase keeps in flight at most: arrivals past it wait (late_max_s shows it)
+OPEN_LOOP_IN_FLIGHT = 64
 
 
 @dataclass
@@ -22,7 +27,11 @@ class PhaseOutputs:
     """What one side answered in one phase."""
 
     completions: list[Completion] = field(default_factory=list)
+    # explicit requests: each answer as sent back (harness.check.requests.endpoint.answer_json)
+    answers: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)  # counter deltas and gauge peaks
+    # open-loop: the gauges and each stage's memory over the phase, [seconds, value] by name
+    series: dict[str, list[list[float]]] = field(default_factory=dict)
     perf: dict[str, float | None] = field(default_factory=dict)  # streamed phases: tokens/s, TTFT, ITL
     wall_s: float = 0.0
     error: str | None = None  # a request failed, or the phase outlived its deadline
@@ -32,21 +41,28 @@ class PhaseOutputs:
     aisbench: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "completions": [c.to_json() for c in self.completions],
-            "metrics": self.metrics,
-            "perf": self.perf,
-            "wall_s": self.wall_s,
-            "error": self.error,
-            "usage": self.usage,
-            "models": self.models,
-        } | ({"aisbench": self.aisbench} if self.aisbench is not None else {})
+        return (
+            {
+                "completions": [c.to_json() for c in self.completions],
+                "metrics": self.metrics,
+                "perf": self.perf,
+                "wall_s": self.wall_s,
+                "error": self.error,
+                "usage": self.usage,
+                "models": self.models,
+            }
+            | ({"aisbench": self.aisbench} if self.aisbench is not None else {})
+            | ({"answers": self.answers} if self.answers else {})
+            | ({"series": self.series} if self.series else {})
+        )
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> PhaseOutputs:
         return PhaseOutputs(
             [Completion.from_json(c) for c in d.get("completions") or []],
+            list(d.get("answers") or []),
             dict(d.get("metrics") or {}),
+            dict(d.get("series") or {}),
             dict(d.get("perf") or {}),
             float(d.get("wall_s") or 0.0),
             d.get("error"),
@@ -95,7 +111,7 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
     model = live.model_name or ""
     out = PhaseOutputs()
     sampling = greedy(compare)
-    client = live.client.sibling(len(plan.requests) + 4)
+    client = live.client.sibling(len(plan.requests) + len(plan.explicit) + 4)
     watcher = live.metrics_client.sibling(1)
     deadline = time.monotonic() + plan.phase.deadline_s
     before: dict[str, float] = {}
@@ -104,7 +120,7 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
         before = metrics.parse(live.metrics_client.metrics())
         with metrics.GaugePoller(watcher.metrics, interval_s=0.02) as poller:
             try:
-                kind_of(plan).send(plan, _Sender(client, model, compare, sampling, deadline, out))
+                kind_of(plan).send(plan, _Sender(client, model, compare, sampling, deadline, out, live))
             finally:
                 out.wall_s = round(time.monotonic() - t0, 3)
         out.metrics |= metrics.deltas(before, metrics.parse(live.metrics_client.metrics()))
@@ -123,8 +139,16 @@ class _Sender:
     keeping the answers in ``out``."""
 
     def __init__(
-        self, client: Client, model: str, compare: Compare, sampling: Sampling, deadline: float, out: PhaseOutputs
+        self,
+        client: Client,
+        model: str,
+        compare: Compare,
+        sampling: Sampling,
+        deadline: float,
+        out: PhaseOutputs,
+        live: LiveDeployment,
     ):
+        self.live = live
         self.client = client
         self.model = model
         self.compare = compare
@@ -152,6 +176,59 @@ class _Sender:
 
     def abort(self, requests: tuple[Request, ...]) -> None:
         _at_once(self.client, self.model, requests, self._aborted, self.deadline)
+
+    def explicit(self, requests: tuple[ExplicitRequest, ...]) -> None:
+        for i, r in enumerate(requests):
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"{len(requests) - i} of {len(requests)} requests unsent at the phase's deadline")
+            self.out.answers.append(ENDPOINTS[r.endpoint].send(self.client, self.model, r))
+
+    def _one(self, item: Request | ExplicitRequest) -> None:
+        if isinstance(item, Request):
+            self.out.completions.append(self._complete(self.client, self.model, item))
+        else:
+            self.out.answers.append(ENDPOINTS[item.endpoint].send(self.client, self.model, item))
+
+    def open_loop(self, plan: PhasePlan) -> None:
+        items: tuple[Request | ExplicitRequest, ...] = plan.explicit or plan.requests
+        times: list[float] = plan.extra["arrivals"]
+        phase = plan.phase
+        watch = self.live.metrics_client.sibling(1)
+        stages = self.live.stage_client.sibling(1)
+        try:
+            before = metrics.parse(watch.metrics())
+            kv_start = before.get(metrics.SERIES["kv_usage"])
+            sampler = metrics.SeriesSampler(watch.metrics, lambda: stages.collective_rpc("ppconf_stage_memory"))
+            with sampler, cf.ThreadPoolExecutor(OPEN_LOOP_IN_FLIGHT, thread_name_prefix="ppconf-open-loop") as pool:
+                t0 = time.monotonic()
+                late = 0.0
+                futures: list[cf.Future[None]] = []
+                for at, item in zip(times, items, strict=True):
+                    wait = t0 + at - time.monotonic()
+                    if t0 + at > self.deadline:
+                        raise TimeoutError(
+                            f"{len(items) - len(futures)} of {len(items)} arrivals past the phase's deadline"
+                        )
+                    if wait > 0:
+                        time.sleep(wait)
+                    late = max(late, -wait)  # sent after its arrival time by this much
+                    futures.append(pool.submit(self._one, item))
+                done, pending = cf.wait(futures, timeout=max(0.0, self.deadline - time.monotonic()))
+                if pending:
+                    raise TimeoutError(f"{len(pending)} of {len(items)} requests unanswered at the phase's deadline")
+                for f in futures:
+                    f.result()
+                self.out.metrics["drain_s"] = round(time.monotonic() - t0 - (times[-1] if times else 0.0), 3)
+                self.out.metrics["late_max_s"] = round(late, 3)
+                idle = metrics.wait_idle(watch.metrics, kv_start, phase.max_kv_usage_growth, phase.idle_within_s)
+                sampler.sample()  # the state the idle wait ended on
+            self.out.metrics |= idle | ({"kv_usage_start": kv_start} if kv_start is not None else {})
+            self.out.series = sampler.series
+            if sampler.stage_error:
+                self.out.metrics["stage_memory_unsampled"] = 1.0
+        finally:
+            watch.close()
+            stages.close()
 
     def batch(self, requests: tuple[Request, ...]) -> None:
         client, model, compare = self.client, self.model, self.compare

@@ -1,0 +1,191 @@
+"""CompletionsRequest and chat: every choice of ``n``, in order of its index, compared by the
+comparison's mode (a sampled request, ``temperature`` > 0, must match exactly: its seed makes it
+repeatable); a greedy divergence that is a near-tie is a tie, as in the other phases. Beyond the
+tokens: the same finish reason and stop reason (a stop string stops at the same place), the same
+usage, prompt logprobs within the tolerance, the same tool calls, and structured output that
+validates against its schema on both sides. ChatRequest is compared after the template: the prompt's
+token ids as each server templated them must be equal.
+
+ppconf adds ``return_token_ids`` (the ids of each choice and of the prompt) and
+``return_tokens_as_token_ids`` (logprobs keyed by id) to what the request says: neither changes
+what is sampled.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import regex
+
+from harness.check.requests.endpoint import Endpoint, RuleVerdict
+from harness.check.serving.client import Completion, top_by_id
+from harness.check.traffic.compare import pair, tie_at
+from harness.matrix.requests import ChatRequest, CompletionsRequest, ExplicitRequest
+from harness.matrix.schema import Compare
+
+ADDED = {"return_token_ids": True, "return_tokens_as_token_ids": True}
+REGEX_TIMEOUT_S = 5.0
+
+
+def _choices(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(answer["body"].get("choices") or [], key=lambda c: c.get("index", 0))
+
+
+def completion_choice(choice: dict[str, Any], label: str) -> Completion:
+    lp = choice.get("logprobs") or {}
+    ids = tuple(choice.get("token_ids") or ())
+    # with echo the logprobs cover the prompt's tokens first: the generated ones are the last
+    skip = max(0, len(lp.get("tokens") or ()) - len(ids))
+    return Completion(
+        "",
+        ids,
+        tuple(float(x) for x in (lp.get("token_logprobs") or ())[skip:]),
+        choice.get("text") or "",
+        tuple(top_by_id(t) for t in (lp.get("top_logprobs") or ())[skip:]),
+        label,
+        choice.get("finish_reason") or "",
+    )
+
+
+def chat_choice(choice: dict[str, Any], label: str) -> Completion:
+    content = (choice.get("logprobs") or {}).get("content") or ()
+    return Completion(
+        "",
+        tuple(choice.get("token_ids") or ()),
+        tuple(float(c["logprob"]) for c in content),
+        (choice.get("message") or {}).get("content") or "",
+        tuple(top_by_id({t["token"]: t["logprob"] for t in c.get("top_logprobs") or ()}) for c in content),
+        label,
+        choice.get("finish_reason") or "",
+    )
+
+
+def _prompt_logprobs(answer: dict[str, Any], choice: dict[str, Any]) -> list[dict[str, Any] | None] | None:
+    return choice.get("prompt_logprobs", answer["body"].get("prompt_logprobs"))
+
+
+def prompt_logprob_diffs(ref: list[Any] | None, got: list[Any] | None, tolerance: float) -> list[str]:
+    """Prompt logprobs position by position: the same tokens named, logprobs within ``tolerance``."""
+    if ref is None and got is None:
+        return []
+    if ref is None or got is None or len(ref) != len(got):
+        return [f"prompt logprobs for {len(got or [])} positions, the reference {len(ref or [])}"]
+    worst, where = 0.0, None
+    for i, (a, b) in enumerate(zip(ref, got, strict=True)):
+        a, b = a or {}, b or {}
+        shared = set(a) & set(b)
+        if set(a) != set(b) and not shared:
+            return [f"prompt logprobs at position {i} name other tokens than the reference's"]
+        for t in shared:
+            d = abs(float(a[t]["logprob"]) - float(b[t]["logprob"]))
+            if d > worst:
+                worst, where = d, i
+    return [f"prompt logprobs |Δ| {worst:.3g} at position {where} > {tolerance:g}"] if worst > tolerance else []
+
+
+def _structure(req: CompletionsRequest | ChatRequest) -> tuple[str, Any] | None:
+    """What the request constrains its output to, as (kind, spec): json (a schema, None for any
+    JSON object), regex, choice; a grammar is enforced by the server but not checked here."""
+    rf, so = req.response_format, req.structured_outputs
+    if rf is not None and rf.type == "json_schema" and rf.json_schema is not None:
+        return "json", rf.json_schema.json_schema
+    if rf is not None and rf.type == "json_object":
+        return "json", None
+    if so is not None:
+        if so.json_ is not None:
+            return "json", json.loads(so.json_) if isinstance(so.json_, str) else so.json_
+        if so.json_object:
+            return "json", None
+        if so.regex is not None:
+            return "regex", so.regex
+        if so.choice is not None:
+            return "choice", so.choice
+    return None
+
+
+def structure_problem(kind: str, spec: Any, text: str) -> str | None:
+    """Why ``text`` does not meet the request's structure (None: it does)."""
+    if kind == "choice":
+        return None if text in spec else f"{text!r} is none of the choices"
+    if kind == "regex":
+        return None if regex.fullmatch(spec, text, timeout=REGEX_TIMEOUT_S) else f"{text!r} does not match {spec!r}"
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        return f"not JSON ({err}): {text[:80]!r}"
+    if spec is None:
+        return None if isinstance(value, dict) else f"JSON {type(value).__name__}, not an object"
+    try:
+        jsonschema.validate(value, spec)
+    except jsonschema.ValidationError as err:
+        return f"does not validate against its schema: {err.message}"
+    return None
+
+
+def _head(ids: tuple[int, ...], n: int = 16) -> str:
+    return f"[{', '.join(map(str, ids[:n]))}{', …' if len(ids) > n else ''}]"
+
+
+def _tool_calls(choice: dict[str, Any]) -> list[tuple[str, str]]:
+    calls = (choice.get("message") or {}).get("tool_calls") or []
+    return [((c.get("function") or {}).get("name", ""), (c.get("function") or {}).get("arguments", "")) for c in calls]
+
+
+class _Generate(Endpoint):
+    def __init__(self, path: str, choice: Any):
+        self.path = path
+        self.choice = choice
+
+    def body(self, req: ExplicitRequest, model: str) -> dict[str, Any] | None:
+        return {"model": model, **ADDED, **req.body()}
+
+    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
+        assert isinstance(req, (CompletionsRequest, ChatRequest))
+        out = RuleVerdict()
+        r_choices, g_choices = _choices(ref), _choices(got)
+        if len(r_choices) != len(g_choices):
+            out.whys.append(f"{len(g_choices)} choices, the reference {len(r_choices)} (n={req.n})")
+        mode = Compare(**(compare.model_dump() | {"mode": "seeded"})) if req.sampled else compare
+        structure = _structure(req)
+        for i, (rc, gc) in enumerate(zip(r_choices, g_choices, strict=False)):
+            r, g = self.choice(rc, f"{req.name}#{i}"), self.choice(gc, f"{req.name}#{i}")
+            v = pair(mode, r, g)
+            if not v["ok"]:
+                tie = tie_at(compare, r, g, v["first_divergence"]) if v["first_divergence"] is not None else None
+                if tie is not None and not req.sampled:
+                    out.ties.append({"request": f"{req.name}#{i}", **tie})
+                    continue  # what follows a tie is not compared
+                out.whys.append(
+                    f"choice {i}: {v['why']} (ids {_head(g.token_ids)}, the reference {_head(r.token_ids)})"
+                )
+                continue
+            for what in ("finish_reason", "stop_reason"):
+                if rc.get(what) != gc.get(what):
+                    out.whys.append(f"choice {i}: {what} {gc.get(what)!r}, the reference {rc.get(what)!r}")
+            if _tool_calls(rc) != _tool_calls(gc):
+                out.whys.append(f"choice {i}: tool calls {_tool_calls(gc)}, the reference {_tool_calls(rc)}")
+            tolerance = compare.logprob_tolerance
+            out.whys += [
+                f"choice {i}: {d}"
+                for d in prompt_logprob_diffs(_prompt_logprobs(ref, rc), _prompt_logprobs(got, gc), tolerance)
+            ]
+        if structure is not None:
+            for side, choices in (("the case", g_choices), ("the reference", r_choices)):
+                for i, c in enumerate(choices):
+                    problem = structure_problem(*structure, self.choice(c, "").text)
+                    if problem:
+                        out.whys.append(f"{side}'s choice {i} ({structure[0]}): {problem}")
+        r_prompt, g_prompt = ref["body"].get("prompt_token_ids"), got["body"].get("prompt_token_ids")
+        if isinstance(req, ChatRequest) and r_prompt != g_prompt:
+            out.whys.append(f"the templated prompt differs: {len(g_prompt or [])} vs {len(r_prompt or [])} token ids")
+        r_use, g_use = ref["body"].get("usage") or {}, got["body"].get("usage") or {}
+        for key in ("prompt_tokens", "completion_tokens"):
+            if r_use.get(key) != g_use.get(key):
+                out.whys.append(f"usage {key} {g_use.get(key)}, the reference {r_use.get(key)}")
+        return out
+
+
+COMPLETIONS = _Generate("/v1/completions", completion_choice)
+CHAT = _Generate("/v1/chat/completions", chat_choice)

@@ -1,0 +1,295 @@
+"""A phase's explicit requests: what a user's client sends, named as vLLM's request schema names
+it, so a request can be pasted from client code into a matrix file.
+
+ppconf's own models (no vLLM import): each endpoint is one model, told apart by ``endpoint``, so
+a misspelt parameter is refused at load with its position and the closest name of that
+endpoint's schema. The names are kept equal to the installed vLLM's request models by a contract
+test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). ``model`` is never given: the
+check step names the served model. Where a field is left unset the server's default applies,
+except ``max_tokens``, which ppconf sets to 16 so every request has a known length.
+
+A phase's ``explicit`` is a list of requests, or the name of a YAML file beside the matrix file
+(``requests: [...]``), validated the same way with positions in that file.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_TOKENS = 2_097_152
+MAX_ITEMS = 100_000
+DEFAULT_MAX_TOKENS = 16
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Message(_Strict):
+    """A chat message as OpenAI's schema has it (text content)."""
+
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionDefinition(_Strict):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"] = "function"
+    function: FunctionDefinition
+
+
+class JsonSchema(_Strict):
+    name: str = "answer"
+    description: str | None = None
+    # `schema` as OpenAI spells it (pydantic's BaseModel has a `schema` method of its own)
+    json_schema: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchema | None = None
+
+
+class StructuredOutputs(_Strict):
+    """vLLM's structured outputs: exactly one of json (a JSON schema), regex, choice, grammar."""
+
+    json_: dict[str, Any] | str | None = Field(None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = Field(None, min_length=1)
+    grammar: str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
+
+
+class _Request(_Strict):
+    """What every explicit request has: its name in the evidence (``<phase>:<index>`` by default)."""
+
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+    # the installed vLLM's request models whose fields these names must be (module:class)
+    VLLM_MODELS: ClassVar[tuple[str, ...]] = ()
+    # ppconf's own fields, not sent
+    OWN: ClassVar[frozenset[str]] = frozenset({"endpoint", "name"})
+
+    def body(self) -> dict[str, Any]:
+        """The request's JSON body as vLLM takes it (the served model is added by the sender)."""
+        return self.model_dump(exclude=set(self.OWN), exclude_none=True, by_alias=True)
+
+    def tokens(self) -> int:
+        """Tokens asked of the model beyond the prompt (what the model's length must also hold)."""
+        return 0
+
+
+class _Sampling(_Request):
+    """Sampling parameters shared by completions and chat, with vLLM's names."""
+
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_TOKENS)
+    n: int = Field(1, ge=1, le=128)
+    seed: int | None = None
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=-1)
+    min_p: float | None = Field(None, ge=0, le=1)
+    prompt_logprobs: int | None = Field(None, ge=-1, le=20)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool | None = None
+    min_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    ignore_eos: bool | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    repetition_penalty: float | None = Field(None, gt=0)
+    logit_bias: dict[str, float] | None = None
+    skip_special_tokens: bool | None = None
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+
+    def tokens(self) -> int:
+        return self.max_tokens
+
+    @property
+    def sampled(self) -> bool:
+        """Whether tokens are drawn at random (only a seed makes them repeatable): a temperature
+        above 0, or none given (vLLM's default is 1, as OpenAI's)."""
+        return self.temperature is None or self.temperature > 0
+
+
+class CompletionsRequest(_Sampling):
+    """POST /v1/completions: a text or token-id prompt."""
+
+    endpoint: Literal["completions"]
+    prompt: str | list[Annotated[int, Field(ge=0)]]
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool | None = None
+    VLLM_MODELS = ("vllm.entrypoints.openai.completion.protocol:CompletionRequest",)
+
+
+class ChatRequest(_Sampling):
+    """POST /v1/chat/completions: messages through the model's chat template."""
+
+    endpoint: Literal["chat"]
+    messages: list[Message] = Field(min_length=1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: bool | None = None
+    VLLM_MODELS = ("vllm.entrypoints.openai.chat_completion.protocol:ChatCompletionRequest",)
+
+
+PoolingInput = str | list[str] | list[Annotated[int, Field(ge=0)]]
+
+
+class EmbeddingsRequest(_Request):
+    """POST /v1/embeddings."""
+
+    endpoint: Literal["embeddings"]
+    input: PoolingInput
+    dimensions: int | None = Field(None, ge=1)
+    truncate_prompt_tokens: int | None = Field(None, ge=-1)
+    VLLM_MODELS = ("vllm.entrypoints.pooling.embed.protocol:EmbeddingCompletionRequest",)
+
+
+class ClassifyRequest(_Request):
+    """POST /classify."""
+
+    endpoint: Literal["classify"]
+    input: PoolingInput
+    truncate_prompt_tokens: int | None = Field(None, ge=-1)
+    VLLM_MODELS = ("vllm.entrypoints.pooling.classify.protocol:ClassificationCompletionRequest",)
+
+
+class ScoreRequest(_Request):
+    """POST /score: each text_1 against each text_2."""
+
+    endpoint: Literal["score"]
+    text_1: str | list[str]
+    text_2: str | list[str]
+    truncate_prompt_tokens: int | None = Field(None, ge=-1)
+    VLLM_MODELS = ("vllm.entrypoints.pooling.scoring.protocol:ScoreTextRequest",)
+
+
+class RerankRequest(_Request):
+    """POST /rerank: documents ordered by relevance to the query."""
+
+    endpoint: Literal["rerank"]
+    query: str
+    documents: list[str] = Field(min_length=1)
+    top_n: int | None = Field(None, ge=0)
+    truncate_prompt_tokens: int | None = Field(None, ge=-1)
+    VLLM_MODELS = ("vllm.entrypoints.pooling.scoring.protocol:RerankRequest",)
+
+
+class TokenizeRequest(_Request):
+    """POST /tokenize: a text prompt, or messages through the chat template."""
+
+    endpoint: Literal["tokenize"]
+    prompt: str | None = None
+    messages: list[Message] | None = Field(None, min_length=1)
+    add_special_tokens: bool | None = None
+    add_generation_prompt: bool | None = None
+    chat_template: str | None = None
+    VLLM_MODELS = (
+        "vllm.entrypoints.serve.tokenize.protocol:TokenizeCompletionRequest",
+        "vllm.entrypoints.serve.tokenize.protocol:TokenizeChatRequest",
+    )
+
+    @model_validator(mode="after")
+    def _one_input(self) -> TokenizeRequest:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("a tokenize request names a prompt or messages (one of them)")
+        return self
+
+
+class ResetPrefixCacheRequest(_Request):
+    """POST /reset_prefix_cache (vLLM's development endpoints: VLLM_SERVER_DEV_MODE=1)."""
+
+    endpoint: Literal["reset-prefix-cache"]
+
+
+class LoadLoraAdapterRequest(_Request):
+    """POST /v1/load_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING=1, --enable-lora)."""
+
+    endpoint: Literal["load-lora-adapter"]
+    lora_name: str
+    lora_path: str
+    VLLM_MODELS = ("vllm.entrypoints.serve.lora.protocol:LoadLoRAAdapterRequest",)
+
+
+class UnloadLoraAdapterRequest(_Request):
+    """POST /v1/unload_lora_adapter."""
+
+    endpoint: Literal["unload-lora-adapter"]
+    lora_name: str
+    VLLM_MODELS = ("vllm.entrypoints.serve.lora.protocol:UnloadLoRAAdapterRequest",)
+
+
+class SleepRequest(_Request):
+    """POST /sleep?level=N (development endpoints, --enable-sleep-mode, where the platform has it)."""
+
+    endpoint: Literal["sleep"]
+    level: Literal[1, 2] = 1
+
+
+class WakeUpRequest(_Request):
+    """POST /wake_up."""
+
+    endpoint: Literal["wake-up"]
+
+
+ExplicitRequest = Annotated[
+    CompletionsRequest
+    | ChatRequest
+    | EmbeddingsRequest
+    | ClassifyRequest
+    | ScoreRequest
+    | RerankRequest
+    | TokenizeRequest
+    | ResetPrefixCacheRequest
+    | LoadLoraAdapterRequest
+    | UnloadLoraAdapterRequest
+    | SleepRequest
+    | WakeUpRequest,
+    Field(discriminator="endpoint"),
+]
+
+REQUEST_MODELS: dict[str, type[_Request]] = {
+    m.model_fields["endpoint"].annotation.__args__[0]: m  # type: ignore[union-attr]
+    for m in (
+        CompletionsRequest,
+        ChatRequest,
+        EmbeddingsRequest,
+        ClassifyRequest,
+        ScoreRequest,
+        RerankRequest,
+        TokenizeRequest,
+        ResetPrefixCacheRequest,
+        LoadLoraAdapterRequest,
+        UnloadLoraAdapterRequest,
+        SleepRequest,
+        WakeUpRequest,
+    )
+}
+
+
+class RequestFile(_Strict):
+    """A file of explicit requests beside the matrix file: ``requests: [...]``."""
+
+    requests: list[ExplicitRequest] = Field(min_length=1, max_length=MAX_ITEMS)

