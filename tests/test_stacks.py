@@ -3,7 +3,6 @@ it (from the stack cache or the inventory's `stacks`), and refusing a run on a s
 not have before anything launches."""
 
 import json
-import textwrap
 
 import pytest
 

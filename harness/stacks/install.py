@@ -174,7 +174,7 @@ def install(
         return python_of(venv)
 
 
-_PIP_PROGRESS = ("Collecting ", "Downloading ", "Installing collected", "Successfully ", "Found existing", "ERROR")
+_PIP_PROGRESS = ("Collecting ", "Installing collected", "Successfully installed", "ERROR")
 
 
 def _run(argv: list[str], venv: Path, say: Say, pip: bool = False) -> None:

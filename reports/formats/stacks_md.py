@@ -39,9 +39,8 @@ def write(report: AcrossStacks) -> str:
         for col, c in zip(report.columns, r.cells, strict=True):
             extra = f" ({c.duration_s} s)" if c.duration_s is not None else ""
             repro = f"; repro: [bundle]({c.repro})" if c.repro else ""
-            out.append(
-                f"  - {markdown.text(col.stack)}: {c.outcome or 'not run'}{extra}{': ' if c.reason else ''}{markdown.text(c.reason)}{repro}"
-            )
+            reason = f": {markdown.text(c.reason)}" if c.reason else ""
+            out.append(f"  - {markdown.text(col.stack)}: {c.outcome or 'not run'}{extra}{reason}{repro}")
     if differ:
         out.append("")
     out += [f"## Same on every stack ({len(same)})", ""]
