@@ -33,12 +33,12 @@ from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan.cluster import Cluster
 from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
+from harness.plan.stacks import verify
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
-from harness.stacks.nodes import verify
 from harness.stacks.stack import Stack
 from harness.target.versions import MACHINE, differences, without_models
 from harness.target.zoo import default_cache_root, ensure_model

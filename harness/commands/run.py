@@ -29,7 +29,7 @@ def _run_stacks(args: argparse.Namespace) -> int:
     """Each case on each stack: one ordinary run per stack in DIR/<stack id>/, the cluster's nodes
     taken onto the stack first (every stack checked on every node before anything launches),
     then the table across the stacks in DIR/report."""
-    from harness.stacks.nodes import on_stack
+    from harness.plan.stacks import on_stack
     from harness.stacks.stack import StackError, parse_all
 
     check_select(args.select)

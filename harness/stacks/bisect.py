@@ -5,7 +5,7 @@ included. Each version tried runs the case (``Trial``) once, and again to confir
 (``confirm`` more times): a verdict is
 
 - GOOD: the case did not fail the run, every time;
-- BAD: it failed the run (by ``ppconf diff``'s rule: ``reports.signoff.fails``), every time;
+- BAD: it failed the run (the outcome's ``fails_run``, ``ppconf diff``'s rule of a regression), every time;
 - SKIP: the harness or the infrastructure failed (ERROR, a launch refused, no record), the case
   was not run (SKIP), or the outcome changed on a retry; a skipped version is neither good nor
   bad, and the search goes round it.
@@ -58,15 +58,15 @@ Run = Callable[[Stack, int], Trial]  # the stack, the try's number (1, 2, ...) -
 
 def verdict(trials: list[Trial]) -> tuple[str, str]:
     """GOOD, BAD or SKIP for a version's trials, and why."""
-    from reports.signoff import fails
-
     first = trials[0]
     if first.outcome is None or first.outcome in (Outcome.ERROR, Outcome.SKIP):
         return SKIP, f"{first.outcome or 'no verdict'}: {first.reason}"
     outcomes = [t.outcome for t in trials]
     if len(set(outcomes)) > 1:
         return SKIP, f"changed on retry: {' then '.join(str(o) for o in outcomes)}"
-    return (BAD if fails(first.outcome) else GOOD), f"{first.outcome} ({len(trials)} of {len(trials)}): {first.reason}"
+    return (
+        BAD if Outcome(first.outcome).fails_run else GOOD
+    ), f"{first.outcome} ({len(trials)} of {len(trials)}): {first.reason}"
 
 
 def _key(version: str) -> tuple:

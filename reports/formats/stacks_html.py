@@ -3,9 +3,8 @@ case's evidence in its stack's own run report."""
 
 from __future__ import annotations
 
-from reports.formats import StackReportFormat
 from reports.render import environment
-from reports.stacks import SUMMARY_KINDS, AcrossStacks
+from reports.stacks import SUMMARY_KINDS, AcrossStacks, StackReportFormat
 
 
 def write(report: AcrossStacks) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from reports.formats import StackReportFormat
-from reports.stacks import AcrossStacks
+from reports.stacks import AcrossStacks, StackReportFormat
 
 
 def write(report: AcrossStacks) -> str:

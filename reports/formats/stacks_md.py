@@ -4,8 +4,7 @@ and each summary between two stacks."""
 from __future__ import annotations
 
 from reports import markdown
-from reports.formats import StackReportFormat
-from reports.stacks import SUMMARY_KINDS, AcrossStacks, Row
+from reports.stacks import SUMMARY_KINDS, AcrossStacks, Row, StackReportFormat
 
 
 def _cell_text(text: str, link: str | None) -> str:

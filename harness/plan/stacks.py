@@ -1,7 +1,8 @@
-"""A cluster on a stack: each node's Python and vLLM command taken from where that node has the
-stack (its inventory's ``stacks``, or, for a local node, ppconf's stack cache). ``on_stack``
-refuses a stack a node lacks, naming the node and what it has, so a run over several stacks is
-refused before any launch; ``verify`` compares the declared stack with the nodes' probe."""
+"""A cluster on an engine stack (``harness.stacks``): each node's Python and vLLM command taken
+from where that node has the stack (its inventory's ``stacks``, or, for a local node, ppconf's
+stack cache). ``on_stack`` refuses a stack a node lacks, naming the node and what it has, so a run
+over several stacks is refused before any launch; ``verify`` compares the declared stack with the
+nodes' probe."""
 
 from __future__ import annotations
 
