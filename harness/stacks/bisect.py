@@ -2,16 +2,18 @@
 
 The versions are the stacks between the good one and the bad one, in release order, ends
 included. Each version tried runs the case (``Trial``) once, and again to confirm it
-(``confirm`` more times): a verdict is
+(``confirm`` more times). The ends say what good and bad are: the good stack's outcome and the
+bad stack's (PASS and FAIL for a regression; KNOWN_ISSUE and PASS, XFAIL and UNEXPECTED_ACCEPT for
+a fix or a changed refusal). A version between them is
 
-- GOOD: the case did not fail the run, every time;
-- BAD: it failed the run (the outcome's ``fails_run``, ``ppconf diff``'s rule of a regression), every time;
+- GOOD: the good stack's outcome, every time;
+- BAD: the bad stack's outcome, every time;
 - SKIP: the harness or the infrastructure failed (ERROR, a launch refused, no record), the case
-  was not run (SKIP), or the outcome changed on a retry; a skipped version is neither good nor
-  bad, and the search goes round it.
+  was not run (SKIP), the outcome changed on a retry, or it is a third outcome; a skipped version
+  is neither good nor bad, and the search goes round it.
 
-The ends are tried first: a "good" stack that is bad, or a "bad" one that is good, is the answer
-itself. The state (every trial, with its run's directory) is saved after each one in
+The ends are tried first: an end that cannot be judged, or a "bad" stack with the good one's
+outcome, is the answer itself. The state (every trial, with its run's directory) is saved after each one in
 ``bisect.json``, so a bisect that stopped resumes where it was. The answer names the last good
 version and the first bad one with both runs' evidence side by side, and the skipped versions
 between them, if any (then the first bad is one of those or the one named).
@@ -56,17 +58,16 @@ class Trial:
 Run = Callable[[Stack, int], Trial]  # the stack, the try's number (1, 2, ...) -> its trial
 
 
-def verdict(trials: list[Trial]) -> tuple[str, str]:
-    """GOOD, BAD or SKIP for a version's trials, and why."""
+def outcome_of(trials: list[Trial]) -> tuple[str | None, str]:
+    """A version's outcome over its trials, and why; None when it says nothing of the product:
+    the harness or the infrastructure failed, the case was not run, or a retry disagreed."""
     first = trials[0]
     if first.outcome is None or first.outcome in (Outcome.ERROR, Outcome.SKIP):
-        return SKIP, f"{first.outcome or 'no verdict'}: {first.reason}"
+        return None, f"{first.outcome or 'no verdict'}: {first.reason}"
     outcomes = [t.outcome for t in trials]
     if len(set(outcomes)) > 1:
-        return SKIP, f"changed on retry: {' then '.join(str(o) for o in outcomes)}"
-    return (
-        BAD if Outcome(first.outcome).fails_run else GOOD
-    ), f"{first.outcome} ({len(trials)} of {len(trials)}): {first.reason}"
+        return None, f"changed on retry: {' then '.join(str(o) for o in outcomes)}"
+    return first.outcome, f"{first.outcome} ({len(trials)} of {len(trials)}): {first.reason}"
 
 
 def _key(version: str) -> tuple:
@@ -97,7 +98,21 @@ class Bisect:
         return Stack(self.good.engine, version)
 
     def verdicts(self) -> dict[str, tuple[str, str]]:
-        return {v: verdict(t) for v, t in self.trials.items() if len(t) == 1 + self.confirm or _settled(t)}
+        """GOOD, BAD or SKIP, and why, for each version whose trials are done."""
+        done = {v: outcome_of(t) for v, t in self.trials.items() if len(t) == 1 + self.confirm or _settled(t)}
+        good = done.get(self.versions[0], (None, ""))[0]
+        bad = done.get(self.versions[-1], (None, ""))[0]
+        out = {}
+        for v, (got, why) in done.items():
+            if got is None:
+                out[v] = (SKIP, why)
+            elif v == self.versions[0] or got == good:
+                out[v] = (GOOD, why)
+            elif v == self.versions[-1] or got == bad:
+                out[v] = (BAD, why)
+            else:
+                out[v] = (SKIP, f"{why}: neither the good stack's {good} nor the bad stack's {bad}")
+        return out
 
     def bounds(self) -> tuple[int, int]:
         """The index of the last version known good and of the first known bad after it."""
@@ -134,10 +149,13 @@ class Bisect:
         out: dict[str, Any] = {"suite": self.suite, "case": self.case, "good": str(self.good), "bad": str(self.bad)}
         out["tried"] = {x: {"verdict": v[x][0], "why": v[x][1]} for x in self.versions if x in v}
         if v.get(good, ("",))[0] != GOOD:
-            out["answer"] = f"the good stack {self.good} is not good here: {v[good][1]}"
+            out["answer"] = f"the good stack {self.good} cannot be judged here: {v[good][1]}"
             return out
-        if v.get(bad, ("",))[0] != BAD:
-            out["answer"] = f"the bad stack {self.bad} is not bad here: {v[bad][1]}; nothing to bisect"
+        if v[bad][0] == SKIP:
+            out["answer"] = f"the bad stack {self.bad} cannot be judged here: {v[bad][1]}"
+            return out
+        if v[bad][0] != BAD:
+            out["answer"] = f"the bad stack {self.bad} does as the good one here: {v[bad][1]}; nothing to bisect"
             return out
         lo, hi = self.bounds()
         skipped = [x for x in self.versions[lo + 1 : hi] if v.get(x, ("",))[0] == SKIP]
@@ -186,7 +204,7 @@ class Bisect:
 
 def _settled(trials: list[Trial]) -> bool:
     """A version needs no more runs: its first already says SKIP, or a retry already disagreed."""
-    return verdict(trials[:1])[0] == SKIP or len({t.outcome for t in trials}) > 1
+    return outcome_of(trials[:1])[0] is None or len({t.outcome for t in trials}) > 1
 
 
 def _json(trials: list[Trial]) -> list[dict[str, Any]]:
