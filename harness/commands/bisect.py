@@ -14,11 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import CliError
+from harness.commands.common import CliError, matrix
+from harness.matrix.schema import DiagnosisRule
 from harness.results import store
 from harness.stacks import install
 from harness.stacks.bisect import Bisect, Trial, bisect, load_or_start, save
 from harness.stacks.stack import Stack, StackError
+from reports.triage import environment, failure_text
+from reports.triage import failed as failed_
 
 
 @contextlib.contextmanager
@@ -35,8 +38,11 @@ def _lock(path: Path | None) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def trial_of(run_dir: Path, stack: Stack, case: str, failed: str = "") -> Trial:
-    """The trial a run of ``case`` on ``stack`` recorded in ``run_dir`` (a run over stacks)."""
+def trial_of(
+    run_dir: Path, stack: Stack, case: str, failed: str = "", rules: list[DiagnosisRule] | None = None
+) -> Trial:
+    """The trial a run of ``case`` on ``stack`` recorded in ``run_dir`` (a run over stacks); a
+    failure that ``rules`` call the environment's is marked so."""
     sub = run_dir / stack.id
     records = [r for r in store.read(sub) if r.case == case] if (sub / store.RESULTS).is_file() else []
     if not records:
@@ -46,10 +52,13 @@ def trial_of(run_dir: Path, stack: Stack, case: str, failed: str = "") -> Trial:
         sorted({f"{stack.engine} {v[stack.engine]}" for v in r.versions.values() if v.get(stack.engine)})
     )
     repro = str(sub / r.repro.dir) if r.repro and r.repro.dir else None
-    return Trial(r.outcome.value, r.reason, str(sub), engine, r.duration_s, repro)
+    env = environment(r, failure_text(r), rules or []) if failed_(r) else None
+    return Trial(r.outcome.value, r.reason, str(sub), engine, r.duration_s, repro, env)
 
 
 def _runner(args: argparse.Namespace, directory: Path):
+    rules = matrix(args).diagnosis
+
     def run(stack: Stack, n: int) -> Trial:
         out = directory / stack.version / f"try-{n}"
         argv = [sys.executable, "-m", "harness.cli", "run", "--suite", args.suite, "--case", args.case, "-q"]
@@ -65,7 +74,7 @@ def _runner(args: argparse.Namespace, directory: Path):
         failed = ""
         if got.returncode not in (0, 1):  # 1: the case failed, which is a verdict
             failed = (got.stderr.strip().splitlines() or [f"ppconf run exited {got.returncode}"])[-1]
-        return trial_of(out, stack, args.case, failed)
+        return trial_of(out, stack, args.case, failed, rules)
 
     return run
 

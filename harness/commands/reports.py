@@ -1,4 +1,4 @@
-"""Commands that read what runs wrote: report, diff, signoff, docs-drift, ingest, history."""
+"""Commands that read what runs wrote: report, diff, signoff, docs-drift, ingest, history, triage."""
 
 from __future__ import annotations
 
@@ -144,4 +144,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     print(md)
     print(html)
+    return 0
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    from reports.triage import clusters, text_report
+
+    found = clusters(args.run_dirs, matrix(args).diagnosis)
+    if args.format == "json":
+        print(json.dumps({"runs": [str(p) for p in args.run_dirs], "clusters": [c.to_json() for c in found]}, indent=2))
+    else:
+        print(text_report(found))
     return 0

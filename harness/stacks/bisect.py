@@ -8,7 +8,8 @@ a fix or a changed refusal). A version between them is
 
 - GOOD: the good stack's outcome, every time;
 - BAD: the bad stack's outcome, every time;
-- SKIP: the harness or the infrastructure failed (ERROR, a launch refused, no record), the case
+- SKIP: the harness or the infrastructure failed (ERROR, a launch refused, no record, a failure
+  a diagnosis rule calls the environment's: ``reports.triage``), the case
   was not run (SKIP), the outcome changed on a retry, or it is a third outcome; a skipped version
   is neither good nor bad, and the search goes round it.
 
@@ -46,6 +47,7 @@ class Trial:
     engine: str = ""  # the engine version the nodes' probe read
     duration_s: float | None = None
     repro: str | None = None
+    environment: str | None = None  # the environment's failure it hit (a diagnosis rule's symptom)
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -62,6 +64,8 @@ def outcome_of(trials: list[Trial]) -> tuple[str | None, str]:
     """A version's outcome over its trials, and why; None when it says nothing of the product:
     the harness or the infrastructure failed, the case was not run, or a retry disagreed."""
     first = trials[0]
+    if first.environment:
+        return None, f"the environment failed ({first.environment}): {first.reason}"
     if first.outcome is None or first.outcome in (Outcome.ERROR, Outcome.SKIP):
         return None, f"{first.outcome or 'no verdict'}: {first.reason}"
     outcomes = [t.outcome for t in trials]
