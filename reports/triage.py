@@ -6,7 +6,7 @@ environment's: a diagnosis rule marked ``environment`` (``matrices/diagnosis.yam
 taken, the host out of memory, devices or model files missing) matched first, by the record's
 own diagnosis or by the text, so no one bisects the machine.
 
-    clusters(runs, rules) -> [Cluster(id="F3a1c9e0b", signature="ValueError: sum(partitions)=3 …", …)]
+    clusters(runs, rules) -> [FailureCluster(id="F3a1c9e0b", signature="ValueError: sum(partitions)=3 …", …)]
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Failure:
 
 
 @dataclass
-class Cluster:
+class FailureCluster:
     id: str
     signature: str
     environment: str | None
@@ -146,10 +146,10 @@ def failed(r: Result) -> bool:
     return r.outcome.fails_run or r.outcome in WAIVED
 
 
-def clusters(paths: list[Path], rules: list[DiagnosisRule]) -> list[Cluster]:
+def clusters(paths: list[Path], rules: list[DiagnosisRule]) -> list[FailureCluster]:
     """The failures of every run under ``paths``, clustered; environment clusters first, then the
     largest."""
-    found: dict[str, Cluster] = {}
+    found: dict[str, FailureCluster] = {}
     for run_dir in run_dirs(paths):
         meta = results.read_meta(run_dir)
         for r in results.read(run_dir):
@@ -157,7 +157,7 @@ def clusters(paths: list[Path], rules: list[DiagnosisRule]) -> list[Cluster]:
                 continue
             text = failure_text(r)
             sig = normalise(text)
-            c = found.setdefault(cluster_id(sig), Cluster(cluster_id(sig), sig, environment(r, text, rules)))
+            c = found.setdefault(cluster_id(sig), FailureCluster(cluster_id(sig), sig, environment(r, text, rules)))
             c.failures.append(
                 Failure(
                     str(run_dir),
@@ -172,7 +172,7 @@ def clusters(paths: list[Path], rules: list[DiagnosisRule]) -> list[Cluster]:
     return sorted(found.values(), key=lambda c: (c.environment is None, -len(c.failures), c.id))
 
 
-def text_report(found: list[Cluster]) -> str:
+def text_report(found: list[FailureCluster]) -> str:
     lines = []
     for c in found:
         kind = f"environment ({c.environment})" if c.environment else "product"
