@@ -176,9 +176,10 @@ def text_report(found: list[FailureCluster]) -> str:
     lines = []
     for c in found:
         kind = f"environment ({c.environment})" if c.environment else "product"
+        stacks = len({f.stack for f in c.failures if f.stack})
         lines.append(
             f"{c.id}  {kind}: {len(c.failures)} failure(s), {len({f.case for f in c.failures})} case(s), "
-            f"{len({f.stack for f in c.failures if f.stack})} declared stack(s), {len(c.runs)} run(s); first {c.first.run} "
+            f"{stacks} declared stack(s), {len(c.runs)} run(s); first {c.first.run} "
             f"({c.first.started}), last {c.last.run} ({c.last.started})"
         )
         lines.append(f"    {c.signature}")
