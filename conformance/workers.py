@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
+
 WORKER_DIR = re.compile(r"gw\d+")
 
 
@@ -60,6 +62,6 @@ def merge(base: Path, suite_dir: str = "") -> Path | None:
     meta = next((store.read_meta(d) for _, d in parts if (d / store.META).is_file()), {})
     meta["workers"] = [name for name, _ in parts]
     out.mkdir(parents=True, exist_ok=True)
-    store.write_text(out / store.RESULTS, "".join(lines))
-    store.write_json_atomic(out / store.META, meta)
+    safe_write.write_text(out / store.RESULTS, "".join(lines))
+    safe_write.write_json(out / store.META, meta)
     return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.cases.partition import RULE_SETS
 from harness.commands.bisect import add_bisect
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
-from harness.commands.common import CliError
+from harness.commands.common import CliError, add_force
 from harness.commands.imports import add_import
 from harness.commands.reports import (
     cmd_diff,
@@ -31,6 +31,7 @@ from harness.results import store
 from harness.results.index import IndexFileError
 from harness.results.lock import RunBusy
 from harness.run_dir import RunRefused
+from harness.safe_write import WriteRefused
 
 GLOBAL_DEFAULTS = {"matrices": None, "verbose": 0, "quiet": False}
 
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run up to N deployments at once, each on the devices the schedule gives it, in the "
         "schedule's order (default 1: one after another)",
     )
+    add_force(p, "with --resume: take the run directory's record files as ppconf's own (a run an older ppconf made)")
     p.add_argument(
         "--github",
         action="store_true",
@@ -271,12 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fold", choices=["none", "tp"], default="none", help="the counterpart's fold (default: none)")
     p.add_argument("--topology", help="launch this PP=1 topology instead of the counterpart")
     p.add_argument("--work-dir", type=Path, help="where the launch's logs go (default: runs/golden-TIMESTAMP)")
+    add_force(p, "replace --out even when ppconf did not record it")
 
     p = add("report", cmd_report, "render support tables, an evidence page, summary.json and junit.xml from a run")
     p.add_argument("run_dir", type=Path, nargs="?", help="a run directory (holds results.jsonl)")
     p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report)")
     p.add_argument("--claims-only", action="store_true", help="render the matrix's claims, no run needed")
     p.add_argument("--suite", action="append", help="with --claims-only: suites to include (default: all)")
+    add_force(p, "replace the report's files in --out even when ppconf did not write them")
 
     p = add("diff", cmd_diff, "cells that regressed, recovered, appeared or vanished since a baseline run")
     p.add_argument("run_dir", type=Path, help="the run to compare")
@@ -297,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path, help="the run to sign off (signoff.md is written there)")
     p.add_argument("--baseline", type=Path, help="a previous run; any regression since it blocks the sign-off")
+    add_force(p, "replace RUN_DIR/signoff.md even when ppconf did not write it")
     add_format(
         p, "text: the page signoff.md holds; json: the verdict, its reasons and accepted waivers", json_alias=False
     )
@@ -342,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--index", type=Path, default=DEFAULT_INDEX, help=f"the SQLite index (default: {DEFAULT_INDEX})")
     p.add_argument("--out", type=Path, required=True, help="directory for history.md and history.html")
+    add_force(p, "replace history.md and history.html even when ppconf did not write them")
     p.add_argument(
         "--last", type=int, default=DEFAULT_LAST, help=f"runs of each suite to show (default: {DEFAULT_LAST})"
     )
@@ -374,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in err.errors:
             print(f"error: {e}", file=sys.stderr)
         return 2
-    except (CliError, RunRefused, store.RunDirError, RunBusy, IndexFileError) as err:
+    except (CliError, RunRefused, store.RunDirError, RunBusy, IndexFileError, WriteRefused) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

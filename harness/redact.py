@@ -13,14 +13,14 @@ plan runs (a shell's environment, a Kubernetes Secret).
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness import safe_write
 
 # Names compared in upper case with "-" as "_", so `--hf-token` and `HF_TOKEN` are one name.
 SECRET_NAME = re.compile(
@@ -48,6 +48,9 @@ _FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*+)(?P<sep>[ \t]+)(?!-)"
 # scheme://user:password@host, the password alone is the secret.
 _URL_PASSWORD = re.compile(r"(?P<user>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\"]*:)(?P<value>[^\s/@'\"]+)(?=@)")
 URL_PASSWORD = "URL_PASSWORD"
+# An HTTP authorization scheme's credentials standing alone (`--header 'Bearer V'`), no name before
+# them; short words are prose ("Bearer of"), not tokens.
+_SCHEME = re.compile(rf"(?<![\w-])(?:Bearer|Basic)[ \t]+(?P<value>[A-Za-z0-9._~+/=-]{{{MIN_SECRET},}})")
 
 
 def secret_name(name: str) -> bool:
@@ -60,21 +63,60 @@ def secret_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", name.lstrip("-")).strip("_").upper() or "SECRET"
 
 
-def url_passwords(text: str) -> list[str]:
-    return [m["value"] for m in _URL_PASSWORD.finditer(text)]
-
-
 def secret_env(name: str, value: str) -> bool:
-    """A variable a plan must not spell out: its name looks secret, or its value holds a URL's password."""
-    return bool(value) and (secret_name(name) or bool(url_passwords(value)))
+    """A variable a plan must not spell out: its name looks secret, or its value holds a secret
+    (a URL's password, ``Authorization: Bearer V``: anything ``spans`` finds)."""
+    return bool(value) and (secret_name(name) or bool(spans(value)))
 
 
 def env(values: Mapping[str, str]) -> dict[str, str]:
-    """An environment with the values of secret-looking variables, and URLs' passwords, masked."""
-    return {
-        k: (MASK if secret_name(k) and v else _URL_PASSWORD.sub(lambda m: m["user"] + MASK, v))
-        for k, v in values.items()
-    }
+    """An environment with the values of secret-looking variables, and the secrets inside any
+    other value, masked."""
+    return {k: (MASK if secret_name(k) and v else mask(v)) for k, v in values.items()}
+
+
+def _value_span(m: re.Match[str]) -> tuple[int, int]:
+    """Where the secret of a NAME=value or --flag value match is: inside its quotes, after an
+    authorization scheme's word (`Bearer V`: V), else the whole value."""
+    start, end = m.span("value")
+    value = m["value"]
+    if value[:1] in "\"'":
+        return start + 1, end - 1
+    scheme = re.match(r"\S+[ \t]+", value) if " " in value or "\t" in value else None
+    return (start + scheme.end(), end) if scheme else (start, end)
+
+
+def spans(s: str) -> list[tuple[int, int, str]]:
+    """Every secret in the text ``s`` by name or form, as (start, end, the name it goes by), in
+    order and not overlapping: a URL's password, the value of a secret-looking ``NAME=value``,
+    ``NAME: value`` (quoted or not) or ``--name value``, an authorization scheme's credentials
+    (``Bearer V``). The one rule every output masks by: free text, flag values, JSON strings."""
+    found = [(*m.span("value"), URL_PASSWORD) for m in _URL_PASSWORD.finditer(s)]
+    for rx in (_ASSIGN, _FLAG):
+        found += [
+            (*_value_span(m), m["name"])
+            for m in rx.finditer(s)
+            if secret_name(m["name"]) and m["value"].strip("\"'") not in (MASK, "")
+        ]
+    found += [(*m.span("value"), "AUTHORIZATION") for m in _SCHEME.finditer(s)]
+    out: list[tuple[int, int, str]] = []
+    for start, end, name in sorted(found, key=lambda f: (f[0], -f[1])):
+        if start >= end or s[start:end] == MASK:
+            continue
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]), out[-1][2])
+        else:
+            out.append((start, end, name))
+    return out
+
+
+def mask(s: str) -> str:
+    """``s`` with every secret ``spans`` finds masked."""
+    at, parts = 0, []
+    for start, end, _ in spans(s):
+        parts += [s[at:start], MASK]
+        at = end
+    return "".join(parts) + s[at:]
 
 
 @dataclass(frozen=True)
@@ -129,18 +171,23 @@ def _json_pieces(word: str, secrets: Secrets) -> list[Piece] | None:
     """A JSON word with the value of each secret-looking key hidden (the JSON written compactly)."""
     found: list[Hidden] = []
 
+    def slot(hidden: Hidden) -> str:
+        found.append(hidden)
+        return f"{_SLOT}{len(found) - 1}{_SLOT}"
+
     def hide(value: Any) -> Any:
         if isinstance(value, dict):
             out = {}
             for k, v in value.items():
                 if isinstance(v, str) and v and secret_name(str(k)):
-                    found.append(secrets.hide(str(k), v))
-                    out[k] = f"{_SLOT}{len(found) - 1}{_SLOT}"
+                    out[k] = slot(secrets.hide(str(k), v))
                 else:
                     out[k] = hide(v)
             return out
         if isinstance(value, list):
             return [hide(v) for v in value]
+        if isinstance(value, str):  # a secret inside any other string: a URL's password, `Bearer V`
+            return "".join(slot(p) if isinstance(p, Hidden) else p for p in _text_pieces(value, secrets))
         return value
 
     hidden = hide(json_value(word))
@@ -150,19 +197,21 @@ def _json_pieces(word: str, secrets: Secrets) -> list[Piece] | None:
     return [found[int(p)] if i % 2 else p for i, p in enumerate(parts) if p or i % 2]
 
 
-def _url_pieces(word: str, secrets: Secrets) -> list[Piece]:
+def _text_pieces(word: str, secrets: Secrets) -> list[Piece]:
+    """Text with each secret ``spans`` finds in it hidden."""
     pieces: list[Piece] = []
     at = 0
-    for m in _URL_PASSWORD.finditer(word):
-        pieces += [word[at : m.start("value")], secrets.hide(URL_PASSWORD, m["value"])]
-        at = m.end("value")
+    for start, end, name in spans(word):
+        pieces += [word[at:start], secrets.hide(name, word[start:end])]
+        at = end
     return [p for p in [*pieces, word[at:]] if p != ""] or [word]
 
 
 def split_argv(words: Iterable[str], secrets: Secrets | None = None) -> list[list[Piece]]:
     """Each word of argv as its literal text and the secrets in it: a secret-looking flag's value
     (``--api-key V``, ``--hf-token=V``), a secret key's value in a JSON flag value
-    (``--kv-transfer-config '{"auth_token": V}'``), a URL's password."""
+    (``--kv-transfer-config '{"auth_token": V}'``), and any secret ``spans`` finds in a word or in
+    a JSON value's strings (a URL's password, ``Authorization: Bearer V``)."""
     secrets = secrets or Secrets()
     out: list[list[Piece]] = []
     hide_next: str | None = None
@@ -178,7 +227,7 @@ def split_argv(words: Iterable[str], secrets: Secrets | None = None) -> list[lis
             continue
         if word.startswith("-") and not eq and secret_name(word):
             hide_next = word
-        out.append(_json_pieces(word, secrets) or _url_pieces(word, secrets))
+        out.append(_json_pieces(word, secrets) or _text_pieces(word, secrets))
     return out
 
 
@@ -190,17 +239,6 @@ def argv_secrets(argv: Iterable[str]) -> list[str]:
 def argv(words: Iterable[str]) -> list[str]:
     """argv with its secrets masked."""
     return ["".join(MASK if isinstance(p, Hidden) else p for p in word) for word in split_argv(words)]
-
-
-def _mask_value(m: re.Match[str]) -> str:
-    value = m["value"]
-    if value[:1] in "\"'":
-        masked = value[0] + MASK + value[0]
-    elif " " in value or "\t" in value:
-        masked = value.split(None, 1)[0] + " " + MASK  # an authorization scheme keeps its word
-    else:
-        masked = MASK
-    return m["name"] + m["sep"] + m["lead"] + masked
 
 
 class Redactor:
@@ -216,7 +254,8 @@ class Redactor:
 
     def learn_env(self, values: Mapping[str, str]) -> Redactor:
         return self.add(
-            [v for k, v in values.items() if secret_name(k)] + [p for v in values.values() for p in url_passwords(v)]
+            [v for k, v in values.items() if secret_name(k)]
+            + [v[start:end] for v in values.values() for start, end, _ in spans(v)]
         )
 
     def learn_argv(self, words: Iterable[str]) -> Redactor:
@@ -235,9 +274,7 @@ class Redactor:
         not, ``--name value``, ``Authorization: Bearer value``; and every URL's password."""
         for value in sorted(self.values, key=len, reverse=True):
             s = s.replace(value, MASK)
-        s = _URL_PASSWORD.sub(lambda m: m["user"] + MASK, s)
-        s = _ASSIGN.sub(lambda m: _mask_value(m) if secret_name(m["name"]) and m["value"] != MASK else m[0], s)
-        return _FLAG.sub(lambda m: _mask_value(m) if secret_name(m["name"]) else m[0], s)
+        return mask(s)
 
     def scrub(self, value: Any) -> Any:
         """A JSON-like value with every string scrubbed (keys included)."""
@@ -256,12 +293,9 @@ class Redactor:
         except OSError:
             return
         clean = self.text(raw)
-        if clean != raw:  # a new file beside it, never one a link planted there points to
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".redacting")
-            os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))  # the log keeps its mode
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(clean)
-            os.replace(tmp, path)
+        if clean != raw:  # the launch's own log (``force``): replaced whole, never through a link
+            data = clean.encode("utf-8", errors="surrogateescape")
+            safe_write.write_bytes(path, data, force=True, mode=stat.S_IMODE(path.lstat().st_mode))
 
 
 def text(s: str, secrets: Iterable[str] = ()) -> str:

@@ -19,6 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import safe_write
 from harness.cases.case import Case
 from harness.cases.expand import expand, select
 from harness.check.context import RunContext
@@ -335,7 +336,7 @@ class SuiteRun:
         if problems:
             # a node that could not be reached: its groups stay recorded for the next resume
             self.launcher.unreaped = [g for g in groups if not _stopped_or_local(g, reaped)]
-            store.write_json_atomic(self.run_dir / LIVE, self.launcher.unreaped)
+            safe_write.write_json(self.run_dir / LIVE, self.launcher.unreaped)
         else:
             forget_left_behind(self.run_dir)
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.check.serving.launcher import LIVE
 from harness.matrix.load import DEFAULT_MATRICES, Matrix, load_matrix
 from harness.results import store
@@ -27,12 +28,17 @@ def open_fresh(run_dir: Path) -> None:
         )
 
 
-def open_resumed(run_dir: Path) -> dict[str, Any]:
-    """The run.json of the run to resume."""
+def open_resumed(run_dir: Path, adopt: bool = False) -> dict[str, Any]:
+    """The run.json of the run to resume. ``adopt`` (``--force``): its record files are taken as
+    ppconf's own as they are (a run directory an older ppconf, or a copy, made), so the run
+    continues in them (``harness.safe_write``)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunRefused(f"{run_dir} exists and is not a directory")
     if not (run_dir / store.META).is_file():
         raise RunRefused(f"{run_dir} is not a run directory (no {store.META})")
+    if adopt:
+        for name in (store.META, store.RESULTS, LIVE):
+            safe_write.adopt(run_dir / name)
     meta = store.read_meta(run_dir)
     live = run_dir / LIVE
     if live.exists():

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from harness import safe_write
 from harness.outcomes import WAIVED, Outcome
 from harness.results.result import Result
 
@@ -154,6 +155,6 @@ def write_job_summary(text: str, env: Mapping[str, str] | None = None) -> Path |
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    with open(target, "a", encoding="utf-8") as f:
-        f.write(text)
+    with safe_write.open_stream(Path(target)) as f:  # the runner's file: appended to, never through a link
+        f.write(text.encode("utf-8", errors="backslashreplace"))
     return Path(target)

@@ -22,8 +22,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import safe_write
 from harness.outcomes import FAIL_LIKE, FAILS_RUN, NOT_RUN_SYMBOL, PASS_LIKE, Kind, Outcome, severity, symbol
-from harness.results import index, store
+from harness.results import index
 from harness.results.index import IndexedCase, IndexedRun
 from harness.target.versions import Change, stack, stack_changes
 
@@ -331,9 +332,9 @@ def build(
     return History(out, last)
 
 
-def render(history: History, out: Path, source: str) -> tuple[Path, Path]:
+def render(history: History, out: Path, source: str, force: bool = False) -> tuple[Path, Path]:
     """Write history.md and history.html into ``out``; ``source`` names the index in the header."""
-    out.mkdir(parents=True, exist_ok=True)
+    safe_write.make_dir(out)
     ctx = {
         "h": history,
         "legend": LEGEND,
@@ -341,13 +342,18 @@ def render(history: History, out: Path, source: str) -> tuple[Path, Path]:
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     md, html = out / "history.md", out / "history.html"
-    store.write_text(md, environment(False).get_template("history.md.j2").render(**ctx))
-    store.write_text(html, environment(True).get_template("history.html.j2").render(**ctx))
+    safe_write.write_text(md, environment(False).get_template("history.md.j2").render(**ctx), force=force)
+    safe_write.write_text(html, environment(True).get_template("history.html.j2").render(**ctx), force=force)
     return md, html
 
 
 def write_history(
-    index_path: Path, out: Path, last: int = DEFAULT_LAST, suite: str | None = None, flaky_rate: float = FLAKY_RATE
+    index_path: Path,
+    out: Path,
+    last: int = DEFAULT_LAST,
+    suite: str | None = None,
+    flaky_rate: float = FLAKY_RATE,
+    force: bool = False,
 ) -> tuple[Path, Path]:
     conn = index.connect(index_path, create=False)
     try:
@@ -356,4 +362,4 @@ def write_history(
         conn.close()
     if suite and not history.suites[0].runs:
         raise index.IndexFileError(f"{index_path}: no run of the suite {suite!r}")
-    return render(history, out, str(index_path))
+    return render(history, out, str(index_path), force)

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.outcomes import Outcome
 from harness.results import store as results
 from harness.results.result import LogLine, Observation
@@ -112,7 +113,7 @@ def _testcase(suite: ET.Element, e: Entry, run_dir: Path | None) -> tuple[str | 
     return element, seconds
 
 
-def write_junit(entries: list[Entry], path: Path, run_dir: Path | None = None) -> None:
+def write_junit(entries: list[Entry], path: Path, run_dir: Path | None = None, force: bool = False) -> None:
     suites = {e.record.suite for e in entries if e.record}
     root = ET.Element("testsuites", name="ppconf" + (f" {suites.pop()}" if len(suites) == 1 else ""))
     totals = {"tests": 0, "failures": 0, "errors": 0}
@@ -145,4 +146,5 @@ def write_junit(entries: list[Entry], path: Path, run_dir: Path | None = None) -
         root.set(key, str(n))
     root.set("time", _seconds(total_time))
     ET.indent(root)
-    results.write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n")
+    xml = "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
+    safe_write.write_text(path, xml, force=force)

@@ -93,6 +93,7 @@ def render(
     records: list[Result],
     features: list | None = None,
     run_dir: Path | None = None,
+    force: bool = False,
 ) -> list[Table]:
     results.out_dir(out)
     tables = build_tables(entries, titles)
@@ -106,13 +107,13 @@ def render(
         "traffic": traffic.rows(records),
         "plots": traffic.plots(records),
     }
-    report = Report(entries, tables, head, ctx, records, run_dir, out)
+    report = Report(entries, tables, head, ctx, records, run_dir, out, force)
     for fmt in REPORT_FORMATS.values():
         fmt.write(report, out / fmt.file)
     return tables
 
 
-def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -> list[Table]:
+def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None, force: bool = False) -> list[Table]:
     records = results.read(results.check_run_dir(run_dir))
     return render(
         entries_from_results(records),
@@ -122,10 +123,13 @@ def report_run(run_dir: Path, out: Path, titles: dict[str, str] | None = None) -
         titles or {},
         records,
         run_dir=run_dir,
+        force=force,
     )
 
 
-def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None) -> list[Table]:
+def report_claims(
+    cases, out: Path, titles: dict[str, str] | None = None, head: str = "", matrix=None, force: bool = False
+) -> list[Table]:
     return render(
         entries_from_claims(cases),
         out,
@@ -134,4 +138,5 @@ def report_claims(cases, out: Path, titles: dict[str, str] | None = None, head: 
         titles or {},
         [],
         feature_claims(matrix, cases) if matrix is not None else [],
+        force=force,
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.outcomes import symbol
 from harness.registry import STACK_REPORT_FORMATS
 from harness.results import store as results
@@ -192,13 +193,14 @@ def across(parent: Path, page_dir: Path) -> AcrossStacks:
     return AcrossStacks(suite, cols, rows, [between(a, b) for a, b in zip(cols, cols[1:], strict=False)])
 
 
-def write_stack_report(parent: Path, out: Path) -> list[Path]:
-    """Every format of the report across ``parent``'s stacks into ``out``; the files written."""
-    out.mkdir(parents=True, exist_ok=True)
+def write_stack_report(parent: Path, out: Path, force: bool = False) -> list[Path]:
+    """Every format of the report across ``parent``'s stacks into ``out``; the files written
+    (through ``harness.safe_write``: a file ppconf did not write there is kept unless ``force``)."""
+    safe_write.make_dir(out)
     report = across(parent, out.resolve())
     written = []
     for fmt in STACK_REPORT_FORMATS.values():
-        results.write_text(out / fmt.file, fmt.write(report))
+        safe_write.write_text(out / fmt.file, fmt.write(report), force=force)
         written.append(out / fmt.file)
     return written
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import safe_write
 from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
 from runners import payload
@@ -111,8 +112,7 @@ class LocalNodeRunner:
             argv = ["bash", "-c", _SOURCE_THEN_EXEC, "ppconf-launch", spec.set_env, str(len(names)), *names, *argv]
         # the guard leads the group and takes it down if ppconf itself dies, even by SIGKILL
         argv = [sys.executable, "-m", "runners.guard", "--", *argv]
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
+        with safe_write.open_stream(log_path) as log:
             proc = subprocess.Popen(
                 argv,
                 env=env,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import safe_write
 from harness.launch import LaunchSpec
 
 # $1 the directory, then ARGV; an existing PYTHONPATH stays, after the directory.
@@ -13,9 +14,9 @@ _PREPEND = 'PYTHONPATH="$1${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; shift
 
 
 def write(spec: LaunchSpec, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    """The payload's files in ``directory`` (a payload written there before is replaced)."""
     for p in spec.payload:
-        (directory / p.name).write_text(p.content)
+        safe_write.write_text(directory / p.name, p.content)
 
 
 def on_pythonpath(directory: Path, argv: list[str]) -> list[str]:

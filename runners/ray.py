@@ -59,6 +59,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from harness import safe_write
 from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
 from runners.errors import InfrastructureError
@@ -199,7 +200,7 @@ class RayHandle:
                 self._actor_lost(e)
                 return False
             if data:
-                with open(self.log_path, "ab") as log:
+                with safe_write.open_stream(self.log_path) as log:
                     log.write(data)
                 self._offset += len(data)
             if rc is not None and self._rc is None:
@@ -215,7 +216,7 @@ class RayHandle:
         if self._rc is None:
             self._rc = ACTOR_LOST
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        with open(self.log_path, "ab") as log:
+        with safe_write.open_stream(self.log_path) as log:
             log.write(
                 f"\nppconf: the Ray actor running {self.spec.name} on node {self.spec.node} "
                 f"({self.node_id}) died: {type(error).__name__}: {first}\n".encode()
@@ -319,8 +320,7 @@ class RayNodeRunner:
     def start(self, spec: LaunchSpec, log_path: Path, extra_env: dict[str, str] | None = None) -> RayHandle:
         node_id = self.node_id(spec.node)
         log_path = Path(log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.touch()
+        safe_write.open_stream(log_path).close()
         started_at = time.monotonic()
         actor = _LaunchActor.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),

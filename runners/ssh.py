@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import safe_write
 from harness.launch import LaunchSpec
 from harness.plan.cluster import Cluster, Node
 from runners.errors import InfrastructureError
@@ -439,8 +440,8 @@ class SshHandle:
         self._scan()
         if problems:
             self.stop_error = "; ".join(problems)
-            with open(self.log_path, "a") as log:
-                log.write(f"\nppconf: stop of {self.spec.name}: {self.stop_error}\n")
+            with safe_write.open_stream(self.log_path) as log:
+                log.write(f"\nppconf: stop of {self.spec.name}: {self.stop_error}\n".encode())
 
     def _close_stdin(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
@@ -489,8 +490,7 @@ class SshNodeRunner:
         token = "ppconf-" + secrets.token_hex(8)
         block = env_block(spec, extra_env) + payload_block(spec)
         argv = ssh_argv(target, self.opts) + [remote_command(spec, token, self.watchdog_grace_s)]
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
+        with safe_write.open_stream(log_path) as log:
             offset = log.seek(0, os.SEEK_END)
             proc = subprocess.Popen(
                 argv,

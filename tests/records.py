@@ -2,8 +2,7 @@
 older writers look (no ``schema``, no ``fails_run``, ``plan_key`` or ``versions``): ``record``
 gives the JSON object a results.jsonl line holds, ``result`` the ``Result`` a reader gets from it."""
 
-import json
-
+from harness import safe_write
 from harness.results import store
 from harness.results.result import Expectation, Result
 
@@ -77,5 +76,5 @@ def finished_run(run_dir, m, cluster, suite, outcomes=None):
                 "versions": {"local": {"vllm": "0.32.0", "torch": "2.9.0"}},
             },
         )
-    (run_dir / "run.json").write_text(json.dumps({"suite": suite, "matrices": [str(m.root)]}))
+    safe_write.write_json(run_dir / "run.json", {"suite": suite, "matrices": [str(m.root)]})
     return cases

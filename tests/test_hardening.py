@@ -337,11 +337,13 @@ def test_log_refs_are_relative_to_the_run(tmp_path, monkeypatch):
 
 
 def test_json_is_written_whole_or_not_at_all(tmp_path):
+    from harness import safe_write
+
     path = tmp_path / "live.json"
-    results.write_json_atomic(path, [{"pgid": 1}])
-    results.write_json_atomic(path, [{"pgid": 2}])
+    safe_write.write_json(path, [{"pgid": 1}])
+    safe_write.write_json(path, [{"pgid": 2}])
     assert json.loads(path.read_text()) == [{"pgid": 2}]
-    assert [p.name for p in tmp_path.iterdir()] == ["live.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [safe_write.MANIFEST, "live.json"]
 
 
 # ---- clean errors instead of tracebacks -------------------------------------------------------
@@ -429,7 +431,7 @@ def test_the_cli_never_prints_a_traceback_for_a_crafted_run(tmp_path):
 STACKED = {"versions": {"n1": {"vllm": "0.32.0"}}}
 
 
-def test_writes_replace_a_planted_link_never_its_target(tmp_path, capsys):
+def test_writes_refuse_a_planted_link_and_leave_its_target(tmp_path, capsys):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     run = make_run(tmp_path / "run", [record("qwen3-tiny/pp2-tp1-mp/auto/none", **STACKED)], {"suite": "smoke-cpu"})
@@ -437,12 +439,11 @@ def test_writes_replace_a_planted_link_never_its_target(tmp_path, capsys):
     (run / "report").mkdir()
     for name in ("support.md", "support.html", "summary.json", "junit.xml"):
         (run / "report" / name).symlink_to(victim)
-    main(["signoff", str(run)])
-    assert main(["report", str(run)]) == 0
+    for force in ([], ["--force"]):  # --force replaces a file ppconf did not write, never a link
+        one_error(capsys, main(["signoff", str(run), *force]), "signoff.md is a symbolic link")
+        one_error(capsys, main(["report", str(run), *force]), "support.md is a symbolic link")
     assert victim.read_text() == "keep"
-    assert not (run / "signoff.md").is_symlink() and (run / "signoff.md").read_text().startswith("# Sign-off")
-    assert not (run / "report" / "support.md").is_symlink()
-    capsys.readouterr()
+    assert (run / "signoff.md").is_symlink() and (run / "report" / "support.md").is_symlink()
     (run / "run.lock").symlink_to(victim)
     one_error(capsys, main(["run", "--resume", str(run)]), "run.lock", "symbolic link")
     assert victim.read_text() == "keep"
@@ -510,7 +511,7 @@ def test_files_written_whole_get_an_ordinary_files_mode(tmp_path):
     import os
     import stat
 
-    from harness.results.store import write_text
+    from harness.safe_write import write_text
 
     path = tmp_path / "report.md"
     write_text(path, "x")

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from harness import cli
+from harness import cli, safe_write
 from harness.results import index, store
 from reports.history import build, render, write_history
 from tests.plant_regression import plant
@@ -36,7 +36,7 @@ def make_run(path, records, day=0, versions=STACK, suite="s"):
     """A run directory as `ppconf run` leaves it: run.json and results.jsonl."""
     path.mkdir(parents=True)
     started = (T0 + datetime.timedelta(days=day)).isoformat()
-    store.write_json_atomic(
+    safe_write.write_json(
         path / store.META,
         {"suite": suite, "cluster": "local", "network": "loopback", "started": started, "versions": versions},
     )

@@ -363,3 +363,83 @@ def test_a_repro_bundle_masks_secrets_it_was_never_told_of(tmp_path):
     assert "cannot reach http://bob:" in written and info["dir"]
     for secret in ("hf_quoted_secret_1", "header_secret_2", "url_secret_3", "url_secret_4"):
         assert secret not in written, secret
+
+
+# The forms a plan printed before one masking path served every output: a URL's password in a
+# JSON flag value beside a secret-named key, and credentials as free text inside a flag's value.
+LAST_FORMS_ARGS = [
+    "--kv-transfer-config",
+    json.dumps({"kv_connector": "X", "auth_token": "arg_secret_11", "store": "redis://u:arg_secret_12@kv:6379"}),
+    "--middleware",
+    "Authorization: Bearer arg_secret_13",
+    "--served-model-name",
+    "Bearer arg_secret_14",
+    "--override-generation-config",
+    json.dumps({"extra": ["x", {"note": "Authorization: Bearer arg_secret_15"}]}),
+]
+LAST_FORMS_ENV = {"EXTRA_HEADERS": "Authorization: Bearer env_secret_16", "PATH_LIKE": "/a:/b"}
+LAST_VALUES = [*VALUES, *(f"arg_secret_{i}" for i in range(11, 16)), "env_secret_16"]
+
+
+def test_every_secret_form_is_found_in_text_flags_and_json_strings():
+    for text in (
+        "redis://u:arg_secret_12@kv:6379",
+        "Authorization: Bearer arg_secret_13",
+        "Bearer arg_secret_14",
+        "Basic dXNlcjpwYXNz",
+        "HF_TOKEN='arg_secret_11' and --api-key arg_secret_15",
+    ):
+        assert len(redact.spans(text)) == (2 if "HF_TOKEN" in text else 1), text
+        assert MASK in redact.mask(text) and not any(v in redact.mask(text) for v in LAST_VALUES), text
+    # prose and the plan's other values stay as they are
+    for text in ("Bearer of news", "http://host:8000/v1", "--max-num-batched-tokens 2048", "tokens: 12"):
+        assert redact.mask(text) == text, text
+    words = redact.argv(LAST_FORMS_ARGS)
+    assert not [v for v in LAST_VALUES if v in " ".join(words)], words
+    assert json.loads(words[1]) == {"kv_connector": "X", "auth_token": MASK, "store": f"redis://u:{MASK}@kv:6379"}
+    assert words[3] == f"Authorization: Bearer {MASK}" and words[5] == f"Bearer {MASK}"
+    assert redact.env(LAST_FORMS_ENV) == {"EXTRA_HEADERS": f"Authorization: Bearer {MASK}", "PATH_LIKE": "/a:/b"}
+    assert Redactor().learn_env(LAST_FORMS_ENV).values == {"env_secret_16"}
+
+
+def _last_forms_plan(matrix_dir):
+    matrix_dir(
+        "cpu/secrets.yaml",
+        f"""\
+        features:
+          with-secrets:
+            title: a feature that carries secrets in every form
+            args: {json.dumps(PLANTED_ARGS[:3] + LAST_FORMS_ARGS)}
+            env: {json.dumps(PLANTED | LAST_FORMS_ENV)}
+        suites:
+          secrets:
+            title: a plan with secrets in it
+            platform: cpu
+            groups:
+              - families: [qwen3-tiny]
+                topologies: [pp2-tp1-mp]
+                features: [with-secrets]
+        """,
+    )
+    return ["plan", "--matrices", str(matrix_dir.root), "--suite", "secrets", "--case"]
+
+
+def test_no_plan_format_prints_the_last_secret_forms_of_a_case_or_its_reference(matrix_dir, capsys):
+    from harness.cli import main
+
+    argv = _last_forms_plan(matrix_dir)
+    assert main(["expand", "--matrices", str(matrix_dir.root), "--suite", "secrets"]) == 0
+    case = next(w for w in capsys.readouterr().out.split() if w.startswith("qwen3-tiny/"))
+    for reference in ([], ["--reference"]):
+        for fmt in ("shell", "json", "lws"):
+            assert main([*argv, case, "--format", fmt, "--image", "img", *reference]) == 0, fmt
+            out = capsys.readouterr().out
+            leaked = [v for v in LAST_VALUES if v in out]
+            assert leaked == [], f"{fmt} {reference} prints {leaked}"
+            if fmt == "shell":
+                # each secret is read from the pasting shell, the text around it kept
+                assert "'Authorization: Bearer '\"${AUTHORIZATION:?}\"" in out, out
+                assert "redis://u:'\"${URL_PASSWORD" in out, out
+                assert 'export EXTRA_HEADERS="${EXTRA_HEADERS:?}"' in out
+            if fmt == "lws":
+                assert "secretKeyRef" in out and "Bearer arg_secret" not in out

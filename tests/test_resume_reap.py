@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import safe_write
 from harness.check.serving.launcher import LIVE
 from harness.matrix.load import load_matrix
 from harness.plan.cluster import load_cluster
@@ -61,7 +62,7 @@ def resume(run_dir: Path) -> SuiteRun:
 
 
 def record_live(run: Path, *groups: dict) -> None:
-    (run / LIVE).write_text(json.dumps(list(groups)))
+    safe_write.write_json(run / LIVE, list(groups))  # as the killed run wrote it
 
 
 @pytest.mark.parametrize("how", ["absolute path", "relative from another directory"])

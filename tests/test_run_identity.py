@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from harness import safe_write
 from harness.cli import main
 from harness.results import index, store
 from harness.results.lock import foreign_owner, live_owner, run_lock
@@ -60,7 +61,7 @@ def test_a_run_json_without_a_run_id_ingests_with_one_derived(tmp_path):
 def test_a_run_id_that_is_no_uuid_is_refused_naming_it(tmp_path):
     run = make_run(tmp_path / "run", [record("q/pp2/auto/x")])
     meta = store.read_meta(run)
-    store.write_json_atomic(run / store.META, {**meta, "run_id": "not-a-uuid"})
+    safe_write.write_json(run / store.META, {**meta, "run_id": "not-a-uuid"})
     with pytest.raises(store.RunDirError, match="run.json: run_id: .*'not-a-uuid'"):
         store.read_meta(run)
 

@@ -15,6 +15,7 @@ from harness.check.scores import tool as tool
 from harness.check.scores.evaluate import ScoreError, evaluate, judge_score
 from harness.check.scores.lmeval import resolve_task
 from harness.matrix.load import DEFAULT_MATRICES
+from harness.safe_write import MANIFEST
 from harness.target.zoo import write_tokenizer
 from tests.completions_stub import CompletionsStub
 
@@ -275,7 +276,7 @@ def test_a_rerun_in_the_same_folder_reads_only_its_own_run(tmp_path, monkeypatch
 
     def fake_run(argv, env, log_path, timeout_s):
         task_dir = Path(argv[argv.index("--include_path") + 1])
-        runs.append(sorted(p.name for p in task_dir.iterdir()))
+        runs.append(sorted(p.name for p in task_dir.iterdir() if p.name != MANIFEST))
         out = Path(argv[argv.index("--output_path") + 1]) / "m"
         if len(runs) == 1:
             out.mkdir(parents=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.stages.built import asked_drafter, problems
+from harness.check.stages.built import asked_drafter, output_module_problems, problems
 from harness.check.verdict.judge import _failed_checks, judge
 from harness.outcomes import Outcome
 from harness.results.result import Expectation, Observation, Stages, WorkerStage
@@ -174,7 +174,7 @@ def recorded_modules() -> tuple[Stages, list[list[int]]]:
 def test_real_answers_put_the_output_modules_where_the_guide_says():
     stages, expected = recorded_modules()
     assert [(w.model_runner, w.model_runner_class) for w in stages.workers] == [("v1", "CPUModelRunner")] * 2
-    assert problems(stages, expected) == []
+    assert problems(stages, expected) == [] and output_module_problems(stages) == []
     # what an empty field reads back as: a placeholder, not tied
     first = stages.workers[0].output_modules
     assert first is not None and first.lm_head is not None and not first.lm_head.built and first.tied is False
@@ -196,7 +196,8 @@ def test_real_answers_with_a_module_off_its_stage_fail():
             ]
         }
     )
-    assert problems(planted, expected) == [
+    assert problems(planted, expected) == []  # the layers still hold: the modules are their own check
+    assert output_module_problems(planted) == [
         "rank 0 (PP stage 0 of 2, TP rank 0) built the LM head (lm_head: ParallelLMHead); the claim puts it on the "
         "last PP stage only",
         "rank 1 (PP stage 1 of 2, TP rank 0) did not build the final norm (model.norm is a PPMissingLayer "
@@ -205,25 +206,23 @@ def test_real_answers_with_a_module_off_its_stage_fail():
     v = verdict(planted)
     assert v.outcome is Outcome.FAIL and "built the LM head" in v.reason
     # without the claim, where they were built is recorded but not judged
-    assert problems(planted.model_copy(update={"output_modules": None}), expected) == []
+    assert output_module_problems(planted.model_copy(update={"output_modules": None})) == []
 
 
 def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipped):
     """The bound travels from the suite to the case's observation (ResolvedCase -> assemble)."""
-    import dataclasses
 
     from harness.cases.expand import expand, select
     from harness.check.observe import Asked, CaseLogs, Served, Startup, assemble
     from harness.check.stages.probe import StageReading
     from harness.check.traffic.compare import Outputs
-    from harness.matrix.schema import StageBounds
     from harness.plan.cluster import load_cluster
     from harness.plan.resolved import Planner
 
     rc = Planner(shipped, load_cluster(None)).resolved(
         select(expand(shipped, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])[0]
     )
-    rc = dataclasses.replace(rc, stage_bounds=StageBounds(output_modules=GUIDE))
+    assert rc.stage_bounds is not None and rc.stage_bounds.output_modules == GUIDE
     stages, expected = recorded_modules()
     real = stages.model_copy(update={"output_modules": None, "draft_method": None})
 
@@ -234,7 +233,7 @@ def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipp
             stages=StageReading(expected, "workers (collective_rpc)", answers),
         )
         obs = assemble(rc, served, CaseLogs(None, []), None)
-        return obs, [why for kind, why in _failed_checks(obs) if kind == "stages"]
+        return obs, [why for kind, why in _failed_checks(obs) if kind == "output-modules"]
 
     obs, failed = observed(real)
     assert obs.stages.output_modules == GUIDE and failed == []

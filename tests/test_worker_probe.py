@@ -14,7 +14,7 @@ import pytest
 # test (in CI, where torch is installed, a skip here fails: tests/needs.py)
 torch = pytest.importorskip("torch")
 
-from harness.check.stages.built import problems  # noqa: E402
+from harness.check.stages.built import output_module_problems, problems  # noqa: E402
 from harness.check.verdict.judge import judge  # noqa: E402
 from harness.outcomes import Outcome  # noqa: E402
 from harness.results.result import Expectation, Observation, Stages, WorkerStage  # noqa: E402
@@ -123,7 +123,7 @@ def verdict(workers: list[WorkerStage], modules: dict | None = None):
         accuracy={"equal": True, "summary": "ok"},
         stages=stages,
     )
-    return problems(stages, EXPECTED), judge(Expectation(kind="supported"), obs)
+    return problems(stages, EXPECTED) + output_module_problems(stages), judge(Expectation(kind="supported"), obs)
 
 
 @pytest.mark.parametrize("version", ["v2", "v1"])
@@ -197,7 +197,7 @@ def test_output_modules_off_their_stage_fail(ask):
 
 def test_answers_without_output_modules_cannot_meet_a_claim_on_them():
     old = [WorkerStage(rank=i, pp_rank=i, pp_size=2) for i in range(2)]
-    assert problems(Stages(workers=old, output_modules={"lm_head": "last"}), EXPECTED) == [
+    assert output_module_problems(Stages(workers=old, output_modules={"lm_head": "last"})) == [
         f"rank {i} (PP stage {i} of 2, TP rank 0) did not report its output modules: where they were built "
         f"cannot be checked"
         for i in range(2)

@@ -8,12 +8,14 @@ import argparse
 import contextlib
 import fcntl
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.commands.common import CliError, matrix
 from harness.matrix.schema import DiagnosisRule
 from harness.results import store
@@ -30,12 +32,12 @@ def _lock(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def trial_of(
@@ -106,7 +108,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         answer = bisect(b, _runner(args, directory), directory, say=lambda t: print(t, file=sys.stderr, flush=True))
     except StackError as err:
         raise CliError(str(err)) from None
-    store.write_text(directory / "answer.json", json.dumps(answer, indent=2) + "\n")
+    safe_write.write_text(directory / "answer.json", json.dumps(answer, indent=2) + "\n")
     print(json.dumps(answer, indent=2) if args.format == "json" else side_by_side(answer))
     return 0 if "first_bad" in answer else 1
 

@@ -38,6 +38,12 @@ def check_select(expr: str | None) -> None:
             ) from None
 
 
+def add_force(p: argparse.ArgumentParser, help: str) -> None:
+    """``--force``: a file ppconf did not write (hand-written, edited since) may be replaced; a
+    symbolic link is still never written through (``harness.safe_write``)."""
+    p.add_argument("--force", action="store_true", help=f"{help}; a symbolic link is never written through")
+
+
 def say_written(what: str, path: Path, quiet: bool = False) -> None:
     """Where a command wrote files, on stderr (stdout keeps the command's answer)."""
     if not quiet:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.common import matrix
+from harness.commands.common import CliError, add_force, matrix
 from harness.importers.vllm_ascend import import_configs
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.plan.validate import engine
@@ -16,13 +16,19 @@ SOURCES = ("vllm-ascend-nightly",)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    layers = [*(args.matrices or [DEFAULT_MATRICES]), args.out]
+    for layer in layers[:-1]:  # a layer of its own: never written into one it is read against
+        if layer.resolve() in (args.out.resolve(), *args.out.resolve().parents):
+            raise CliError(
+                f"--out {args.out} is inside the matrix layer {layer} the import is read against; "
+                "give the import a directory of its own (it is layered over the others with --matrices)"
+            )
     base = matrix(args)
     eng = engine()
     if isinstance(eng, str):
         print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
     imported = import_configs(args.files, base, None if isinstance(eng, str) else eng.parser)
-    written = imported.write(args.out)
-    layers = [*(args.matrices or [DEFAULT_MATRICES]), args.out]
+    written = imported.write(args.out, force=args.force)
     load_matrix(layers)  # what was written loads over the matrices it was imported against
     for path in written:
         print(f"wrote {path}")
@@ -37,3 +43,4 @@ def add_import(add) -> None:
     p.add_argument("source", choices=SOURCES, help="the configs' format: vllm-ascend's nightly test YAML")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE", help="config files (multi-node or test_cases)")
     p.add_argument("--out", type=Path, required=True, help="matrix directory to write (one file per config)")
+    add_force(p, "replace files in --out that an earlier import did not write (hand-written or edited)")

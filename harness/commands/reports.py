@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from harness import safe_write
 from harness.cases.expand import expand
 from harness.commands.common import CliError, matrix, matrix_of_run, say_written
 from harness.registry import REPORT_FORMATS
@@ -24,7 +25,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         suites = args.suite or sorted(m.suites)
         cases = {c.id: c for s in suites for c in expand(m, s).cases}
         out = args.out or Path("reports-out") / "claims"
-        report_claims(list(cases.values()), out, titles, f"claims of {', '.join(suites)} in {m.root}", m)
+        report_claims(
+            list(cases.values()), out, titles, f"claims of {', '.join(suites)} in {m.root}", m, force=args.force
+        )
     else:
         if args.run_dir is None:
             print("error: give a run directory, or --claims-only", file=sys.stderr)
@@ -32,13 +35,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         if (args.run_dir / store.STACKS).is_file():  # a run over several stacks: the table across them
             from reports.stacks import write_stack_report
 
-            for path in write_stack_report(args.run_dir, args.out or args.run_dir / "report"):
+            for path in write_stack_report(args.run_dir, args.out or args.run_dir / "report", force=args.force):
                 print(path)
             return 0
         store.check_run_dir(args.run_dir)
         m = matrix_of_run(args, args.run_dir)
         out = args.out or args.run_dir / "report"
-        report_run(args.run_dir, out, {name: f.title for name, f in m.families.items()})
+        report_run(args.run_dir, out, {name: f.title for name, f in m.families.items()}, force=args.force)
     say_written(
         "the report" + (" of the claims (default --out)" if args.claims_only and not args.out else ""), out, args.quiet
     )
@@ -66,7 +69,7 @@ def cmd_signoff(args: argparse.Namespace) -> int:
     if args.baseline is not None:
         store.check_run_dir(args.baseline)
     verdict = signoff(args.run_dir, args.baseline, current_claims(args.run_dir, matrix_of_run(args, args.run_dir)))
-    store.write_text(args.run_dir / "signoff.md", verdict.page)
+    safe_write.write_text(args.run_dir / "signoff.md", verdict.page, force=args.force)
     if args.format == "json":
         baseline = str(args.baseline) if args.baseline is not None else None
         print(json.dumps({"run": str(args.run_dir), "baseline": baseline, **verdict.to_json()}, indent=2))
@@ -139,7 +142,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out {args.out}: exists and is not a directory")
     try:
-        md, html = write_history(args.index, args.out, args.last, args.suite, args.flaky_rate)
+        md, html = write_history(args.index, args.out, args.last, args.suite, args.flaky_rate, force=args.force)
     except IndexFileError as err:
         raise CliError(str(err)) from None
     print(md)

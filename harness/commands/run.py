@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness import safe_write
 from harness.cases.expand import expand, select
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix, matrix_of_run, say_written
@@ -54,8 +55,7 @@ def _run_stacks(args: argparse.Namespace) -> int:
     except StackError as err:
         raise CliError(f"{err}; nothing was launched") from None
     if not args.resume:
-        parent.mkdir(parents=True, exist_ok=True)
-        store.write_json_atomic(parent / store.STACKS, {"suite": args.suite, "stacks": [str(s) for s in stacks]})
+        safe_write.write_json(parent / store.STACKS, {"suite": args.suite, "stacks": [str(s) for s in stacks]})
     code = 0
     for s in stacks:
         sub = parent / s.id
@@ -68,7 +68,7 @@ def _run_stacks(args: argparse.Namespace) -> int:
         code = max(code, got)
     from reports.stacks import write_stack_report
 
-    for path in write_stack_report(parent, parent / "report"):
+    for path in write_stack_report(parent, parent / "report", force=args.force):
         print(f"across stacks: {path}")
     return code
 
@@ -78,7 +78,7 @@ def _run_dir(args: argparse.Namespace, cluster: Cluster | None = None, stack: St
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     meta: dict = {}
     if args.resume:
-        meta = open_resumed(run_dir)
+        meta = open_resumed(run_dir, adopt=args.force)
         # a resumed run keeps the suite, selection and matrices it was started with
         suite = args.suite or meta.get("suite")
         args.case = args.case or meta.get("cases")
@@ -150,7 +150,7 @@ def _run(
     from harness.registry import REPORT_FORMATS
     from reports.render import report_run
 
-    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()})
+    report_run(run_dir, run_dir / "report", {name: f.title for name, f in m.families.items()}, force=args.force)
     first, *others = (fmt.file for fmt in REPORT_FORMATS.values())
     print(f"report:  {run_dir / 'report' / first} (and {', '.join(others)})")
     if args.github:
@@ -186,6 +186,7 @@ def cmd_golden_record(args: argparse.Namespace) -> int:
         work_dir=work_dir,
         fold=args.fold,
         topology=args.topology,
+        force=args.force,
     )
     say_written("the launch's logs", work_dir, args.quiet)
     print(f"golden: {path}")

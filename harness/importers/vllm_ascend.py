@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from harness import safe_write
 from harness.importers.argv import Flag, flags_of
 from harness.matrix.load import Matrix
 from harness.matrix.schema import JSON_FLAGS, NAME
@@ -102,18 +103,20 @@ class Imported:
     topologies: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # file name -> the config it came from
 
-    def write(self, out: Path) -> list[Path]:
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
+    def write(self, out: Path, force: bool = False) -> list[Path]:
+        """Write the files into ``out``. A file an earlier import wrote there is replaced; any
+        other (hand-written, edited since, a link) stops the import before it writes anything,
+        unless ``force`` (``harness.safe_write``)."""
+        texts = {}
         for name, sections in {**self.files, "topologies.yaml": {"topologies": self.topologies}}.items():
             source = self.sources.get(name, ", ".join(sorted(self.sources.values())))
             head = (
                 f"# Imported by `ppconf import vllm-ascend-nightly` from {source}; edit the config and import again.\n"
             )
-            path = out / name
-            path.write_text(head + yaml.safe_dump(sections, sort_keys=False, width=1000, allow_unicode=True))
-            written.append(path)
-        return written
+            texts[out / name] = head + yaml.safe_dump(sections, sort_keys=False, width=1000, allow_unicode=True)
+        for path in texts:
+            safe_write.check(path, force=force, root=out)
+        return [safe_write.write_text(path, text, force=force, root=out) for path, text in texts.items()]
 
 
 def slug(text: str) -> str:

@@ -12,9 +12,7 @@ parse is an error naming it, and nothing of that directory is written.
 from __future__ import annotations
 
 import io
-import os
 import re
-import tempfile
 import types
 import typing
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from ruamel.yaml.error import CommentMark, YAMLError
 from ruamel.yaml.tokens import CommentToken
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from harness import safe_write
 from harness.matrix import changes
 from harness.matrix.load import DATA_DIRS, DEFAULT_MATRICES, matrix_files
 from harness.matrix.schema import SECTIONS, DiagnosisRule, Rule
@@ -164,23 +163,17 @@ class _File:
             self.changes.append(Migrated(where, f"{dotted}.{key} removed: {change.why}"))
 
     def write(self) -> None:
+        """The migrated file in place of the old one, with its mode. The file is the user's own,
+        rewritten because they asked (``--migrate``); never through a link (``harness.safe_write``)."""
         out = io.StringIO()
         self.yaml.dump(self.data, out)
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            mode = self.path.stat().st_mode & 0o7777
+            safe_write.write_bytes(self.path, out.getvalue().encode("utf-8"), force=True, mode=mode)
         except OSError as err:
             raise MatrixError([SourceError(None, f"{self.path}: cannot write it: {err.strerror}")]) from None
-        try:
-            os.fchmod(fd, self.path.stat().st_mode & 0o7777)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(out.getvalue())
-            os.replace(tmp, self.path)
-        except OSError as err:
-            Path(tmp).unlink(missing_ok=True)
-            raise MatrixError([SourceError(None, f"{self.path}: cannot write it: {err.strerror}")]) from None
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        except safe_write.WriteRefused as err:
+            raise MatrixError([SourceError(None, f"cannot write it: {err}")]) from None
 
 
 def _split(comment: list | None) -> tuple[CommentToken | None, str]:

@@ -512,7 +512,7 @@ class Variant(Strict):
     # A speculative feature the counterpart references of this variant's cases keep where they
     # would keep no feature at all (its greedy text is the target's, as preserves_output says):
     # the plain cases then share one launch with the cases whose acceptance is bounded against
-    # that drafter's, instead of a reference each (README, "Accuracy references").
+    # that drafter's, instead of a reference each (docs/release-manager/references.md).
     reference_drafter: str | None = None
 
 
@@ -708,6 +708,7 @@ CHECKS = (
     "request",
     "partition",
     "stages",
+    "output-modules",
     "accuracy",
     "silent-disable",
     "effective-config",

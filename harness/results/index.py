@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.case_key import CaseKey
 from harness.outcomes import WAIVER_KINDS
 from harness.results import store
@@ -157,9 +158,14 @@ def connect(path: Path, create: bool = True) -> sqlite3.Connection:
     """The index at ``path``, its schema in place. Without ``create``, a missing file is an error."""
     if not path.exists() and not create:
         raise IndexFileError(f"{path}: no such index; make it with `ppconf ingest RUN_DIR... --index {path}`")
+    if path.is_symlink():  # SQLite would write through it
+        raise IndexFileError(f"{path} is a symbolic link; ppconf writes nothing through it (give --index a file)")
     if path.exists() and not path.is_file():
         raise IndexFileError(f"{path} is not a file")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        safe_write.make_dir(path.parent)
+    except safe_write.WriteRefused as err:
+        raise IndexFileError(str(err)) from None
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
     try:
         with answering(path):

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.results.result import Result
-from harness.results.store import META, read_meta, write_json_atomic
+from harness.results.store import META, read_meta
+from harness.safe_write import write_json
 
 
 def now() -> str:
@@ -31,7 +32,7 @@ def write_meta(run_dir: Path, suite: str, cluster: str, matrices: list[str], ext
         "host": socket.gethostname(),
         **extra,
     }
-    write_json_atomic(run_dir / META, meta)
+    write_json(run_dir / META, meta)
 
 
 def record_versions(run_dir: Path, versions: dict[str, dict[str, str]]) -> bool:
@@ -43,7 +44,7 @@ def record_versions(run_dir: Path, versions: dict[str, dict[str, str]]) -> bool:
         meta["versions"] = versions
     elif changed:
         meta.setdefault("versions_on_resume", []).append({"at": now(), "versions": versions})
-    write_json_atomic(run_dir / META, meta)
+    write_json(run_dir / META, meta)
     return changed
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.outcomes import Outcome
 from harness.redact import Redactor
 from harness.results import schema
@@ -46,17 +46,13 @@ def check_run_dir(run_dir: Path) -> Path:
     return run_dir
 
 
-def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = None) -> None:
+def append(run_dir: Path, record: dict[str, Any], redactor: Redactor | None = None, force: bool = False) -> None:
     """Append one record, as ``Result.to_json()`` gives it. Every string of it (reasons, log lines,
     argv) enters the store with the run's secrets masked: the values ``redactor`` learned, and any
-    secret-looking NAME=value or flag."""
-    path = run_dir / RESULTS
+    secret-looking NAME=value or flag. The file must be one ppconf wrote (``harness.safe_write``),
+    unless ``force``."""
     clean = (redactor or Redactor()).scrub(json.loads(json.dumps(record, default=str)))
-    line = json.dumps(clean, sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    safe_write.append_text(run_dir / RESULTS, json.dumps(clean, sort_keys=True) + "\n", force=force)
 
 
 def _whole_characters(value: Any) -> Any:
@@ -141,48 +137,9 @@ def out_dir(path: Path) -> Path:
     if path.exists() and not path.is_dir():
         raise RunDirError(f"{path} exists and is not a directory")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise RunDirError(f"{path}: {err.strerror}") from None
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_text(path: Path, text: str) -> None:
-    """Replace the file ``path`` with ``text``, whole or not at all (a reader, or a resume after a
-    kill, sees the old file or the new one), and never through a link: a symbolic link at
-    ``path`` is replaced, its target left as it was. A character UTF-8 cannot hold (a lone
-    surrogate) is written as its escape. A directory at ``path``, or a folder that cannot be
-    written, is a RunDirError naming it."""
-    if path.is_dir() and not path.is_symlink():
-        raise RunDirError(f"{path} is a directory, not a file ppconf can write")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise RunDirError(f"{path.parent}: {err.strerror}") from None
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary write would create it (mkstemp gives 0600)
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise RunDirError(f"{path}: {err.strerror}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` as JSON, as ``write_text`` replaces a file."""
-    write_text(path, json.dumps(data, indent=2, default=str))
+        return safe_write.make_dir(path)
+    except safe_write.WriteRefused as err:
+        raise RunDirError(str(err)) from None
 
 
 def log_ref(run_dir: Path, path: Path) -> str:
@@ -222,7 +179,5 @@ def repair(run_dir: Path) -> bool:
     data = path.read_bytes()
     if not data or data.endswith(b"\n"):
         return False
-    cut = data.rfind(b"\n") + 1
-    with open(path, "r+b") as f:
-        f.truncate(cut)
+    safe_write.truncate(path, data.rfind(b"\n") + 1)
     return True

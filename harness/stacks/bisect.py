@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.outcomes import Outcome
 from harness.stacks.stack import Stack, StackError
 
@@ -232,10 +233,8 @@ def load_or_start(directory: Path, fresh: Bisect) -> Bisect:
 
 
 def save(directory: Path, b: Bisect) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f"{STATE}.tmp"
-    tmp.write_text(json.dumps(b.to_json(), indent=2) + "\n")
-    tmp.replace(directory / STATE)
+    """The state, replaced whole (``harness.safe_write``): a kill leaves the old state or the new."""
+    safe_write.write_text(directory / STATE, json.dumps(b.to_json(), indent=2) + "\n")
 
 
 def bisect(b: Bisect, run: Run, directory: Path, say: Callable[[str], None] = print) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from harness import safe_write
 from harness.stacks.stack import INSTALLABLE, Stack, StackError
 from harness.target import vllm_cpu
 
@@ -99,21 +100,20 @@ def _write_launcher(venv: Path) -> None:
     site = Path(marker["site_packages"]) if marker.get("site_packages") else _site_packages(python_of(venv))
     path = site / f"{LAUNCHER}.py"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(source)
-        tmp.replace(path)
+        # the venv is ppconf's own (its marker says so): its launcher is replaced whoever wrote it
+        safe_write.write_text(path, source, force=True)
 
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One installer of a stack at a time (a second waits for the first, then finds it done)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    safe_write.make_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def install(
@@ -156,7 +156,7 @@ def install(
         step(4, f"the launcher module {LAUNCHER}, then `import vllm` checked")
         site = _site_packages(python_of(venv))
         (venv / MARKER).unlink(missing_ok=True)
-        (site / f"{LAUNCHER}.py").write_text(_launcher_source())
+        safe_write.write_text(site / f"{LAUNCHER}.py", _launcher_source(), force=True)
         check = f"import {LAUNCHER}, vllm, importlib.metadata as m; print(m.version({stack.engine!r}))"
         got = subprocess.run([py, "-c", check], capture_output=True, text=True)
         if got.returncode != 0:
@@ -171,9 +171,7 @@ def install(
             "site_packages": str(site),
             "seconds": round(time.monotonic() - start),
         }
-        tmp = venv / f"{MARKER}.tmp"
-        tmp.write_text(json.dumps(marker, indent=2) + "\n")
-        tmp.replace(venv / MARKER)
+        safe_write.write_json(venv / MARKER, marker, force=True)
         say(f"{stack}: ready in {venv} after {marker['seconds']} s")
         return python_of(venv)
 
@@ -184,13 +182,13 @@ _PIP_PROGRESS = ("Collecting ", "Installing collected", "Successfully installed"
 def _run(argv: list[str], venv: Path, say: Say, pip: bool = False) -> None:
     """Run one step, its output appended to the venv's install.log; pip's progress lines said."""
     log = venv.parent / f"{venv.name}.install.log"
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(argv)}\n")
+    with safe_write.open_stream(log) as f:  # a stream of pip's output: appended, never followed through a link
+        f.write(f"$ {' '.join(argv)}\n".encode())
         f.flush()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         for line in proc.stdout:
-            f.write(line)
+            f.write(line.encode())
             if pip and line.lstrip().startswith(_PIP_PROGRESS):
                 say("    " + line.strip()[:160])
         code = proc.wait()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.target.hf_config import TEXT_CONFIGS, layers_in
 
 BUILDER_VERSION = 1
@@ -301,7 +302,7 @@ def build(spec: ZooSpec, out: Path) -> None:
 def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
     """The zoo's tokenizer files (tokenizer.json, tokenizer_config.json) in the folder `out`:
     enough for transformers' AutoTokenizer, e.g. as a client-side tokenizer."""
-    train_tokenizer().save(str(out / "tokenizer.json"))
+    safe_write.write_text(out / "tokenizer.json", train_tokenizer().to_str(pretty=True))
     _write_json(
         out / "tokenizer_config.json",
         {
@@ -317,16 +318,16 @@ def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    safe_write.write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _write_weights(spec: ZooSpec, path: Path) -> None:
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     model = _hf_model(spec)
     state = {k: v.detach().to(getattr(torch, spec.dtype)).contiguous() for k, v in sorted(model.state_dict().items())}
-    save_file(state, str(path), metadata={"format": "pt"})
+    safe_write.write_bytes(path, save(state, metadata={"format": "pt"}))
 
 
 def _hf_model(spec: ZooSpec):

@@ -17,7 +17,8 @@ from reports.cells import Entry, Table
 class Report:
     """One report: its entries (a run's results, or the claims alone) and their support tables;
     ``context``, what the page templates share (tables, legend, header, feature rows, tuning,
-    traffic, plots); the run's records and directory (None for claims); its folder ``out``."""
+    traffic, plots); the run's records and directory (None for claims); its folder ``out``;
+    ``force``: its files may replace files ppconf did not write (``harness.safe_write``)."""
 
     entries: list[Entry]
     tables: list[Table]
@@ -26,6 +27,7 @@ class Report:
     records: list[Result]
     run_dir: Path | None
     out: Path
+    force: bool = False
 
 
 @dataclass(frozen=True)

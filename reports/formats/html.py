@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import redact
+from harness import redact, safe_write
 from harness.check import logs
 from harness.launch import PlanError
 from harness.outcomes import WAIVER_KINDS, Outcome, symbol
@@ -35,7 +35,7 @@ def write(report: Report, path: Path) -> None:
             timeline=_timeline(report.records),
         )
     )
-    results.write_text(path, html)
+    safe_write.write_text(path, html, force=report.force)
 
 
 def _excerpt(run_dir: Path, obs: Observation, line: LogLine | None, title: str) -> dict[str, str] | None:

@@ -9,7 +9,7 @@ from reports.formats import Report, ReportFormat
 
 
 def write(report: Report, path: Path) -> None:
-    junit.write_junit(report.entries, path, report.run_dir)
+    junit.write_junit(report.entries, path, report.run_dir, force=report.force)
 
 
 FORMAT = ReportFormat("junit.xml", write)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.results import store as results
+from harness import safe_write
 from reports.formats import Report, ReportFormat
 from reports.render import environment
 
 
 def write(report: Report, path: Path) -> None:
-    results.write_text(path, environment(False).get_template("support.md.j2").render(**report.context))
+    safe_write.write_text(
+        path, environment(False).get_template("support.md.j2").render(**report.context), force=report.force
+    )
 
 
 FORMAT = ReportFormat("support.md", write)

@@ -6,14 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.results import store as results
+from harness import safe_write
 from reports.cells import Entry, Table
 from reports.formats import Report, ReportFormat
 
 
 def write(report: Report, path: Path) -> None:
-    results.write_text(
-        path, json.dumps(summary(report.tables, report.entries, report.head), indent=2, sort_keys=True, default=str)
+    safe_write.write_text(
+        path,
+        json.dumps(summary(report.tables, report.entries, report.head), indent=2, sort_keys=True, default=str),
+        force=report.force,
     )
 
 

@@ -17,7 +17,7 @@ from harness.matrix.schema import Reference
 from harness.plan.launch import Ports
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import Planner, ResolvedCase
-from harness.results.store import write_json_atomic
+from harness.safe_write import check, write_json
 from harness.target.zoo import default_cache_root, ensure_model
 
 
@@ -33,9 +33,12 @@ def record_golden(
     work_dir: Path = Path("runs/golden"),
     fold: Literal["none", "tp"] = "none",
     topology: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Launch the case's counterpart (or ``topology``, or with ``from_case`` the case itself), ask
-    it what the case's comparison asks, and write the golden to ``out``."""
+    it what the case's comparison asks, and write the golden to ``out`` (a golden ppconf recorded
+    there before is replaced; any other file only with ``force``: checked before the launch)."""
+    check(out, force=force)
     resolved = rc.reference
     source = Reference(kind="topology", topology=topology) if topology else Reference(kind="counterpart", fold=fold)
     launch_ref = ResolvedReference(source, resolved.compare, "golden record", resolved.base_dir)
@@ -66,7 +69,6 @@ def record_golden(
     )
     data["case"] = rc.id
     data["from"] = "the case itself" if from_case else launch_ref.describe()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out, data)
+    write_json(out, data, force=force)
     json.loads(out.read_text())  # written whole
     return out

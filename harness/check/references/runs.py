@@ -30,7 +30,7 @@ from harness.check.traffic.compare import Outputs
 from harness.launch import Deployment, PlanError
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import ResolvedCase
-from harness.results.store import write_json_atomic
+from harness.safe_write import WriteRefused, write_json
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +160,11 @@ class ReferenceRuns:
                 self.refused.append(why)
                 continue
             if where != path:  # a copy of its own in the run, written whole and never through a link
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_json_atomic(path, data)
+                try:
+                    write_json(path, data, root=self.run_dir)
+                except WriteRefused as err:  # evidence only: the verified entry still answers
+                    log.warning("%s", err)
+                    self.ctx.say("reference", rc.case, f"the run's copy not written: {err}")
             log.info("reference %s of %s reused from %s", key, rc.id, label)
             return outputs, label
         return None
@@ -278,11 +281,13 @@ class ReferenceRuns:
             },
         )
         path = self.run_dir / "references" / f"{a.key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, record)
+        write_json(path, record, root=self.run_dir)
         if self.cache_dir:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.cache_dir / f"{a.key}.json", record)
+            try:
+                write_json(self.cache_dir / f"{a.key}.json", record)
+            except WriteRefused as err:  # the run goes on; the cache keeps what it holds
+                log.warning("reference %s not kept in the cache: %s", a.key, err)
+                self.ctx.say("reference", a.rc.case, f"not kept in the cache: {err}")
 
 
 def ask_reference(

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness import safe_write
 from harness.check.scores.tool import ANSI, ScoreError, ScoreTool, last_lines, log_lines, offline_env, run_tool
 from harness.matrix.schema import missing_aisbench_files
 
@@ -125,8 +126,10 @@ def _literal(value: Any) -> str:
 
 def _link_base(folder: Path, config: Path) -> str:
     """Link ``folder``/ppconf_base to the folder of ``config``; the module path that imports it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / AISBENCH_BASE).symlink_to(config.resolve().parent, target_is_directory=True)
+    base, target = folder / AISBENCH_BASE, config.resolve().parent
+    safe_write.make_dir(folder)
+    if not (base.is_symlink() and base.readlink() == target):  # a folder written again keeps its link
+        base.symlink_to(target, target_is_directory=True)
     return f".{AISBENCH_BASE}.{config.stem}"
 
 
@@ -179,13 +182,14 @@ def write_aisbench_configs(
         settings["path"] = tokenizer
     models = config_dir / "models" / f"{AISBENCH_MODELS}.py"
     module = _link_base(models.parent, request)
-    models.write_text(
+    safe_write.write_text(
+        models,
         _header(f"the request config {request}, pointed at {base_url}")
         + f"with read_base():\n    from {module} import *  # noqa: F403\n\n"
         + "for __model in models:  # noqa: F405\n"
         + f"    __model.update({_literal(settings)})\n"
         + '    __model["generation_kwargs"] = {**(__model.get("generation_kwargs") or {}), '
-        + f"**{_literal(generation)}}}\n"
+        + f"**{_literal(generation)}}}\n",
     )
     datasets = config_dir / "datasets" / f"{AISBENCH_DATASETS}.py"
     module = _link_base(datasets.parent, dataset_config)
@@ -200,7 +204,7 @@ def write_aisbench_configs(
             "        for __dataset in __value:\n"
             f'            __dataset["path"] = {_literal(str(dataset))}\n'
         )
-    datasets.write_text(text)
+    safe_write.write_text(datasets, text)
     return models, datasets
 
 

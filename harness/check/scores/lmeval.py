@@ -19,6 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.check.scores.tool import ScoreError, ScoreTool, offline_env, run_tool
 
 SEED = 1234
@@ -120,12 +121,14 @@ def resolve_task(task_file: Path, dataset: Path | None, out_dir: Path) -> tuple[
                 if not glob.glob(f):  # datasets takes glob patterns too
                     raise ScoreError(f"{_where(src, kwargs, 'data_files')}: data file not found: {f}")
             override["dataset_kwargs"] = {**_plain(kwargs), "data_files": resolved}
-    out_dir.mkdir(parents=True, exist_ok=True)
     copy = out_dir / f"{name}.yaml"
+    import io
+
     from ruamel.yaml import YAML
 
-    with copy.open("w") as out:
-        YAML(typ="safe", pure=True).dump(override, out)
+    text = io.StringIO()
+    YAML(typ="safe", pure=True).dump(override, text)
+    safe_write.write_text(copy, text.getvalue())
     return name, copy
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from runners import guard
 
 STOP_GRACE_S = 10.0
@@ -64,8 +65,7 @@ def run_tool(
     """Run ``argv`` under the guard in a process group of its own, output to ``log_path``; the
     whole group is stopped when it ends, times out or this process is interrupted. ``budget_s``:
     the deadline a timeout names, where ``timeout_s`` is what is left of it."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
+    with safe_write.open_stream(log_path, append=False) as log:
         proc = subprocess.Popen(
             [sys.executable, guard.__file__, "--", *argv],
             env=env,

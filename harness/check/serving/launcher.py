@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from harness import safe_write
 from harness.check.serving import modelinfo
 from harness.check.serving.instrument import instrument
 from harness.check.serving.live import LiveDeployment, fresh_ports
@@ -31,7 +32,6 @@ from harness.plan.cluster import Cluster
 from harness.plan.launch import Ports
 from harness.plan.pd import shared_stores
 from harness.redact import Redactor
-from harness.results.store import write_json_atomic
 from runners.lease import POLL_MAX_S, POLL_START_S, Gang, Leases
 from runners.reaper import MARKER
 
@@ -166,7 +166,7 @@ class Launcher:
         with self._lock:
             groups = [*self.unreaped, *(g for live in self._live.values() for g in live.groups())]
             if groups:
-                write_json_atomic(self.run_dir / LIVE, groups)
+                safe_write.write_json(self.run_dir / LIVE, groups)
             else:
                 forget_left_behind(self.run_dir)
 

@@ -11,14 +11,14 @@ probed on the node), copied into a run's cache before a launch and back after it
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from harness import safe_write
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,7 @@ def _copy(src: Path, dst: Path, replace: bool) -> int:
             if target.is_file() and target.read_bytes() == data:
                 continue
             json.loads(data)  # a torn file is not passed on
-            dst.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=dst, prefix=f".{path.name}.")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, target)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
+            safe_write.write_bytes(target, data, force=replace)
             copied += 1
         except (OSError, ValueError) as err:
             log.debug("model info %s not copied to %s: %s", path, dst, err)

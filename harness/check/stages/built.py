@@ -97,7 +97,7 @@ def _drafters(stages: Stages) -> list[str]:
 _MODULE_LABELS = {"embedding": "embedding", "final_norm": "final norm", "lm_head": "LM head"}
 
 
-def _output_modules(stages: Stages) -> list[str]:
+def output_module_problems(stages: Stages) -> list[str]:
     """Each output module the claim places (``StageBounds.output_modules``) is a real module on
     every worker of its stage and a placeholder on every other. An embedding tied to the LM head is
     named so: on the last stage it is the LM head's weight, which a claim of "first" still refuses."""
@@ -186,6 +186,8 @@ def not_exercised(stages: Stages) -> str | None:
 
 
 def problems(stages: Stages, expected: list[list[int]] | None) -> list[str]:
-    """Why what the stages built breaks the guide's claims; [] when it holds."""
+    """Why the layers, drafters and taps the stages built break the guide's claims; [] when they
+    hold. Where the output modules were built is its own check (`output_module_problems`), so a
+    known issue of one model's module placement waives that alone, not its partition."""
     out = [p for w in stages.workers for p in _layers(w, expected or [])]
-    return out + _drafters(stages) + _taps(stages) + _output_modules(stages)
+    return out + _drafters(stages) + _taps(stages)

@@ -52,6 +52,7 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
     if obs.stages is not None:
         out += [("stages", why) for why in built.problems(obs.stages, obs.partition_expected)]
         out += [("stages", why) for why in balance.problems(obs.stages)]
+        out += [("output-modules", why) for why in built.output_module_problems(obs.stages)]
     if obs.accuracy is not None and not obs.accuracy.equal:
         ref = obs.accuracy.reference or "the reference"
         out.append(("accuracy", f"outputs differ from {ref}: {obs.accuracy.summary}".rstrip(": ")))

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from harness import safe_write
 from harness.check import logs
 from harness.launch import Deployment, export, payload_lines
 from harness.redact import Redactor
@@ -41,8 +42,7 @@ def write_bundle(
     around the root cause, and the one command that re-runs just this case. Everything written
     has the run's secrets masked (``redactor``; env and flags by name in any case)."""
     redactor = redactor or Redactor()
-    out = bundle_dir(run_dir, record.case)
-    out.mkdir(parents=True, exist_ok=True)
+    out = safe_write.make_dir(bundle_dir(run_dir, record.case), run_dir)
     rerun = " ".join(
         shlex.quote(w)
         for w in ["ppconf", "run", "--matrices", str(matrices), "--suite", record.suite, "--case", record.case]
@@ -64,7 +64,7 @@ def write_bundle(
             lines = []
         lines += [" ".join(shlex.quote(w) for w in launch["argv"]), ""]
     chunks.append(redactor.text("\n".join(lines)))
-    store.write_text(out / "commands.sh", "\n".join(chunks))
+    safe_write.write_text(out / "commands.sh", "\n".join(chunks))
     versions = record.versions or store.read_meta(run_dir).get("versions")
     obs = record.observation
     excerpts = {}
@@ -91,5 +91,5 @@ def write_bundle(
             default=str,
         )
     )
-    store.write_text(out / "case.json", json.dumps(redactor.scrub(case), indent=2))
+    safe_write.write_text(out / "case.json", json.dumps(redactor.scrub(case), indent=2))
     return {"dir": str(out), "rerun": rerun}

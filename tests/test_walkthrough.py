@@ -1,5 +1,6 @@
-"""The README's walk-through, done as a newcomer would do it: the files it shows, the commands it
-gives, and the output it says they print. A change that makes the README wrong fails here."""
+"""The docs' walk-through (docs/release-manager/walkthrough.md), done as a newcomer would do it:
+the files it shows, the commands it gives, and the output it says they print. A change that makes
+the page wrong fails here."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import pytest
 from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "release-manager" / "walkthrough.md"
 MARK = "# walkthrough: "
 # a fenced block whose first line is the marker: "```LANG\n# walkthrough: WHAT\nBODY```"
 BLOCK = re.compile(r"^```\w*\n" + re.escape(MARK) + r"(?P<what>[^\n]+)\n(?P<body>.*?)^```$", re.M | re.S)
 
 
 def walkthrough() -> dict[str, str]:
-    blocks = {m["what"].strip(): m["body"] for m in BLOCK.finditer((ROOT / "README.md").read_text())}
+    blocks = {m["what"].strip(): m["body"] for m in BLOCK.finditer(PAGE.read_text())}
     assert {"commands", "expand prints"} <= set(blocks), (
-        f"README.md: walk-through blocks missing, found {sorted(blocks)}"
+        f"{PAGE.relative_to(ROOT)}: walk-through blocks missing, found {sorted(blocks)}"
     )
     return blocks
 
@@ -39,7 +41,7 @@ def walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, s
     """The walk-through's blocks, with its files written into a checkout-like folder made current."""
     blocks = walkthrough()
     files = {what: body for what, body in blocks.items() if what.endswith(".yaml")}
-    assert files, "README.md: the walk-through shows no matrix file"
+    assert files, f"{PAGE.relative_to(ROOT)}: the walk-through shows no matrix file"
     for name, body in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(body)
@@ -60,7 +62,7 @@ def test_the_walkthrough_expands_and_plans_as_written(walked, capsys) -> None:
     argvs = {a[0]: a for a in commands(blocks)}
     assert set(argvs) == {"lint", "expand", "plan"}
     expanded = run(argvs["expand"], capsys)
-    assert expanded == blocks["expand prints"]  # what the README says expand prints
+    assert expanded == blocks["expand prints"]  # what the page says expand prints
     case = argvs["plan"][argvs["plan"].index("--case") + 1]
     assert re.search(rf"^{re.escape(case)} +supported$", expanded, re.M)
     # the launch carries the private feature's flag and the case's partition
