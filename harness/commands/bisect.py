@@ -104,11 +104,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         fresh = Bisect.start(args.suite, args.case, good, bad, versions, args.confirm)
         directory = args.out or Path("runs") / f"bisect-{args.case.replace('/', '_')}-{good.version}-{bad.version}"
         b = load_or_start(directory, fresh)
-        save(directory, b)
-        answer = bisect(b, _runner(args, directory), directory, say=lambda t: print(t, file=sys.stderr, flush=True))
+        save(directory, b, args.force)
+        say = lambda t: print(t, file=sys.stderr, flush=True)  # noqa: E731
+        answer = bisect(b, _runner(args, directory), directory, say, args.force)
     except StackError as err:
         raise CliError(str(err)) from None
-    safe_write.write_text(directory / "answer.json", json.dumps(answer, indent=2) + "\n")
+    safe_write.write_text(directory / "answer.json", json.dumps(answer, indent=2) + "\n", force=args.force)
     print(json.dumps(answer, indent=2) if args.format == "json" else side_by_side(answer))
     return 0 if "first_bad" in answer else 1
 
@@ -135,3 +136,8 @@ def add_bisect(add) -> None:
         "--lock", type=Path, help="a file locked (flock) while each trial runs, for a machine shared with other runs"
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="text: side by side; json: the answer")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="take the directory's bisect.json and answer.json as ppconf's own (an older ppconf wrote them)",
+    )

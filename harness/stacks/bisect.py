@@ -232,12 +232,15 @@ def load_or_start(directory: Path, fresh: Bisect) -> Bisect:
     return saved
 
 
-def save(directory: Path, b: Bisect) -> None:
-    """The state, replaced whole (``harness.safe_write``): a kill leaves the old state or the new."""
-    safe_write.write_text(directory / STATE, json.dumps(b.to_json(), indent=2) + "\n")
+def save(directory: Path, b: Bisect, force: bool = False) -> None:
+    """The state, replaced whole (``harness.safe_write``): a kill leaves the old state or the new;
+    a state file ppconf did not write (an older ppconf's) is replaced only with ``force``."""
+    safe_write.write_text(directory / STATE, json.dumps(b.to_json(), indent=2) + "\n", force=force)
 
 
-def bisect(b: Bisect, run: Run, directory: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+def bisect(
+    b: Bisect, run: Run, directory: Path, say: Callable[[str], None] = print, force: bool = False
+) -> dict[str, Any]:
     """Run trials until the answer is known, saving the state after each one."""
     while (version := b.next_version()) is not None:
         while True:
@@ -248,7 +251,7 @@ def bisect(b: Bisect, run: Run, directory: Path, say: Callable[[str], None] = pr
             say(f"{b.stack(version)}: try {n} of {1 + b.confirm} ...")
             trial = run(b.stack(version), n)
             b.add(version, trial)
-            save(directory, b)
+            save(directory, b, force)
             say(f"{b.stack(version)}: try {n}: {trial.outcome or 'no verdict'}: {trial.reason}")
         got = b.verdicts()[version]
         say(f"{b.stack(version)}: {got[0]} ({got[1]})")
