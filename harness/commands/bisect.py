@@ -81,6 +81,12 @@ def _runner(args: argparse.Namespace, directory: Path):
     return run
 
 
+def _cell(value: object, width: int = 72) -> str:
+    """A value cut to a column of the side-by-side view (answer.json keeps it whole)."""
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def side_by_side(answer: dict[str, Any]) -> str:
     """The answer as text: the verdict per version, then last good and first bad side by side."""
     lines = [f"bisect {answer['case']} ({answer['suite']}) between {answer['good']} and {answer['bad']}"]
@@ -91,7 +97,7 @@ def side_by_side(answer: dict[str, Any]) -> str:
         rows = [("", good["stack"], bad["stack"])]
         for n, (g, b) in enumerate(zip(good["trials"], bad["trials"], strict=False), 1):
             for key in ("outcome", "engine", "duration_s", "reason", "run_dir", "repro"):
-                rows.append((f"try {n} {key}", str(g.get(key)), str(b.get(key))))
+                rows.append((f"try {n} {key}", _cell(g.get(key)), _cell(b.get(key))))
         width = [max(len(r[i]) for r in rows) for i in range(2)]
         lines += [f"  {r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows]
     return "\n".join(lines)
