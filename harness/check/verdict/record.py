@@ -37,6 +37,7 @@ def make_result(
         deployment=d.recorded() if d else None,
         plan_key=plan_key,
         versions={n: {k: v for k, v in versions.get(n, {}).items()} for n in nodes},
+        stack=ctx.stack,
         started=started,
         duration_s=round(duration, 1),
         harness_error=harness_error,
