@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from harness.cases import pairwise
 from harness.cases.case import UNSPECIFIED, Case, case_id, claim_of, stack_id
-from harness.cases.merge import matrix_layers, merge, pcp_size
+from harness.cases.merge import instance_features, matrix_layers, merge, pcp_size
 from harness.cases.partition import partition_error
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Group, Suite, Variant
+from harness.matrix.schema import Feature, Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
 from harness.target.hf_config import layers_in
 from harness.target.model_config import LayerCounts
@@ -87,6 +87,8 @@ def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group)
 
 def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> Callable[[Mapping[int, int]], bool]:
     features = m.features
+    group = suite.groups[gi]
+    sides = [set(side.skip_features) if side else set() for side in (group.prefill, group.decode)]
 
     def allowed(p: Mapping[int, int]) -> bool:
         on: set[str] = set()
@@ -107,15 +109,14 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
             if 2 in p and topo.pp == 1 and dims.partitions[p[2]] != "auto":
                 return False
         all_known = 3 in p and all(4 + i in p for i in range(len(dims.toggles)))
-        groups: dict[str, str] = {}
+        # exclusive and conflicting features are checked where they run together: on one
+        # instance (a P/D side runs the stack without its skip_features), so an eager prefill
+        # and a graph-mode decode make one case; before the topology is known, per side
+        pd = m.topologies[dims.topologies[p[1]]].decode is not None if 1 in p else sides != [set()]
+        if not all(_compatible(features, stack) for stack in _instance_stacks(on, sides if pd else [set()])):
+            return False
         for name in on:
             f = features[name]
-            if any(c in on for c in f.conflicts):
-                return False
-            if f.exclusive:
-                if f.exclusive in groups:
-                    return False
-                groups[f.exclusive] = name
             for req in f.requires:
                 # decidable early when no toggle could still switch the requirement on
                 can_come = req in dims.toggles and req not in known_off
@@ -124,6 +125,25 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
         return True
 
     return allowed
+
+
+def _instance_stacks(on: set[str], skips: list[set[str]]) -> list[set[str]]:
+    """The features each instance runs: without P/D the whole stack (``skips`` is [set()])."""
+    return [on - skip for skip in skips]
+
+
+def _compatible(features: Mapping[str, Feature], stack: set[str]) -> bool:
+    """No two features of one instance's stack conflict or share an exclusive group."""
+    groups: set[str] = set()
+    for name in stack:
+        f = features[name]
+        if any(c in stack for c in f.conflicts):
+            return False
+        if f.exclusive:
+            if f.exclusive in groups:
+                return False
+            groups.add(f.exclusive)
+    return True
 
 
 def _pcp(m: Matrix, suite_name: str, suite: Suite, gi: int, feats: tuple[str, ...]) -> int:
@@ -206,6 +226,9 @@ def _attrs(
         "partition_doc_error": partition_error(n, t.pp, part, "ascend-doc") if n else "",
         "features": list(feats),
         "feature": stack_id(feats),
+        # what each instance of a P/D pair runs: the stack without that side's skip_features
+        "prefill_features": instance_features(m, feats, suite_name, gi, "prefill") if t.decode else [],
+        "decode_features": instance_features(m, feats, suite_name, gi, "decode") if t.decode else [],
         "network": network,
     }
 
