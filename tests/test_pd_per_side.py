@@ -15,7 +15,7 @@ from harness.cases.expand import expand
 from harness.check.effective.read import judge_case, read
 from harness.check.observe import silent_disables
 from harness.check.verdict.judge import judge
-from harness.matrix.load import load_matrix
+from harness.matrix.load import MatrixError, load_matrix
 from harness.outcomes import Outcome
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
@@ -203,3 +203,30 @@ def test_a_pair_s_configuration_is_read_from_each_instance():
     assert eff.instances["prefill"].api["model_config.enforce_eager"] is True
     assert eff.instances["decode"].api["compilation_config.cudagraph_mode"] == "FULL_DECODE_ONLY"
     assert [u.split(":")[0] for u in eff.instances["decode"].unavailable] == ["workers"]
+
+
+def test_one_id_from_two_groups_with_other_sides_is_an_error_at_the_suite(matrix_dir):
+    path = matrix_dir(
+        "ascend/pd-sides.yaml",
+        """\
+suites:
+  pd-sides:
+    title: graph mode on the decode only, and on both
+    platform: ascend
+    groups:
+      - families: [guide-61-layer]
+        topologies: [pd-p-tp8pp2-d-tp4]
+        features: [graph-mode]
+        prefill: {skip_features: [graph-mode]}
+      - families: [guide-61-layer]
+        topologies: [pd-p-tp8pp2-d-tp4]
+        features: [graph-mode]
+""",
+    )
+    m = load_matrix(matrix_dir.root)
+    with pytest.raises(MatrixError) as err:
+        expand(m, "pd-sides")
+    text = str(err.value)
+    assert path.name in text and "guide-61-layer/pd-p-tp8pp2-d-tp4/auto/graph-mode comes from two groups" in text
+    assert "groups[0] runs prefill [], decode ['graph-mode']" in text
+    assert "groups[1] runs prefill ['graph-mode'], decode ['graph-mode']" in text

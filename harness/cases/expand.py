@@ -300,7 +300,7 @@ def expand(
             rows = [r for r in itertools.product(*(range(n) for n in dims.sizes)) if allowed(dict(enumerate(r)))]
         for row in rows:
             case = _case(m, suite_name, suite, gi, dims, row, layers, network)
-            cases.setdefault(case.id, case)
+            _same_sides(m, suite_name, cases.setdefault(case.id, case), case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":
         summary = (
@@ -310,6 +310,26 @@ def expand(
     else:
         summary = f"{suite_name}: full, {len(resolved)} cases (product {product:,}, impossible ones left out)"
     return Expansion(suite_name, resolved, summary, covered, possible, product)
+
+
+def _same_sides(m: Matrix, suite_name: str, kept: Case, case: Case) -> None:
+    """One id is one case: two groups giving it with other features on a P/D side (one skips a
+    feature the other runs there) would be two deployments under one name."""
+    sides = ("prefill_features", "decode_features")
+    if any(kept.attrs[k] != case.attrs[k] for k in sides):
+        runs = "; ".join(
+            f"groups[{c.group}] runs prefill {c.attrs['prefill_features']}, decode {c.attrs['decode_features']}"
+            for c in (kept, case)
+        )
+        raise MatrixError(
+            [
+                SourceError(
+                    m.where.get(("suites", suite_name)),
+                    f"suites.{suite_name}: the case {case.id} comes from two groups with different P/D "
+                    f"sides ({runs}); give one of them another feature stack or another topology",
+                )
+            ]
+        )
 
 
 def matching_rule(m: Matrix, case: Case):
