@@ -112,8 +112,8 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
         # exclusive and conflicting features are checked where they run together: on one
         # instance (a P/D side runs the stack without its skip_features), so an eager prefill
         # and a graph-mode decode make one case; before the topology is known, per side
-        pd = m.topologies[dims.topologies[p[1]]].decode is not None if 1 in p else sides != [set()]
-        if not all(_compatible(features, stack) for stack in _instance_stacks(on, sides if pd else [set()])):
+        pd = 1 not in p or m.topologies[dims.topologies[p[1]]].decode is not None
+        if not all(_compatible(features, stack) for stack in ([on - skip for skip in sides] if pd else [on])):
             return False
         for name in on:
             f = features[name]
@@ -125,11 +125,6 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
         return True
 
     return allowed
-
-
-def _instance_stacks(on: set[str], skips: list[set[str]]) -> list[set[str]]:
-    """The features each instance runs: without P/D the whole stack (``skips`` is [set()])."""
-    return [on - skip for skip in skips]
 
 
 def _compatible(features: Mapping[str, Feature], stack: set[str]) -> bool:
