@@ -88,7 +88,8 @@ def test_a_known_issue_met_by_another_failure_is_fail(cases):
     not the known issue."""
     e = claim(cases, "minimax-m2.5/pd-p-tp6pp2-d-tp4/auto/none")
     v = judge(e, startup_failure("pd-mla-tp2-d-tp4-refusal.log", e))
-    assert v.outcome is Outcome.FAIL and "not the waived failure" in v.reason
+    assert v.outcome is Outcome.FAIL and "not the waived crash: AssertionError" in v.reason
+    assert "a ValueError" in v.reason  # the refusal's own class, as the evidence shows it
 
 
 def test_prefill_tp_below_decode_tp_is_asserted_unless_mla_where_it_is_refused(cases):

@@ -176,12 +176,14 @@ def test_invalid_entry_count_or_sum_fails_startup(cases, cid, text):
 
 def test_zero_entry_is_a_known_issue_waiving_only_the_startup_crash(cases):
     """The guide says a zero entry is invalid; upstream crashes instead of refusing it: a bug,
-    not a designed rejection, so it is a known issue with a link, waiving that crash only."""
+    not a designed rejection, so it is a known issue with a link, waiving that crash only: the
+    guide's own refusal, should vllm-ascend add it, is not waived (the claim becomes rejected)."""
     e = exp(cases, "guide-61-layer/tp8-pp2-2node-mp/0,61/none")
     assert (e.kind, e.waives) == ("known-issue", ["startup"])
     assert e.link and e.owner and e.until
-    assert re.search(e.error, "every partition entry must be a positive integer, got 0 in '0,61'.")
+    assert not re.search(e.error, "every partition entry must be a positive integer, got 0 in '0,61'.")
     assert re.search(e.error, "ZeroDivisionError: integer division or modulo by zero")
+    assert e.crash is not None and e.crash["exception"] == "ZeroDivisionError"
 
 
 def test_custom_partition_of_a_family_with_known_layers(cases):

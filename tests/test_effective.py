@@ -269,8 +269,9 @@ class FakeClient:
 
 
 class FakeLive:
-    def __init__(self, client):
+    def __init__(self, client, instances=None):
         self.client = client
+        self.instances = instances or {}
 
 
 def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
@@ -295,7 +296,7 @@ def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
 def test_a_deployment_that_does_not_answer_leaves_a_note_and_no_verdict():
     from harness.check.effective.read import judge_case, read
 
-    needs = [("async-scheduling", Requirement("scheduler_config.async_scheduling", "equals", True))]
+    needs = [("async-scheduling", Requirement("scheduler_config.async_scheduling", "equals", True), None)]
     obs = Observation(ready=True)
     judge_case(obs, read(FakeLive(FakeClient())), needs)
     assert obs.effective is not None and obs.effective.disabled == []

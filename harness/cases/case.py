@@ -24,6 +24,7 @@ def claim_of(rule: Rule, index: int, where: str, error: str | None) -> Expectati
             "where": where,
             "error": error,
             "waives": list(rule.waives),
+            "crash": rule.crash.model_dump() if rule.crash else None,
             "undocumented": not rule.documented,
             "reference": rule.reference.model_dump(mode="json") if rule.reference else None,
             "compare": rule.compare.model_dump(mode="json") if rule.compare else None,

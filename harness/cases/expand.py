@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from harness.cases import pairwise
 from harness.cases.case import UNSPECIFIED, Case, case_id, claim_of, stack_id
-from harness.cases.merge import matrix_layers, merge, pcp_size
+from harness.cases.merge import instance_features, matrix_layers, merge, pcp_size
 from harness.cases.partition import partition_error
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
 from harness.matrix.load import Matrix
-from harness.matrix.schema import Group, Suite, Variant
+from harness.matrix.schema import Feature, Group, Suite, Variant
 from harness.matrix.source import MatrixError, SourceError, suggest
 from harness.target.hf_config import layers_in
 from harness.target.model_config import LayerCounts
@@ -87,6 +87,8 @@ def _group_dims(m: Matrix, suite_name: str, suite: Suite, gi: int, group: Group)
 
 def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> Callable[[Mapping[int, int]], bool]:
     features = m.features
+    group = suite.groups[gi]
+    sides = [set(side.skip_features) if side else set() for side in (group.prefill, group.decode)]
 
     def allowed(p: Mapping[int, int]) -> bool:
         on: set[str] = set()
@@ -107,15 +109,14 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
             if 2 in p and topo.pp == 1 and dims.partitions[p[2]] != "auto":
                 return False
         all_known = 3 in p and all(4 + i in p for i in range(len(dims.toggles)))
-        groups: dict[str, str] = {}
+        # exclusive and conflicting features are checked where they run together: on one
+        # instance (a P/D side runs the stack without its skip_features), so an eager prefill
+        # and a graph-mode decode make one case; before the topology is known, per side
+        pd = 1 not in p or m.topologies[dims.topologies[p[1]]].decode is not None
+        if not all(_compatible(features, stack) for stack in ([on - skip for skip in sides] if pd else [on])):
+            return False
         for name in on:
             f = features[name]
-            if any(c in on for c in f.conflicts):
-                return False
-            if f.exclusive:
-                if f.exclusive in groups:
-                    return False
-                groups[f.exclusive] = name
             for req in f.requires:
                 # decidable early when no toggle could still switch the requirement on
                 can_come = req in dims.toggles and req not in known_off
@@ -124,6 +125,20 @@ def _allowed(m: Matrix, suite_name: str, suite: Suite, gi: int, dims: _Dims) -> 
         return True
 
     return allowed
+
+
+def _compatible(features: Mapping[str, Feature], stack: set[str]) -> bool:
+    """No two features of one instance's stack conflict or share an exclusive group."""
+    groups: set[str] = set()
+    for name in stack:
+        f = features[name]
+        if any(c in stack for c in f.conflicts):
+            return False
+        if f.exclusive:
+            if f.exclusive in groups:
+                return False
+            groups.add(f.exclusive)
+    return True
 
 
 def _pcp(m: Matrix, suite_name: str, suite: Suite, gi: int, feats: tuple[str, ...]) -> int:
@@ -206,6 +221,9 @@ def _attrs(
         "partition_doc_error": partition_error(n, t.pp, part, "ascend-doc") if n else "",
         "features": list(feats),
         "feature": stack_id(feats),
+        # what each instance of a P/D pair runs: the stack without that side's skip_features
+        "prefill_features": instance_features(m, feats, suite_name, gi, "prefill") if t.decode else [],
+        "decode_features": instance_features(m, feats, suite_name, gi, "decode") if t.decode else [],
         "network": network,
     }
 
@@ -277,7 +295,7 @@ def expand(
             rows = [r for r in itertools.product(*(range(n) for n in dims.sizes)) if allowed(dict(enumerate(r)))]
         for row in rows:
             case = _case(m, suite_name, suite, gi, dims, row, layers, network)
-            cases.setdefault(case.id, case)
+            _same_sides(m, suite_name, cases.setdefault(case.id, case), case)
     resolved = tuple(resolve(m, c) for c in cases.values())
     if suite.mode == "pairwise":
         summary = (
@@ -287,6 +305,26 @@ def expand(
     else:
         summary = f"{suite_name}: full, {len(resolved)} cases (product {product:,}, impossible ones left out)"
     return Expansion(suite_name, resolved, summary, covered, possible, product)
+
+
+def _same_sides(m: Matrix, suite_name: str, kept: Case, case: Case) -> None:
+    """One id is one case: two groups giving it with other features on a P/D side (one skips a
+    feature the other runs there) would be two deployments under one name."""
+    sides = ("prefill_features", "decode_features")
+    if any(kept.attrs[k] != case.attrs[k] for k in sides):
+        runs = "; ".join(
+            f"groups[{c.group}] runs prefill {c.attrs['prefill_features']}, decode {c.attrs['decode_features']}"
+            for c in (kept, case)
+        )
+        raise MatrixError(
+            [
+                SourceError(
+                    m.where.get(("suites", suite_name)),
+                    f"suites.{suite_name}: the case {case.id} comes from two groups with different P/D "
+                    f"sides ({runs}); give one of them another feature stack or another topology",
+                )
+            ]
+        )
 
 
 def matching_rule(m: Matrix, case: Case):

@@ -93,9 +93,41 @@ def classify(lines: list[str], index: int) -> tuple[str | None, Cause]:
     return name, Cause.of(name, text)
 
 
+# A traceback's frame line: 'File "path", line N, in function'.
+FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+')
+TRACEBACK_LINES = 400  # how far above its exception line a traceback's first frame may be
+FRAMES_KEPT = 12  # the innermost frames a record keeps
+
+
+def frames(lines: list[str], index: int) -> list[str]:
+    """The frames of the traceback that the exception line at ``index`` (0-based) ends, innermost
+    last: the 'File "...", line N, in f' lines of the same record above it, up to its
+    "Traceback (most recent call last)" header; [] for an exception logged without one."""
+    origin = _origin(lines[index])
+    found: list[str] = []
+    for j in range(index - 1, max(index - TRACEBACK_LINES, -1), -1):
+        if _origin(lines[j]) != origin:
+            continue
+        text = message(lines[j])[1]
+        if text.startswith("Traceback (most recent call last)"):
+            return found[:FRAMES_KEPT][::-1]
+        if _exception(text.strip()) and not FRAME_LINE.match(text):
+            break  # the line ending an earlier traceback: this exception has none of its own above
+        if FRAME_LINE.match(text):
+            found.append(text.strip())
+    return []
+
+
 def _line(name: str, lines: list[str], index: int, text: str | None = None) -> LogLine:
     exception, cause = classify(lines, index)
-    return LogLine(log=name, line=index + 1, text=text or lines[index].strip(), exception=exception, cause=cause)
+    return LogLine(
+        log=name,
+        line=index + 1,
+        text=text or lines[index].strip(),
+        exception=exception,
+        cause=cause,
+        frames=frames(lines, index) if _exception(message(lines[index])[1].strip()) else [],
+    )
 
 
 def read_lines(path: Path) -> list[str]:

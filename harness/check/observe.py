@@ -271,7 +271,17 @@ def case_logs(rc: ResolvedCase, served: Served, paths: dict[str, Path]) -> CaseL
     line = served.asked.expected_line
     if line is None and exp.kind == "rejected" and exp.error:
         line = logs.search_errors(paths, exp.error)
-    return CaseLogs(line, logs.warnings_matching(paths, list(rc.silent_disable)))
+    return CaseLogs(line, silent_disables(rc, paths))
+
+
+def silent_disables(rc: ResolvedCase, paths: dict[str, Path]) -> list[LogLine]:
+    """The WARNING lines that say a claimed feature was turned off, each searched in the log of
+    the instance that runs the feature (every log for a deployment of one instance)."""
+    found: list[LogLine] = []
+    for role in dict.fromkeys(r for _, r in rc.silent_disable):
+        patterns = [p for p, r in rc.silent_disable if r == role]
+        found += logs.warnings_matching(paths if role is None else {n: paths[n] for n in paths if n == role}, patterns)
+    return found
 
 
 def assemble(rc: ResolvedCase, served: Served, seen: CaseLogs, ref: ReferenceResult | None) -> Observation:

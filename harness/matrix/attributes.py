@@ -35,6 +35,10 @@ ATTRIBUTES: dict[str, type] = {
     "partition_doc_error": str,  # the same under the Ascend guide's stricter rule
     "features": list,
     "feature": str,  # the whole stack, e.g. "mtp+graph-mode", or "none"
+    # On a P/D pair, the features each instance runs (the stack without that side's
+    # skip_features); [] when the case is not P/D
+    "prefill_features": list,
+    "decode_features": list,
     # How the cluster's nodes are linked ("roce", "hccs", ... from the inventory's `network`),
     # "unknown" when the suite is expanded without a cluster (lint, claims-only reports).
     "network": str,

@@ -788,6 +788,25 @@ CHECKS = (
 )
 
 
+# An exception class as a traceback ends in it: "AssertionError", "torch.OutOfMemoryError".
+EXCEPTION_NAME = r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)$"
+NAMES_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+
+
+class Crash(Strict):
+    """The crash a waiver covers: the exception class its root cause line raises and a frame of
+    the traceback that line ends (a regex over 'File "...", line N, in f'). A clean refusal with
+    the same words (another class, no such frame) is not that crash."""
+
+    exception: str = Field(pattern=EXCEPTION_NAME)
+    frame: str = Field(min_length=1)
+
+    @field_validator("frame")
+    @classmethod
+    def _frame(cls, v: str) -> str:
+        return check_pattern(v)
+
+
 class Rule(Strict):
     when: str
     expect: Expect
@@ -813,6 +832,9 @@ class Rule(Strict):
     # known-issue / flaky: the checks the waiver covers; a failure of any other check is FAIL.
     # With `error`, a waived startup or request failure must also show that root cause.
     waives: list[Literal[CHECKS]] = []  # type: ignore[valid-type]
+    # known-issue / flaky whose `error` is the message of an exception: the crash it covers, so
+    # the waiver matches that exception raised there, never the words alone in any log line
+    crash: Crash | None = None
     # false: the published guide says nothing of this claim (an exception it is silent about);
     # the claims table, docs-drift and reports say so instead of showing the guide's cell.
     documented: bool = True
@@ -859,6 +881,15 @@ class Rule(Strict):
             raise ValueError("needs_weights and before_weights contradict: a refusal before the weights needs none")
         if self.error is not None:
             check_pattern(self.error)
+        if self.crash is not None and (self.expect not in ("known-issue", "flaky") or self.error is None):
+            raise ValueError("crash only applies to expect: known-issue or flaky with an error")
+        named = NAMES_EXCEPTION.search(self.error or "")
+        if self.expect in ("known-issue", "flaky") and named and self.crash is None:
+            raise ValueError(
+                f"error {self.error!r} names the exception {named.group(0)}: a waiver of a crash states "
+                f"crash: {{exception: {named.group(0)}, frame: <a regex of a frame of its traceback>}} "
+                f"and its error only the message, so a clean refusal with the same words is not waived"
+            )
         return self
 
 

@@ -26,6 +26,9 @@ def kv_parallel_config(topo: Topology, case: Case) -> dict:
     }
 
 
+# The two serving instances of a P/D pair, by the role (and log name) of each launch.
+PD_ROLES = ("prefill", "decode")
+
 # The live check every P/D case gets (harness.check.features.kv_transfer): KV really moved to the
 # decode side.
 KV_TRANSFER_CHECK = "kv-transferred"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases.case import Case
+from harness.cases.merge import instance_features
 from harness.cases.partition import stage_ranges
 from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
 from harness.launch import Deployment, Placement
@@ -25,7 +26,7 @@ from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Ports
-from harness.plan.pd import KV_TRANSFER_CHECK
+from harness.plan.pd import KV_TRANSFER_CHECK, PD_ROLES
 from harness.plan.reference import ResolvedReference, plan_reference, reference_features, resolve
 from harness.results.result import Expectation
 
@@ -51,13 +52,16 @@ class ResolvedCase:
     workload_dir: Path  # files the workload names are relative to it
     stage_bounds: StageBounds | None
     checks: frozenset[str]  # the checks the case's features name, and a P/D pair's KV transfer
-    silent_disable: tuple[str, ...]  # the WARNING texts that say a feature was turned off
+    # the WARNING texts that say a feature was turned off, each with the instance whose log may
+    # say it (a P/D side's name, None: any log): a side is judged only on the features it runs
+    silent_disable: tuple[tuple[str, str | None], ...]
     partition_expected: tuple[tuple[int, int], ...] | None  # each stage's [start, end) vLLM must build
     partition_tuning: bool
     device_env: str  # the platform's device-control variable
     reference_features: tuple[str, ...]  # the case's features its reference launch keeps
-    # each of the case's features with a field it needs of the configuration the engine built
-    effective: tuple[tuple[str, Requirement], ...] = ()
+    # each of the case's features with a field it needs of the configuration the engine built,
+    # and the instance that must have built it (a P/D side, None: the one deployment)
+    effective: tuple[tuple[str, Requirement, str | None], ...] = ()
 
     @property
     def id(self) -> str:
@@ -96,13 +100,25 @@ def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
         workload_dir=workload_dir(m, case),
         stage_bounds=stage_bounds_of(m, case),
         checks=frozenset(m.checks_of(case.features) | ({KV_TRANSFER_CHECK} if topo.decode is not None else set())),
-        silent_disable=tuple(p for f in case.features for p in m.features[f].silent_disable),
+        silent_disable=tuple(
+            (p, role) for role, feats in instances(m, case) for f in feats for p in m.features[f].silent_disable
+        ),
         partition_expected=expected,
         partition_tuning=suite.partition_tuning,
         device_env=m.platforms[case.platform].device_env,
         reference_features=reference_features(m, case),
-        effective=tuple((f, r) for f in case.features for r in m.features[f].requirements()),
+        effective=tuple(
+            (f, r, role) for role, feats in instances(m, case) for f in feats for r in m.features[f].requirements()
+        ),
     )
+
+
+def instances(m: Matrix, case: Case) -> list[tuple[str | None, list[str]]]:
+    """Each instance of the case with the features it runs: a P/D pair's prefill and decode
+    sides (each without its skip_features), else the one deployment (None) with all of them."""
+    if m.topologies[case.topology].decode is None:
+        return [(None, list(case.features))]
+    return [(role, instance_features(m, case.features, case.suite, case.group, role)) for role in PD_ROLES]
 
 
 class Planner:

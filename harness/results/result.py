@@ -139,6 +139,9 @@ class LogLine(Part):
     # its traceback ends in; "argparse" for the engine's argument errors) and what that makes it
     exception: str | None = None
     cause: Cause | None = None
+    # for an exception line: the frames of the traceback it ends ('File "...", line N, in f'),
+    # innermost last, so a waiver can name the crash by where it was raised
+    frames: list[str] = []
 
     @field_validator("cause", mode="before")
     @classmethod
@@ -293,6 +296,7 @@ class EngineDisabled(Part):
     value: Any = None  # what the engine built (None also where the field is absent)
     source: str = ""  # which process said so: "api server" or "rank N"
     missing: bool = False  # no process reported the field at all
+    instance: str = ""  # the P/D side whose engine built it ("prefill", "decode"); "" without P/D
 
 
 class EffectiveConfig(Part):
@@ -306,6 +310,9 @@ class EffectiveConfig(Part):
     workers: dict[str, dict[str, Any]] = {}
     unavailable: list[str] = []  # the processes that did not answer, and why
     disabled: list[EngineDisabled] = []  # the claimed features whose fields say off
+    # a P/D pair's: each instance's own (api, workers, unavailable), by side; the pair is judged
+    # side by side, each on the features that side runs
+    instances: dict[str, EffectiveConfig] = {}
 
 
 class Drafter(Part):
@@ -444,6 +451,8 @@ class Expectation(Part):
     owner: str | None = None
     until: datetime.date | None = None
     waives: list[str] = []  # known-issue / flaky: the checks the waiver covers
+    # known-issue / flaky: the crash the waiver covers ({exception, frame}), as the matrix states it
+    crash: dict[str, str] | None = None
     undocumented: bool = False  # the published guide is silent about this claim
     # the rule's own accuracy reference and comparison, as the matrix states them (JSON)
     reference: dict[str, Any] | None = None

@@ -118,12 +118,13 @@ def _record(feature: str, field: str, needs: str, value: Any, source: str) -> En
 
 
 def describe(d: EngineDisabled) -> str:
-    """The verdict's words for one disabled feature."""
+    """The verdict's words for one disabled feature (on a P/D pair, with the side that runs it)."""
+    feature = f"{d.feature} on the {d.instance} instance" if d.instance else d.feature
     if d.missing:
         where = f" ({d.source})" if d.source else ""
         return (
-            f"{d.feature}: disabled by the engine: its configuration has no field {d.field}{where}; "
+            f"{feature}: disabled by the engine: its configuration has no field {d.field}{where}; "
             f"the feature needs {d.needs}"
         )
     value = "null" if d.value is None else d.value
-    return f"{d.feature}: disabled by the engine: {d.field} = {value} ({d.source}); the feature needs {d.needs}"
+    return f"{feature}: disabled by the engine: {d.field} = {value} ({d.source}); the feature needs {d.needs}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness.check.effective.judge import disabled, flatten, worker_differences
+from harness.check.serving.client import Client
 from harness.check.serving.live import LiveDeployment
 from harness.matrix.effective import Requirement
 from harness.results.result import EffectiveConfig, Observation
@@ -16,14 +17,21 @@ EFFECTIVE_METHOD = "ppconf_effective_config"
 
 def read(live: LiveDeployment) -> EffectiveConfig:
     """What the API server and each worker report; a process that does not answer is named in
-    ``unavailable`` with the reason."""
+    ``unavailable`` with the reason. A P/D pair's instances each answer for themselves (the proxy
+    in front has no engine), in ``instances``."""
+    if live.instances:
+        return EffectiveConfig(instances={role: _read(client) for role, client in live.instances.items()})
+    return _read(live.client)
+
+
+def _read(client: Client) -> EffectiveConfig:
     eff = EffectiveConfig()
     try:
-        eff.api = flatten(live.client.server_config())
+        eff.api = flatten(client.server_config())
     except Exception as err:  # noqa: BLE001 — a server without the dev endpoint: evidence of its absence
         eff.unavailable.append(f"api server: /server_info ({type(err).__name__}: {err})")
     try:
-        answers = live.client.collective_rpc(EFFECTIVE_METHOD)
+        answers = client.collective_rpc(EFFECTIVE_METHOD)
     except Exception as err:  # noqa: BLE001 — no stage probe on the workers
         eff.unavailable.append(f"workers: {EFFECTIVE_METHOD} ({type(err).__name__}: {err})")
         return eff
@@ -32,18 +40,26 @@ def read(live: LiveDeployment) -> EffectiveConfig:
     return eff
 
 
-def judge_case(obs: Observation, eff: EffectiveConfig | None, needs: Iterable[tuple[str, Requirement]]) -> None:
+def judge_case(
+    obs: Observation, eff: EffectiveConfig | None, needs: Iterable[tuple[str, Requirement, str | None]]
+) -> None:
     """The deployment's configuration onto one case's observation, with the case's features
-    judged against it (``needs``: each feature with a field it needs); where no process
-    answered, a note says the features' fields went unjudged."""
+    judged against it (``needs``: each feature with a field it needs and the P/D side that runs
+    it, None without P/D), each side on its own instance's configuration; where no process of an
+    instance answered, a note says its features' fields went unjudged."""
     if eff is None:
         return
-    by_feature: dict[str, list[Requirement]] = {}
-    for feature, req in needs:
-        by_feature.setdefault(feature, []).append(req)
-    obs.effective = eff.model_copy(update={"disabled": disabled(by_feature, eff)}, deep=True)
-    if by_feature and not eff.api and not eff.workers:
-        obs.notes.append(
-            f"effective configuration unavailable ({'; '.join(eff.unavailable)}): the fields of "
-            f"{', '.join(by_feature)} were not judged"
-        )
+    by_instance: dict[str | None, dict[str, list[Requirement]]] = {}
+    for feature, req, role in needs:
+        by_instance.setdefault(role, {}).setdefault(feature, []).append(req)
+    found = []
+    for role, by_feature in by_instance.items():
+        own = eff.instances.get(role, EffectiveConfig()) if role is not None else eff
+        found += [d.model_copy(update={"instance": role or ""}) for d in disabled(by_feature, own)]
+        if not own.api and not own.workers:
+            on = f" on the {role} instance" if role else ""
+            obs.notes.append(
+                f"effective configuration unavailable{on} ({'; '.join(own.unavailable) or 'not read'}): "
+                f"the fields of {', '.join(by_feature)} were not judged"
+            )
+    obs.effective = eff.model_copy(update={"disabled": found}, deep=True)

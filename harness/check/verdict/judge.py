@@ -95,9 +95,30 @@ def _unwaived(exp: Expectation, obs: Observation, failed: list[tuple[str, str]])
     for check, why in failed:
         if check not in exp.waives:
             out.append(why)
+        elif exp.crash and check in ("startup", "request") and (other := _not_the_crash(exp, obs.root_cause)):
+            out.append(f"{why} (not the waived crash: {other})")
         elif rx and check in ("startup", "request") and not rx.search(cause):
             out.append(f"{why} (not the waived failure /{exp.error}/)")
     return out
+
+
+def _not_the_crash(exp: Expectation, line: LogLine | None) -> str | None:
+    """Why the root cause is not the crash a waiver names (its exception class, its message
+    matching the waiver's error, a frame of its traceback matching the waiver's frame), or None."""
+    assert exp.crash is not None and exp.error is not None
+    want, frame = exp.crash["exception"], exp.crash["frame"]
+    named = f"{want} /{exp.error}/ raised in a frame matching /{frame}/"
+    if line is None or not line.exception:
+        return f"{named}; the logs show no exception"
+    got = f"got {line.text!r} ({line.log}:{line.line})"
+    if line.exception.rsplit(".", 1)[-1] != want.rsplit(".", 1)[-1]:
+        return f"{named}; {got}, a {line.exception}"
+    if not Pattern(exp.error).search(line.text):
+        return f"{named}; {got}"
+    if not any(Pattern(frame).search(f) for f in line.frames):
+        where = f"its traceback's innermost frame is {line.frames[-1]!r}" if line.frames else "it has no traceback"
+        return f"{named}; {got}, but {where}"
+    return None
 
 
 # Root causes that mean the infrastructure failed (a port taken, a model missing, a host down),
