@@ -5,6 +5,7 @@ engine idle again). Each suite is one case and one reference launch; the rules' 
 shown on recorded answers in tests/test_requests_compare.py and tests/test_open_loop.py."""
 
 import json
+import os
 
 import pytest
 
@@ -37,6 +38,9 @@ def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
     assert by_name["chat"]["prompt_token_ids"] and by_name["greedy-logprobs"]["choices"][0]["prompt_logprobs"]
 
 
+# Two minutes of load on two launches: about 8 minutes here, past CI's share, so it runs when asked
+# (PPCONF_SOAK=1); the after-phase assertions fail on recorded series in tests/test_open_loop.py.
+@pytest.mark.skipif(not os.environ.get("PPCONF_SOAK"), reason="two minutes of load: run with PPCONF_SOAK=1")
 def test_two_minutes_of_open_loop_load_and_the_engine_idle_after(tmp_path):
     record = _run("load-cpu", tmp_path / "run")
     assert record["outcome"] == "PASS", record["reason"]
