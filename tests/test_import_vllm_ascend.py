@@ -362,3 +362,64 @@ def imported_with(tmp_path: Path, parser, *paths: Path) -> Path:
     out = tmp_path / "imported"
     import_configs(list(paths), load_matrix(), parser).write(out)
     return out
+
+
+def _with_request_tests(tmp_path: Path, lines: str) -> Path:
+    """INT8's first test case with request-test keys of vllm-ascend's single-node format."""
+    config = tmp_path / "requests.yaml"
+    anchor = '  - name: "Qwen3-32B-W8A8-aclgraph-a3"\n    model: "vllm-ascend/Qwen3-32B-W8A8"\n'
+    text = INT8.read_text()
+    assert anchor in text
+    config.write_text(text.replace(anchor, anchor + lines, 1))
+    return config
+
+
+def test_a_test_cases_prompts_and_test_content_become_its_explicit_requests(tmp_path, shipped):
+    config = _with_request_tests(
+        tmp_path,
+        "    service_mode: openai\n"
+        '    prompts: ["San Francisco is a", "The capital of France is"]\n'
+        "    api_keyword_args: {max_tokens: 10}\n"
+        '    test_content: ["completion", "chat_completion"]\n',
+    )
+    out = tmp_path / "imported"
+    import_configs([config], shipped, None).write(out)
+    m = load_matrix([DEFAULT_MATRICES, out])
+    (group,) = [g for g in m.suites["requests"].groups if g.families == ["qwen3-32b-w8a8-aclgraph-a3"]]
+    (phase,) = [p for p in group.workload if p.kind == "explicit"]
+    sent = [r.model_dump(exclude_none=True) for r in phase.explicit]
+    assert [(r["endpoint"], r["max_tokens"], r["seed"]) for r in sent] == [("completions", 10, 0)] * 2 + [
+        ("chat", 10, 0)
+    ] * 2
+    assert sent[0]["prompt"] == "San Francisco is a"
+    assert sent[3]["messages"][0]["content"] == "The capital of France is"
+    # the other test case of the file says nothing of requests: no explicit phase
+    (other,) = [g for g in m.suites["requests"].groups if g.families == ["qwen3-32b-w8a8-single-a3"]]
+    assert all(p.kind != "explicit" for p in other.workload or [])
+
+
+def test_an_empty_test_content_is_benchmarks_only(tmp_path, shipped):
+    config = _with_request_tests(tmp_path, "    test_content: []\n")
+    out = tmp_path / "imported"
+    import_configs([config], shipped, None).write(out)
+    m = load_matrix([DEFAULT_MATRICES, out])
+    (group,) = [g for g in m.suites["requests"].groups if g.families == ["qwen3-32b-w8a8-aclgraph-a3"]]
+    assert [p.kind for p in group.workload] == ["sequential", "concurrent"]  # the perf benchmark's phase
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ('    test_content: ["image"]\n    prompts: ["a"]\n', "test_content 'image': not mapped"),
+        ('    test_content: ["completion"]\n', "test_content without prompts"),
+        ("    service_mode: epd\n", "service_mode 'epd': only 'openai' is mapped"),
+    ],
+)
+def test_request_tests_ppconf_cannot_send_are_errors_at_their_line(tmp_path, shipped, lines, message):
+    config = _with_request_tests(tmp_path, lines)
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], shipped, None)
+    (e,) = err.value.errors
+    assert message in str(e)
+    line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
+    assert line > 50  # in the test case, not the file's head

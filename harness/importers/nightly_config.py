@@ -64,6 +64,10 @@ class TestCase(_Config):
     server_cmd: list[str | int | float] | None = None
     server_cmd_extra: list[str | int | float] | None = None
     benchmarks: dict[str, Benchmark | None] | None = None
+    service_mode: str | None = None
+    prompts: list[str] | None = None
+    api_keyword_args: dict[str, Any] | None = None
+    test_content: list[str] | None = None
 
 
 class SingleNodeConfig(_Config):

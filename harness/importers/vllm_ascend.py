@@ -94,7 +94,22 @@ MULTI_NODE_KEYS = (
     "benchmarks",
     "disaggregated_prefill",
 )
-CASE_KEYS = ("name", "model", "envs", "server_cmd", "server_cmd_extra", "benchmarks")
+CASE_KEYS = (
+    "name",
+    "model",
+    "envs",
+    "server_cmd",
+    "server_cmd_extra",
+    "benchmarks",
+    "service_mode",
+    "prompts",
+    "api_keyword_args",
+    "test_content",
+)
+# What a single-node test's `test_content` names, as the endpoint ppconf sends its `prompts` to
+# (each with the test's `api_keyword_args`); `[]` is vllm-ascend's "no request tests, AISBench
+# only". Other entries (images, EPD) have no mapping and are errors at their line.
+TEST_CONTENT = {"completion": "completions", "chat_completion": "chat"}
 PLATFORM = "ascend"
 
 
@@ -217,6 +232,7 @@ class Test:
     where: Where
     prefill: list[int] = field(default_factory=list)  # P/D: host indexes of each instance
     decode: list[int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)  # single-node request tests
 
 
 def _check_keys(doc: Document, loc: tuple, data: Any, known: tuple[str, ...], needs: tuple[str, ...]) -> None:
@@ -322,9 +338,53 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
                 nodes=[node],
                 benchmarks=_benchmarks(doc, ("test_cases", i, "benchmarks"), case.get("benchmarks")),
                 where=doc.where(("test_cases", i, "name")),
+                requests=_requests(doc, ("test_cases", i), case),
             )
         )
     return tests
+
+
+def _requests(doc: Document, loc: tuple, case: dict) -> list[dict[str, Any]]:
+    """A single-node test's request tests as ppconf's explicit requests: each of its `prompts`
+    sent to each endpoint its `test_content` names, with its `api_keyword_args`. vLLM samples at
+    temperature 1 unless a request says otherwise, so a request the config leaves unseeded gets
+    `seed: 0`: the case and its reference then sample alike and their answers can be compared
+    (vllm-ascend's own test only checks that each request is answered)."""
+    mode = case.get("service_mode")
+    if mode not in (None, "openai"):
+        raise SourceError(
+            doc.value_where((*loc, "service_mode")) or doc.where((*loc, "service_mode")),
+            f"service_mode {mode!r}: only 'openai' is mapped (ppconf does not launch EPD deployments)",
+        )
+    content = case.get("test_content")
+    if content is None or content == []:
+        return []  # no request tests: the config's benchmarks and ppconf's own comparison stand
+    prompts = case.get("prompts")
+    if not prompts:
+        raise SourceError(
+            doc.where((*loc, "test_content")),
+            "test_content without prompts: ppconf sends the config's own prompts (vllm-ascend's default list "
+            "is not part of the config)",
+        )
+    kwargs = dict(case.get("api_keyword_args") or {})
+    if "seed" not in kwargs and kwargs.get("temperature", 1) != 0:
+        kwargs["seed"] = 0
+    out = []
+    for j, kind in enumerate(content):
+        endpoint = TEST_CONTENT.get(str(kind))
+        if endpoint is None:
+            raise SourceError(
+                doc.value_where((*loc, "test_content", j)) or doc.where((*loc, "test_content")),
+                f"test_content {kind!r}: not mapped (ppconf maps {', '.join(sorted(TEST_CONTENT))})",
+            )
+        for n, prompt in enumerate(prompts):
+            request: dict[str, Any] = {"name": f"{slug(str(kind))}-{n}", "endpoint": endpoint}
+            if endpoint == "chat":
+                request["messages"] = [{"role": "user", "content": str(prompt)}]
+            else:
+                request["prompt"] = str(prompt)
+            out.append(request | kwargs)
+    return out
 
 
 def _benchmarks(doc: Document, loc: tuple, body: Any) -> dict[str, tuple[dict[str, Any], Where]]:
@@ -415,6 +475,8 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     if group_args:
         group["args"] = [a for f in flags if f.name in group_args for a in f.argv()]
     group.update(group_sides)
+    if test.requests:
+        phases = [*phases, {"kind": "explicit", "name": "test-content", "explicit": test.requests}]
     if phases:
         group["workload"] = [{"kind": "sequential"}, *phases]
     return family, group
