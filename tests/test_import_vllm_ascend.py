@@ -423,3 +423,25 @@ def test_request_tests_ppconf_cannot_send_are_errors_at_their_line(tmp_path, shi
     assert message in str(e)
     line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
     assert line > 50  # in the test case, not the file's head
+
+
+def test_a_batch_with_one_bad_file_writes_the_others_and_says_which_failed(tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+
+    # the plain split into flags: this test is about the batch, not vLLM's parser
+    monkeypatch.setattr("harness.commands.imports.engine", lambda: "vLLM's parser left out")
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EAGLE3.read_text().replace('"method": "eagle3"', '"method": "eagle"', 1))
+    out = tmp_path / "imported"
+    assert main(["import", "vllm-ascend-nightly", str(INT8), str(bad), str(MULTI), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"not imported: {bad}" in err and "speculative method 'eagle'" in err
+    assert "1 of 3 configs failed" in err
+    assert sorted(p.name for p in out.glob("*.yaml")) == sorted([INT8.name.lower(), MULTI.name.lower(), "topologies.yaml"])
+    m = load_matrix([DEFAULT_MATRICES, out])
+    assert "qwen3-32b-int8" in m.suites and "bad" not in m.suites
+    # every file bad: nothing written
+    out2 = tmp_path / "none"
+    assert main(["import", "vllm-ascend-nightly", str(bad), "--out", str(out2)]) == 1
+    assert not out2.exists() or not list(out2.glob("*.yaml"))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.commands.common import CliError, add_force, matrix
-from harness.importers.vllm_ascend import import_configs
+from harness.importers.vllm_ascend import import_each
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.plan.validate import engine
 
@@ -27,7 +27,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     eng = engine()
     if isinstance(eng, str):
         print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
-    imported = import_configs(args.files, base, None if isinstance(eng, str) else eng.parser)
+    # each file on its own: a bad one is reported and the others are still written
+    imported, failed = import_each(args.files, base, None if isinstance(eng, str) else eng.parser)
+    for path, errors in failed.items():
+        print(f"not imported: {path}", file=sys.stderr)
+        for err in errors:
+            print(f"error: {err}", file=sys.stderr)
+    if not imported.files:
+        print(f"nothing imported: {len(failed)} of {len(args.files)} configs failed", file=sys.stderr)
+        return 1
     written = imported.write(args.out, force=args.force)
     load_matrix(layers)  # what was written loads over the matrices it was imported against
     for path in written:
@@ -35,6 +43,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     flags = " ".join(f"--matrices {p}" for p in layers)
     suites = sorted(s for f in imported.files.values() for s in f["suites"])
     print(f"{len(suites)} suites ({', '.join(suites)}); check them with: ppconf lint --plans {flags}")
+    if failed:
+        print(f"{len(failed)} of {len(args.files)} configs failed (see above); the others were written", file=sys.stderr)
+        return 1
     return 0
 
 

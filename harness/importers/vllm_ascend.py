@@ -147,26 +147,40 @@ def import_configs(paths: list[Path], base: Matrix, parser: Any | None) -> Impor
     """The matrix sections of the configs at ``paths``, over the matrix ``base`` (its features
     are recognised, its names not redefined). ``parser``: vLLM's serve parser, or None for the
     plain split. Raises MatrixError with every problem found."""
+    imported, errors = import_each(paths, base, parser)
+    if errors:
+        raise MatrixError([e for errs in errors.values() for e in errs])
+    return imported
+
+
+def import_each(
+    paths: list[Path], base: Matrix, parser: Any | None
+) -> tuple[Imported, dict[str, list[SourceError]]]:
+    """Each config on its own: the sections of those that import, and the problems of each that
+    does not, by its path (a bad file leaves nothing of its own behind, topologies included)."""
     imported = Imported()
-    errors: list[SourceError] = []
+    errors: dict[str, list[SourceError]] = {}
     for path in paths:
+        topologies = dict(imported.topologies)
         try:
             doc = load_document(path, str(path))
-            name, sections = _config(doc, base, parser, imported.topologies)
+            name, sections = _config(doc, base, parser, topologies)
         except MatrixError as err:
-            errors.extend(err.errors)
+            errors[str(path)] = list(err.errors)
             continue
         except SourceError as err:
-            errors.append(err)
+            errors[str(path)] = [err]
             continue
         if name in imported.files:
-            errors.append(SourceError(doc.where(), f"a second config named {name!r} (file names give the suites)"))
+            errors[str(path)] = [
+                SourceError(doc.where(), f"a second config named {name!r} (file names give the suites)")
+            ]
             continue
+        imported.topologies.clear()
+        imported.topologies.update(topologies)
         imported.files[name] = sections
         imported.sources[name] = str(path)
-    if errors:
-        raise MatrixError(errors)
-    return imported
+    return imported, errors
 
 
 def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -> tuple[str, dict[str, Any]]:
