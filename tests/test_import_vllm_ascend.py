@@ -438,7 +438,8 @@ def test_a_batch_with_one_bad_file_writes_the_others_and_says_which_failed(tmp_p
     err = capsys.readouterr().err
     assert f"not imported: {bad}" in err and "speculative method 'eagle'" in err
     assert "1 of 3 configs failed" in err
-    assert sorted(p.name for p in out.glob("*.yaml")) == sorted([INT8.name.lower(), MULTI.name.lower(), "topologies.yaml"])
+    written = sorted(p.name for p in out.glob("*.yaml"))
+    assert written == sorted([INT8.name.lower(), MULTI.name.lower(), "topologies.yaml"])
     m = load_matrix([DEFAULT_MATRICES, out])
     assert "qwen3-32b-int8" in m.suites and "bad" not in m.suites
     # every file bad: nothing written

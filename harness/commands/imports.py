@@ -29,8 +29,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"note: {eng}; server_cmd is read by a plain split into flags", file=sys.stderr)
     # each file on its own: a bad one is reported and the others are still written
     imported, failed = import_each(args.files, base, None if isinstance(eng, str) else eng.parser)
-    for path, errors in failed.items():
-        print(f"not imported: {path}", file=sys.stderr)
+    for source, errors in failed.items():
+        print(f"not imported: {source}", file=sys.stderr)
         for err in errors:
             print(f"error: {err}", file=sys.stderr)
     if not imported.files:
@@ -44,7 +44,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     suites = sorted(s for f in imported.files.values() for s in f["suites"])
     print(f"{len(suites)} suites ({', '.join(suites)}); check them with: ppconf lint --plans {flags}")
     if failed:
-        print(f"{len(failed)} of {len(args.files)} configs failed (see above); the others were written", file=sys.stderr)
+        done = "the others were written"
+        print(f"{len(failed)} of {len(args.files)} configs failed (see above); {done}", file=sys.stderr)
         return 1
     return 0
 

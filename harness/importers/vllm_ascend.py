@@ -153,9 +153,7 @@ def import_configs(paths: list[Path], base: Matrix, parser: Any | None) -> Impor
     return imported
 
 
-def import_each(
-    paths: list[Path], base: Matrix, parser: Any | None
-) -> tuple[Imported, dict[str, list[SourceError]]]:
+def import_each(paths: list[Path], base: Matrix, parser: Any | None) -> tuple[Imported, dict[str, list[SourceError]]]:
     """Each config on its own: the sections of those that import, and the problems of each that
     does not, by its path (a bad file leaves nothing of its own behind, topologies included)."""
     imported = Imported()
