@@ -335,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=span,
         help="the hours the cluster is free (e.g. 8h, 7h30m): warn when the suite's night does not fit them",
     )
+    p.add_argument(
+        "--measure-read",
+        type=Path,
+        metavar="DIR",
+        help="first measure how fast this host reads the files under DIR (a checkpoint) and keep the rate "
+        "for its local nodes that declare no read_gb_s",
+    )
     add_format(p, "text: the placements as a table; json: the same schedule as one JSON object")
     p.add_argument("--simulate", action="store_true", help="deprecated: schedule never launches anything")
 

@@ -21,6 +21,7 @@ from harness.outcomes import NO_LAUNCH, Kind
 from harness.plan.cluster import Cluster, load_cluster
 from harness.plan.deployment import plan
 from harness.preflight import lint_plans, references_unfit
+from harness.target import readspeed
 
 
 def _migrate(args: argparse.Namespace) -> list[dict]:
@@ -262,6 +263,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def with_measured_reads(cluster: Cluster) -> Cluster:
+    """The inventory with this host's measured read rate on its local nodes that declare none."""
+    rate = readspeed.this_host()
+    if rate is None:
+        return cluster
+    nodes = [
+        n.model_copy(update={"read_gb_s": rate}) if n.reach == "local" and not n.read_gb_s else n for n in cluster.nodes
+    ]
+    return cluster.model_copy(update={"nodes": nodes})
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     from harness.plan.schedule import hms, load_durations, schedule_suite
 
@@ -277,7 +289,18 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    sched = schedule_suite(m, args.suite, load_cluster(args.cluster), durations)
+    cluster = load_cluster(args.cluster)
+    if args.measure_read is not None:
+        try:
+            gb_s, nbytes = readspeed.measure(args.measure_read)
+        except (OSError, ValueError) as err:
+            print(f"error: cannot measure the read rate: {err}", file=sys.stderr)
+            return 2
+        kept = readspeed.record(gb_s, args.measure_read, nbytes)
+        print(
+            f"read {nbytes / 1e9:.2f} GB under {args.measure_read} at {gb_s:.2f} GB/s; kept in {kept}", file=sys.stderr
+        )
+    sched = schedule_suite(m, args.suite, with_measured_reads(cluster), durations)
     if args.format == "json":
         out = sched.to_json()
         if args.window is not None:
