@@ -34,7 +34,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -107,22 +107,7 @@ def append_text(path: Path, text: str, *, force: bool = False, root: Path | None
     data = text.encode("utf-8", errors="backslashreplace")
     with _folder(path, root) as folder, _turn(folder):
         _check(folder, path, force, append=True)
-        try:
-            fd = os.open(
-                path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder
-            )
-            try:
-                _regular(fd, path)
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            entry = _entry_of(folder, path.name)
-        except OSError as err:
-            raise WriteRefused(f"{path}: {err.strerror}") from None
-        manifest = _read_manifest(folder)
-        manifest[path.name] = [entry]
-        _write_manifest(folder, path, manifest)
+        _in_place(folder, path, os.O_APPEND | os.O_CREAT, lambda fd: _write_all(fd, data))
     return path
 
 
@@ -132,21 +117,27 @@ def truncate(path: Path, size: int, *, force: bool = False, root: Path | None = 
     path = Path(path)
     with _folder(path, root) as folder, _turn(folder):
         _check(folder, path, force, append=True)
-        try:
-            fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-            try:
-                _regular(fd, path)
-                os.ftruncate(fd, size)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            entry = _entry_of(folder, path.name)
-        except OSError as err:
-            raise WriteRefused(f"{path}: {err.strerror}") from None
-        manifest = _read_manifest(folder)
-        manifest[path.name] = [entry]
-        _write_manifest(folder, path, manifest)
+        _in_place(folder, path, 0, lambda fd: os.ftruncate(fd, size))
     return path
+
+
+def _in_place(folder: int, path: Path, flags: int, change: Callable[[int], object]) -> None:
+    """Open ``path`` in ``folder`` for writing (never through a link; ``flags`` added), apply
+    ``change`` to its descriptor, sync it, and record what it now holds in the manifest."""
+    try:
+        fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags, 0o666, dir_fd=folder)
+        try:
+            _regular(fd, path)
+            change(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        entry = _entry_of(folder, path.name)
+    except OSError as err:
+        raise WriteRefused(f"{path}: {err.strerror}") from None
+    manifest = _read_manifest(folder)
+    manifest[path.name] = [entry]
+    _write_manifest(folder, path, manifest)
 
 
 def open_stream(path: Path, *, append: bool = True, root: Path | None = None) -> BinaryIO:

@@ -171,6 +171,7 @@ def test_a_planted_relative_upward_import_is_found():
 # steps above it. (A module directly under harness/ is its own entry.)
 LAYERS = (
     "harness.safe_write",  # how every file is written: no link followed, atomic, only its own replaced
+    "harness.cache",  # where what is built or measured between runs is kept
     "harness.outcomes",  # the vocabulary: outcomes, claim kinds
     "harness.registry",  # the pluggable kinds' names, each the module that implements it
     "harness.redact",  # secrets masked wherever a plan or a record is written

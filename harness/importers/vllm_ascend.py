@@ -174,8 +174,7 @@ def import_each(paths: list[Path], base: Matrix, parser: Any | None) -> tuple[Im
                 SourceError(doc.where(), f"a second config named {name!r} (file names give the suites)")
             ]
             continue
-        imported.topologies.clear()
-        imported.topologies.update(topologies)
+        imported.topologies = topologies
         imported.files[name] = sections
         imported.sources[name] = str(path)
     return imported, errors

@@ -291,7 +291,11 @@ class Schedule:
             lines.append(
                 f"night's total {hms(self.makespan)}, {self.device_hours:.1f} device-hours; estimates read "
                 f"weights at {gb_s:g} GB/s per node "
-                + ("(the inventory's slowest node)" if declared else "(assumed: the inventory declares no read_gb_s)")
+                + (
+                    "(the slowest node's, declared in the inventory or measured on this host)"
+                    if declared
+                    else "(assumed: the inventory declares no read_gb_s)"
+                )
                 + "; parts: w weights, i engine init, g graph capture, t traffic, in seconds"
             )
         if self.makespan_without_references is not None:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness import safe_write
+from harness import cache, safe_write
 from harness.stacks.stack import INSTALLABLE, Stack, StackError
 from harness.target import vllm_cpu
 
@@ -43,7 +43,7 @@ Say = Callable[[str], None]
 def cache_root() -> Path:
     if os.environ.get("PPCONF_STACK_CACHE"):
         return Path(os.environ["PPCONF_STACK_CACHE"])
-    return Path(os.environ.get("PPCONF_CACHE") or Path.home() / ".cache" / "ppconf") / "stacks"
+    return cache.home() / "stacks"
 
 
 def venv_of(stack: Stack, root: Path | None = None) -> Path:

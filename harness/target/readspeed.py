@@ -16,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from harness import json_input, safe_write
+from harness import cache, json_input, safe_write
 
 # What one measurement reads at most: enough to pass the disk's caches, short enough to run
 # before a night.
@@ -25,8 +25,7 @@ CHUNK = 16 * 1024**2
 
 
 def cache_path() -> Path:
-    base = os.environ.get("PPCONF_CACHE") or Path.home() / ".cache" / "ppconf"
-    return Path(base) / "read-bandwidth.json"
+    return cache.home() / "read-bandwidth.json"
 
 
 def measure(folder: Path, limit_bytes: int = LIMIT_BYTES) -> tuple[float, int]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import safe_write
+from harness import cache, safe_write
 from harness.target.hf_config import TEXT_CONFIGS, layers_in
 
 BUILDER_VERSION = 1
@@ -147,8 +147,7 @@ ZOO: dict[str, ZooSpec] = {
 
 
 def default_cache_root() -> Path:
-    base = os.environ.get("PPCONF_CACHE") or Path.home() / ".cache" / "ppconf"
-    return Path(base) / "zoo"
+    return cache.home() / "zoo"
 
 
 # Their versions are part of the hash: a new release may initialise weights or

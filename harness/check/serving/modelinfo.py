@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness import safe_write
+from harness import cache, safe_write
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +26,7 @@ DIR = "modelinfos"  # vLLM's name for it, under VLLM_CACHE_ROOT
 
 def store_root() -> Path:
     """``$PPCONF_CACHE/vllm-modelinfos``, else ``~/.cache/ppconf/vllm-modelinfos``."""
-    base = os.environ.get("PPCONF_CACHE") or Path.home() / ".cache" / "ppconf"
-    return Path(base) / "vllm-modelinfos"
+    return cache.home() / "vllm-modelinfos"
 
 
 def store_for(stack: Mapping[str, str], root: Path | None = None) -> Path | None:
