@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from harness.matrix import changes
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
+from harness.matrix.facts import EngineFacts, read_facts
 from harness.matrix.requests import RequestFile
 from harness.matrix.schema import (
     NAME,
@@ -238,8 +239,8 @@ def validation_errors(
 
 
 def beside(matrix_file: Path) -> dict[str, Any]:
-    """The validation context of one matrix file: how a file of explicit requests it names
-    (relative to its own directory) is read, a problem in it a ValueError naming its file,
+    """The validation context of one matrix file: how a file of explicit requests or of engine
+    facts it names (relative to its own directory) is read, a problem in it a ValueError naming its file,
     line and column."""
 
     def request_file(name: str) -> list[Any]:
@@ -255,7 +256,10 @@ def beside(matrix_file: Path) -> dict[str, Any]:
         except ValidationError as err:
             raise ValueError("; ".join(str(e) for e in validation_errors(doc, RequestFile, (), err))) from None
 
-    return {"request_file": request_file}
+    def facts_file(name: str) -> EngineFacts:
+        return read_facts(matrix_file.parent / name)
+
+    return {"request_file": request_file, "facts_file": facts_file}
 
 
 def matrix_files(root: Path) -> list[Path]:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from harness.matrix.effective import Requirement, parse_requirements
+from harness.matrix.facts import EngineFacts
 from harness.matrix.requests import ExplicitRequest
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
@@ -492,8 +493,12 @@ class Platform(Strict):
     serve_args: list[str] = []
     # Env for the vLLM processes of one executor backend only (never `ray start`).
     backend_env: dict[Backend, Env] = {}
-    # The keys of --additional-config this platform's engine reads (top level), each with its
-    # source; a plan's additional-config is checked against them.
+    # What the platform's engine reads, generated from its source at a commit (harness.matrix.facts):
+    # the name of a JSON file beside this matrix file. A plan's additional-config keys and its
+    # engine's env names are checked against it, its kv ports against the reserved ranges.
+    facts: EngineFacts | None = None
+    # --additional-config keys (top level) a guide documents that the facts' commit does not read
+    # (a feature newer than that commit), each with that guide: accepted beside the facts' keys.
     additional_config: dict[str, ConfigKey] = {}
     # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
     # installed one, dotted ("compilation-config.pass_config.enable_sp"), each naming the engine
@@ -505,6 +510,17 @@ class Platform(Strict):
     k8s_resource: str | None = Field(
         None, pattern=r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
     )
+
+    @field_validator("facts", mode="before")
+    @classmethod
+    def _facts_file(cls, v: object, info: ValidationInfo) -> object:
+        # the loader reads a facts file beside the matrix file it validates (load.py)
+        if not isinstance(v, str):
+            return v
+        read = (info.context or {}).get("facts_file")
+        if read is None:
+            raise ValueError(f"{v!r}: a facts file is read beside a matrix file; here there is none")
+        return read(v)
 
 
 class Side(Strict):
