@@ -52,7 +52,9 @@ class Tree:
 
     def __init__(self, source: Path, rev: str | None):
         self.source = source
-        self.git = _git(source, "rev-parse", "--git-dir", check=False) is not None
+        # a repository of its own (not a folder inside another one, as a test's copy is)
+        bare = (_git(source, "rev-parse", "--is-bare-repository", check=False) or "").strip() == "true"
+        self.git = bare or (source / ".git").exists()
         if self.git:
             self.commit = _git(source, "rev-parse", f"{rev or 'HEAD'}^{{commit}}").strip()
             listing = _git(source, "ls-tree", "-r", "--full-tree", self.commit)

@@ -9,7 +9,8 @@ import json
 from harness.cases.case import Case
 from harness.cases.merge import json_args
 from harness.launch import Deployment, LaunchSpec, Placement, PlanError
-from harness.matrix.schema import Topology
+from harness.matrix.schema import Platform, Topology
+from harness.plan.cluster import Cluster
 from harness.plan.instance import InstancePlanner
 from harness.plan.launch import default_placement
 
@@ -58,6 +59,21 @@ def connector_extra_config(connector: str, topo: Topology, case: Case, kv_port: 
     return kv_parallel_config(topo, case)
 
 
+# The kv ports of a pair: prefill's from the base, decode's 100 past it, each one per device.
+KV_BLOCK = 200
+
+
+def clear_of_reserved(port: int, platform: Platform, cluster: Cluster) -> int:
+    """The pair's kv port base: ``port``, or past the end of a range the platform's transports
+    pick ports from at random on the cluster's largest node (its facts) where the pair's block
+    would fall in it (vllm-ascend's Mooncake guide: kv_port 36000 or above on 16-NPU nodes)."""
+    for reserved in platform.facts.reserved_ports if platform.facts else ():
+        top = max(reserved.span(len(n.devices)).stop for n in cluster.nodes)
+        if port < top and port + KV_BLOCK > reserved.first:
+            port = top
+    return port
+
+
 def plan_pd(p: InstancePlanner) -> Deployment:
     """The prefill instance, the decode instance and the proxy of one P/D case; ``merged`` and the
     other parts are the planner's, so both sides get one merge with one precedence."""
@@ -66,12 +82,13 @@ def plan_pd(p: InstancePlanner) -> Deployment:
     decode = topo.decode
     assert decode is not None, "a P/D topology has a decode instance"
     connector = topo.connector or "MooncakeConnectorV1"
-    extra_config = connector_extra_config(connector, topo, case, ports.kv)
+    kv_base = clear_of_reserved(ports.kv, p.platform, cluster)
+    extra_config = connector_extra_config(connector, topo, case, kv_base)
     sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
     merged_sides = []
     for role, kv_role, inst, _port, index in sides:
         # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
-        kv_port = str(ports.kv + index * 100)
+        kv_port = str(kv_base + index * 100)
         own = own_kv(role)
         kv = (
             {}
