@@ -25,13 +25,13 @@ class Source(_Strict):
         return f"https://github.com/{self.repository}/blob/{self.commit}/{path}" + (f"#L{line}" if line else "")
 
 
-class ConfigKey(_Strict):
+class ReadKey(_Strict):
     """A key the engine reads from a JSON config, with the keys it reads inside it (none: a value
     the engine does not look into); an open key passes any key on (``**kwargs``)."""
 
     read_in: str
     open: bool = False
-    keys: dict[str, ConfigKey] = {}
+    keys: dict[str, ReadKey] = {}
 
 
 class RemovedKey(_Strict):
@@ -61,7 +61,7 @@ class ReservedPorts(_Strict):
 
 class EngineFacts(_Strict):
     source: Source
-    additional_config: dict[str, ConfigKey]
+    additional_config: dict[str, ReadKey]
     removed_additional_config: dict[str, RemovedKey] = {}
     env: dict[str, Read]
     reserved_ports: list[ReservedPorts] = []

@@ -41,7 +41,7 @@ from typing import Any
 from harness.cases.case import Case
 from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.effective import CONFIG_SECTIONS
-from harness.matrix.facts import ConfigKey as FactKey
+from harness.matrix.facts import ReadKey
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Platform
 from harness.outcomes import NO_LAUNCH
@@ -480,12 +480,12 @@ def additional_config_errors(platform: Platform, value: dict, extra_keys: set[st
             out.append(f"key {key!r} was removed: {gone.message} ({facts.where(gone.read_in)})")
         elif key not in top and f"additional-config.{key}" not in extra_keys:
             out.append(f"unknown key {key!r}{_suggest(key, top)} ({read} reads no such key)")
-        elif isinstance(top.get(key), FactKey):
+        elif isinstance(top.get(key), ReadKey):
             out += _sub_key_errors(key, top[key], sub, read)
     return out
 
 
-def _sub_key_errors(path: str, fact: FactKey, value: object, read: str) -> list[str]:
+def _sub_key_errors(path: str, fact: ReadKey, value: object, read: str) -> list[str]:
     if fact.open or not fact.keys or not isinstance(value, dict):
         return []
     out = []
