@@ -7,13 +7,17 @@ For every case (and any other deployment, such as a reference) of a suite planne
   is importable on the driver (a note says so where it is not): an unknown flag, a bad value,
   or one destination given twice is an error naming the matrix entries that gave it;
 - JSON flags are checked against the fields of vLLM's config dataclasses (speculative,
-  kv-transfer, compilation, kv-events), ``--additional-config`` against the keys the platform
-  declares in the matrix (``additional_config``), with the platform's ``config_keys`` added;
+  kv-transfer, compilation, kv-events), ``--additional-config`` (keys and sub-keys) against what
+  the platform's engine reads by its facts file (generated from its source:
+  ``scripts/ascend_facts.py``), with the keys the platform documents beyond it and its
+  ``config_keys`` added;
 - the world size, as vLLM computes it (TP x PP x PCP per DP rank; DCP lives inside TP; each
   instance of a P/D pair and each engine of external DP on its own), equals the devices the
   plan gives across the instance's nodes, and the deployment's devices equal the case's
   ``devices`` (what a run leases);
-- env names are identifiers, the suite's platform is the cluster's, ports do not collide on a node.
+- env names are identifiers, a plugin's own (``VLLM_ASCEND_*``) ones it reads, the suite's platform
+  is the cluster's, ports do not collide on a node, and kv ports stay out of a range the
+  platform's facts say a transport picks ports from at random.
 
 Plans for a platform other than the driver's (Ascend plans checked on a vLLM-CPU driver) are
 parsed by the same installed upstream parser: vllm-ascend adds no serve flags of its own (its
