@@ -117,7 +117,7 @@ class Key:
         return out
 
 
-Path_ = tuple[str, ...]
+KeyPath = tuple[str, ...]
 
 
 class ConfigReader:
@@ -141,13 +141,13 @@ class ConfigReader:
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self._function(path, fn, {})
 
-    def _note(self, at: Path_, path: str, node: ast.AST) -> Key:
+    def _note(self, at: KeyPath, path: str, node: ast.AST) -> Key:
         key = self.root
         for step in at:
             key = key.keys.setdefault(step, Key(f"{path}:{node.lineno}"))
         return key
 
-    def _path(self, e: ast.expr, env: dict[str, Path_]) -> Path_ | None:
+    def _path(self, e: ast.expr, env: dict[str, KeyPath]) -> KeyPath | None:
         """Where in the additional config the value of ``e`` comes from, if it does."""
         if isinstance(e, ast.Name):
             return () if e.id == "additional_config" else env.get(e.id)
@@ -169,7 +169,7 @@ class ConfigReader:
                 return self._config_value(e, env)
         return None
 
-    def _config_value(self, call: ast.Call, env: dict[str, Path_]) -> Path_ | None:
+    def _config_value(self, call: ast.Call, env: dict[str, KeyPath]) -> KeyPath | None:
         # vllm-ascend's helper: (config, [additional_config,] key, ...); the key is read from the
         # first mapping, and from the top level too where additional_config comes after it
         # (the top-level spelling is the deprecated alias of a scheduler_config key)
@@ -184,7 +184,7 @@ class ConfigReader:
             self._top_alias.append(key)
         return (*base, key)
 
-    def _function(self, path: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, env: dict[str, Path_]) -> None:
+    def _function(self, path: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, env: dict[str, KeyPath]) -> None:
         env = dict(env)
         for node in _walk_in_order(fn):
             self._top_alias: list[str] = []
@@ -207,10 +207,10 @@ class ConfigReader:
             if isinstance(node, ast.Call):
                 self._handed(path, node, env)
 
-    def _is_removed(self, base: Path_, name: str) -> bool:
+    def _is_removed(self, base: KeyPath, name: str) -> bool:
         return base == () and name in self.removed
 
-    def _removed(self, path: str, node: ast.If, env: dict[str, Path_]) -> None:
+    def _removed(self, path: str, node: ast.If, env: dict[str, KeyPath]) -> None:
         test = node.test
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)):
             return
@@ -223,7 +223,7 @@ class ConfigReader:
         self.removed[name] = {"read_in": f"{path}:{node.lineno}", "message": message}
         self.root.keys.pop(name, None)
 
-    def _handed(self, path: str, call: ast.Call, env: dict[str, Path_]) -> None:
+    def _handed(self, path: str, call: ast.Call, env: dict[str, KeyPath]) -> None:
         """A value from the additional config handed to a class of the package: what its
         ``__init__`` reads from the parameter it lands in is read from that value."""
         name = call.func.id if isinstance(call.func, ast.Name) else None
@@ -234,7 +234,7 @@ class ConfigReader:
         if init is None:
             return
         params = [a.arg for a in init.args.args[1:]]
-        bound: dict[str, Path_] = {}
+        bound: dict[str, KeyPath] = {}
         for i, arg in enumerate(call.args):
             at = self._path(arg, env)
             if at is not None and i < len(params):
