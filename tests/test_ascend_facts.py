@@ -165,7 +165,7 @@ def test_the_pd_planner_keeps_kv_ports_out_of_the_reserved_range(shipped):
 
 
 @pytest.mark.slow  # plans a suite and builds vLLM's own serve parser where vLLM is installed
-def test_lint_names_where_a_mooncake_kv_port_in_the_reserved_range_comes_from(matrix_dir):
+def test_lint_names_where_each_fact_it_checks_was_broken(matrix_dir):
     matrix_dir(
         "features-extra.yaml",
         """
@@ -174,6 +174,7 @@ def test_lint_names_where_a_mooncake_kv_port_in_the_reserved_range_comes_from(ma
             title: a feature that brings its own Mooncake connector and port
             configs:
               kv-transfer-config: {kv_connector: MooncakeConnectorV1, kv_role: kv_both, kv_port: 30000}
+              additional-config: {enable_sparse_c8: true}
             env: {VLLM_ASCEND_ENABLE_MLAP0: "1"}
         suites:
           t:
@@ -190,4 +191,7 @@ def test_lint_names_where_a_mooncake_kv_port_in_the_reserved_range_comes_from(ma
     assert "kv ports 30000-30015 on node node0 fall in [20000, 36000), where AscendDirectTransport" in ports[0]
     assert "use kv_port 36000 or above" in ports[0]
     (env,) = [e for e in summarize(report.errors) if "VLLM_ASCEND_ENABLE_MLAP0" in e]
-    assert "did you mean 'VLLM_ASCEND_ENABLE_MLAPO'?" in env and "matrices/features-extra.yaml:7:" in env
+    assert "did you mean 'VLLM_ASCEND_ENABLE_MLAPO'?" in env and "matrices/features-extra.yaml:8:" in env
+    (key,) = [e for e in summarize(report.errors) if "enable_sparse_c8" in e]
+    assert "--additional-config: unknown key 'enable_sparse_c8' (did you mean 'enable_sparse_li_c8'?)" in key
+    assert "matrices/features-extra.yaml:7:" in key
