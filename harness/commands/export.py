@@ -20,7 +20,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CliError(f"unknown suite {args.suite!r}")
     cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
     if m.suites[args.suite].platform != cluster.platform:
-        raise CliError(f"suite {args.suite} is {m.suites[args.suite].platform}, cluster {cluster.name} is {cluster.platform}")
+        platform = m.suites[args.suite].platform
+        raise CliError(f"suite {args.suite} is {platform}, cluster {cluster.name} is {cluster.platform}")
     try:
         exported = export_suite(m, args.suite, cluster)
     except ExportError as err:

@@ -249,7 +249,9 @@ def server_cmd(launch: LaunchSpec, rank: int, master: int) -> _Literal:
                 return "$MASTER_IP"
             if other == rank:
                 return "$LOCAL_IP"
-            raise NotExported(f"{launch.name} names node {other}'s address: their runner knows only its own and the master's")
+            raise NotExported(
+                f"{launch.name} names node {other}'s address: their runner knows only its own and the master's"
+            )
 
         return MARK.sub(var, text)
 
