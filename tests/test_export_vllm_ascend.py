@@ -1,0 +1,179 @@
+"""`ppconf export vllm-ascend-nightly`: every supported PP cell of the shipped Ascend suites written
+as vllm-ascend's multi-node nightly config, checked against the keys their loader reads, and
+imported back through ppconf's own importer to the same launches (argv flags, env, nodes) and
+gates. Pure: no vLLM, no devices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cases.expand import expand, select
+from harness.cli import main
+from harness.export.vllm_ascend_nightly import (
+    ExportError,
+    NotExported,
+    benchmarks,
+    check_keys,
+    dump,
+    export_case,
+    export_suite,
+    planned,
+)
+from harness.importers.vllm_ascend import import_configs
+from harness.launch import Deployment
+from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.matrix.source import MatrixError
+from harness.outcomes import Kind
+from harness.plan.cluster import load_cluster
+
+ASCEND_SUITES = ("nightly-ascend", "release-ascend")
+CLUSTER = load_cluster("a3-pd")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_matrix()
+
+
+def flags(argv: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """`vllm serve MODEL` and the flags after it, by name (the order of flags is not the launch's
+    meaning: ppconf's merge orders them by layer, and an imported family is another layer)."""
+    head, out = argv[:3], {}
+    rest = list(argv[3:])
+    while rest:
+        name = rest.pop(0)
+        assert name.startswith("--"), (name, argv)
+        out[name] = rest.pop(0) if rest and not rest[0].startswith("--") else None
+    return head, out
+
+
+def launches(d: Deployment) -> dict[str, tuple]:
+    return {
+        launch.name: (
+            launch.role,
+            launch.node,
+            flags(launch.argv) if launch.argv[1:2] == ("serve",) else (launch.argv, {}),
+            launch.env_dict(),
+            launch.port,
+        )
+        for launch in d.launches
+    }
+
+
+def import_back(tmp_path: Path, shipped, name: str, config: dict):
+    """The exported file imported by `ppconf import vllm-ascend-nightly`'s own code, layered over
+    the shipped matrices: the one case it makes and that matrix."""
+    tmp_path.mkdir()
+    path = tmp_path / name
+    path.write_text(dump(config))  # the text the command writes
+    out = tmp_path / "imported"
+    import_configs([path], shipped, None).write(out)
+    m = load_matrix([DEFAULT_MATRICES, out])
+    (suite,) = [s for s in m.suites if s not in shipped.suites]
+    (case,) = expand(m, suite).cases
+    return m, case
+
+
+def supported_pp_cells(m, suite):
+    return [c for c in select(expand(m, suite).cases, expr="pp > 1") if c.expectation.kind is Kind.SUPPORTED]
+
+
+@pytest.mark.parametrize("suite", ASCEND_SUITES)
+def test_every_exported_cell_imports_back_to_the_same_launches_and_gates(tmp_path, shipped, suite):
+    exported = export_suite(shipped, suite, CLUSTER)
+    cells = supported_pp_cells(shipped, suite)
+    assert cells, suite
+    by_case = {case: name for name, case in exported.cases.items()}
+    ray = [c.id for c in cells if shipped.topologies[c.topology].backend == "ray"]
+    # every supported PP cell is exported, but for the Ray ones their runner cannot start
+    assert sorted(by_case) == sorted(c.id for c in cells if c.id not in ray)
+    assert {case for case, _ in exported.skipped} >= set(ray)
+    differ = {}
+    for i, case in enumerate(c for c in cells if c.id in by_case):
+        config = exported.files[by_case[case.id]]
+        try:
+            m, back = import_back(tmp_path / str(i), shipped, by_case[case.id], config)
+        except MatrixError as err:
+            differ[case.id] = [str(e) for e in err.errors]
+            continue
+        before, after = launches(planned(shipped, case, CLUSTER)), launches(planned(m, back, CLUSTER))
+        if after != before:
+            differ[case.id] = diff(before, after)
+        # and the gates: the re-imported case's benchmarks are the ones exported
+        if benchmarks(m, back) != config["benchmarks"]:
+            differ[case.id] = ("benchmarks", benchmarks(m, back), config["benchmarks"])
+    assert not differ, "\n".join(f"{case}: {d}" for case, d in differ.items())
+
+
+def diff(before: dict, after: dict) -> list:
+    """What differs, launch by launch and part by part (a readable failure)."""
+    out: list = [("launches", sorted(before), sorted(after))] if before.keys() != after.keys() else []
+    for name in before.keys() & after.keys():
+        (role, node, (head, fl), env, port), (role2, node2, (head2, fl2), env2, port2) = before[name], after[name]
+        out += [(name, "head", head, head2)] if head != head2 else []
+        out += [(name, "flag", k, fl.get(k), fl2.get(k)) for k in sorted(fl.keys() | fl2.keys()) if fl.get(k) != fl2.get(k)]
+        out += [(name, "env", k, env.get(k), env2.get(k)) for k in sorted(env.keys() | env2.keys()) if env.get(k) != env2.get(k)]
+        out += [(name, "place", (role, node, port), (role2, node2, port2))] if (role, node, port) != (role2, node2, port2) else []
+    return out
+
+
+def test_claimed_rejections_and_ray_are_listed_with_why(shipped):
+    exported = export_suite(shipped, "nightly-ascend", CLUSTER)
+    why = dict(exported.skipped)
+    assert "no expected failure" in why["bge-m3/tp8-pp2-2node-mp/auto/none"]
+    assert "ray start" in why["deepseek-v4/text/tp8-pp2-2node-ray/auto/none"]
+    note = exported.note()
+    assert "bge-m3/tp8-pp2-2node-mp/auto/none" in note and "partition oracle" in note
+    assert all(name in note for name in exported.files)
+
+
+def test_addresses_and_port_are_the_runners_variables(shipped):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=["guide-61-layer/tp8-pp2-2node-mp/32,29/none"])
+    config = export_case(shipped, case, CLUSTER)
+    head, worker = (e["server_cmd"].split() for e in config["deployment"])
+    assert head[head.index("--master-addr") + 1] == "$MASTER_IP" == worker[worker.index("--master-addr") + 1]
+    assert head[head.index("--port") + 1] == "$SERVER_PORT" and "--port" not in worker and "--headless" in worker
+    for entry in config["deployment"]:
+        # the interface variables are their runner's (DistEnvBuilder); the partition travels
+        assert "HCCL_IF_IP" not in entry["envs"] and entry["envs"]["VLLM_PP_LAYER_PARTITION"] == "32,29"
+        assert entry["envs"]["SERVER_PORT"] == "8080"
+    assert (config["num_nodes"], config["npu_per_node"]) == (2, 8)
+
+
+def test_a_pd_pair_is_disaggregated_prefill_and_each_side_on_its_own_master(shipped):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=["guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none"])
+    config = export_case(shipped, case, CLUSTER)
+    assert config["disaggregated_prefill"] == {"enabled": True, "prefiller_host_index": [0], "decoder_host_index": [1]}
+    assert all("--port $SERVER_PORT" in e["server_cmd"] for e in config["deployment"])
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda c: c.pop("npu_per_node"), "missing ['npu_per_node']"),
+        (lambda c: c.update(nodes=2), "not read by vllm-ascend's loader ['nodes']"),
+        (lambda c: c["deployment"][1].pop("envs"), "deployment[1]: missing ['envs']"),
+    ],
+)
+def test_a_file_their_loader_would_not_read_is_refused(shipped, mutate, message):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=["guide-61-layer/tp8-pp2-2node-mp/auto/none"])
+    config = export_case(shipped, case, CLUSTER)
+    mutate(config)
+    with pytest.raises(ExportError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        check_keys(config)
+
+
+def test_a_rejected_case_is_not_exported(shipped):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=["bge-m3/tp8-pp2-2node-mp/auto/none"])
+    with pytest.raises(NotExported, match="claimed rejected"):
+        export_case(shipped, case, CLUSTER)
+
+
+def test_the_command_writes_the_configs_and_the_note(tmp_path, capsys):
+    assert main(["export", "vllm-ascend-nightly", "--suite", "nightly-ascend", "--out", str(tmp_path)]) == 0
+    files = sorted(p.name for p in tmp_path.glob("*.yaml"))
+    assert "guide-61-layer-tp8-pp2-2node-mp-32-29-none.yaml" in files
+    assert (tmp_path / "README.md").read_text().startswith("# nightly-ascend: PP cells")
+    assert f"{len(files)} configs" in capsys.readouterr().out
