@@ -113,9 +113,10 @@ def diff(before: dict, after: dict) -> list:
     for name in before.keys() & after.keys():
         (role, node, (head, fl), env, port), (role2, node2, (head2, fl2), env2, port2) = before[name], after[name]
         out += [(name, "head", head, head2)] if head != head2 else []
-        out += [(name, "flag", k, fl.get(k), fl2.get(k)) for k in sorted(fl.keys() | fl2.keys()) if fl.get(k) != fl2.get(k)]
-        out += [(name, "env", k, env.get(k), env2.get(k)) for k in sorted(env.keys() | env2.keys()) if env.get(k) != env2.get(k)]
-        out += [(name, "place", (role, node, port), (role2, node2, port2))] if (role, node, port) != (role2, node2, port2) else []
+        out += [(name, "flag", k, fl.get(k), fl2.get(k)) for k in sorted(fl | fl2) if fl.get(k) != fl2.get(k)]
+        out += [(name, "env", k, env.get(k), env2.get(k)) for k in sorted(env | env2) if env.get(k) != env2.get(k)]
+        if (role, node, port) != (role2, node2, port2):
+            out.append((name, "place", (role, node, port), (role2, node2, port2)))
     return out
 
 
