@@ -24,7 +24,6 @@ from harness.export.vllm_ascend_nightly import (
 from harness.importers.vllm_ascend import import_configs
 from harness.launch import Deployment
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
-from harness.matrix.source import MatrixError
 from harness.outcomes import Kind
 from harness.plan.cluster import load_cluster
 
@@ -62,18 +61,22 @@ def launches(d: Deployment) -> dict[str, tuple]:
     }
 
 
-def import_back(tmp_path: Path, shipped, name: str, config: dict):
-    """The exported file imported by `ppconf import vllm-ascend-nightly`'s own code, layered over
-    the shipped matrices: the one case it makes and that matrix."""
-    tmp_path.mkdir()
-    path = tmp_path / name
-    path.write_text(dump(config))  # the text the command writes
+def import_back(tmp_path: Path, shipped, files: dict[str, dict]):
+    """The exported files imported in one batch by `ppconf import vllm-ascend-nightly`'s own code,
+    layered over the shipped matrices: that matrix, and the one case each file makes, by file."""
+    paths = []
+    for name, config in files.items():
+        paths.append(tmp_path / name)
+        paths[-1].write_text(dump(config))  # the text the command writes
     out = tmp_path / "imported"
-    import_configs([path], shipped, None).write(out)
+    imported = import_configs(paths, shipped, None)
+    imported.write(out)
     m = load_matrix([DEFAULT_MATRICES, out])
-    (suite,) = [s for s in m.suites if s not in shipped.suites]
-    (case,) = expand(m, suite).cases
-    return m, case
+    cases = {}
+    for name, sections in imported.files.items():
+        (suite,) = sections["suites"]
+        (cases[Path(imported.sources[name]).name],) = expand(m, suite).cases
+    return m, cases
 
 
 def supported_pp_cells(m, suite):
@@ -90,20 +93,16 @@ def test_every_exported_cell_imports_back_to_the_same_launches_and_gates(tmp_pat
     # every supported PP cell is exported, but for the Ray ones their runner cannot start
     assert sorted(by_case) == sorted(c.id for c in cells if c.id not in ray)
     assert {case for case, _ in exported.skipped} >= set(ray)
+    m, back = import_back(tmp_path, shipped, exported.files)
     differ = {}
-    for i, case in enumerate(c for c in cells if c.id in by_case):
-        config = exported.files[by_case[case.id]]
-        try:
-            m, back = import_back(tmp_path / str(i), shipped, by_case[case.id], config)
-        except MatrixError as err:
-            differ[case.id] = [str(e) for e in err.errors]
-            continue
-        before, after = launches(planned(shipped, case, CLUSTER)), launches(planned(m, back, CLUSTER))
+    for case in (c for c in cells if c.id in by_case):
+        config, imported = exported.files[by_case[case.id]], back[by_case[case.id]]
+        before, after = launches(planned(shipped, case, CLUSTER)), launches(planned(m, imported, CLUSTER))
         if after != before:
             differ[case.id] = diff(before, after)
         # and the gates: the re-imported case's benchmarks are the ones exported
-        if benchmarks(m, back) != config["benchmarks"]:
-            differ[case.id] = ("benchmarks", benchmarks(m, back), config["benchmarks"])
+        if benchmarks(m, imported) != config["benchmarks"]:
+            differ[case.id] = ("benchmarks", benchmarks(m, imported), config["benchmarks"])
     assert not differ, "\n".join(f"{case}: {d}" for case, d in differ.items())
 
 
