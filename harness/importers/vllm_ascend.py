@@ -183,6 +183,16 @@ def import_each(paths: list[Path], base: Matrix, parser: Any | None) -> tuple[Im
     return imported, errors
 
 
+def config_tests(path: Path) -> tuple[str, list[Test]]:
+    """The suite a config imports as and its tests as written (``--explain`` sets them beside the
+    plans); the config is read as the import reads it, so a bad one raises the same errors."""
+    doc = load_document(path, str(path))
+    data = doc.root
+    if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
+        raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
+    return slug(doc.path.stem), _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
+
+
 def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -> tuple[str, dict[str, Any]]:
     data = doc.root
     if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
