@@ -146,7 +146,8 @@ def explain(path: Path, test: Test, case: Case, d: Deployment, parser: Any | Non
         node = test.nodes[index]
         lines.append(f"-- config node {index} ({node.where}) -> {launch.name} ({launch.role} on {launch.node})")
         flags = flags_of(node.tokens, parser)
-        words = [f"vllm serve {test.model}", *(f"{f.name} {_compact(f.name, f.value)}" if f.value else f.name for f in flags)]
+        words = [f"vllm serve {test.model}"]
+        words += [f"{f.name} {_compact(f.name, f.value)}" if f.value else f.name for f in flags]
         lines.append("   config: " + " ".join(words))
         lines.append("   plan:   " + " ".join(launch.argv))
         lines += [line.render() for line in node_lines(node, launch, parser)]
