@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.common import CliError, matrix, say_written
+from harness.commands.common import CliError, add_force, matrix, say_written
 from harness.export.vllm_ascend_nightly import ExportError, export_suite
 from harness.plan.cluster import load_cluster
 
@@ -27,7 +27,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ExportError as err:
         raise CliError(str(err)) from None
     out = args.out or Path(f"export-{args.suite}")
-    written = exported.write(out)
+    written = exported.write(out, force=args.force)
     for path in written:
         print(f"wrote {path}")
     for case, why in exported.skipped:
@@ -46,3 +46,4 @@ def add_export(add) -> None:
         "--cluster",
         help=f"inventory the cases are planned on: device counts and model paths (default: {DEFAULT_CLUSTER})",
     )
+    add_force(p, "replace files in --out that an earlier export did not write (hand-written or edited)")

@@ -74,7 +74,7 @@ def _explain(args: argparse.Namespace, m, sources: list[Path], eng) -> None:
             except PlanError as err:
                 print(f"== {source}: {test.title}: no plan on {cluster.name}: {err}")
                 continue
-            print("\n".join(explain(source, test, case, d, parser)))
+            print("\n".join(explain(source, test, f"{case.id} (suite {suite})", d, parser)))
 
 
 def add_import(add) -> None:

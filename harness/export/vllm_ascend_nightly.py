@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from harness import safe_write
 from harness.cases.case import Case
 from harness.cases.expand import expand, select
 from harness.cases.workload import workload_of
@@ -102,17 +103,18 @@ class Exported:
         ]
         return "\n".join(lines)
 
-    def write(self, out: Path) -> list[Path]:
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, config in self.files.items():
-            path = out / name
-            head = f"# Exported by `ppconf export vllm-ascend-nightly --suite {self.suite}`: {self.cases[name]}\n"
-            path.write_text(head + dump(config))
-            written.append(path)
-        note = out / "README.md"
-        note.write_text(self.note())
-        return [*written, note]
+    def write(self, out: Path, force: bool = False) -> list[Path]:
+        """The configs and README.md in ``out``; a file there ppconf did not write (hand-written,
+        edited since) stops it before it writes anything, unless ``force`` (``harness.safe_write``)."""
+        texts = {
+            out / name: f"# Exported by `ppconf export vllm-ascend-nightly --suite {self.suite}`: "
+            f"{self.cases[name]}\n" + dump(config)
+            for name, config in self.files.items()
+        }
+        texts[out / "README.md"] = self.note()
+        for path in texts:
+            safe_write.check(path, force=force, root=out)
+        return [safe_write.write_text(path, text, force=force, root=out) for path, text in texts.items()]
 
 
 class _Literal(str):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cases.case import Case
 from harness.importers.argv import Flag, flags_of
 from harness.importers.vllm_ascend import PARALLEL, PLANNED, PLANNED_ENV, ConfigNode, Test
 from harness.launch import Deployment, LaunchSpec
@@ -136,9 +135,9 @@ def serving(test: Test, d: Deployment) -> list[tuple[int, LaunchSpec]]:
     return out
 
 
-def explain(path: Path, test: Test, case: Case, d: Deployment, parser: Any | None) -> list[str]:
-    """The lines `--explain` prints for one test of a config."""
-    lines = [f"== {path}: {test.title} -> case {case.id} (suite {case.suite})"]
+def explain(path: Path, test: Test, case_id: str, d: Deployment, parser: Any | None) -> list[str]:
+    """The lines `--explain` prints for one test of a config, planned as the case ``case_id``."""
+    lines = [f"== {path}: {test.title} -> case {case_id}"]
     pairs = serving(test, d)
     if len(pairs) != len(test.nodes):
         lines.append(f"  the config has {len(test.nodes)} servers, the plan {len(pairs)}")
