@@ -5,6 +5,8 @@ gates. Pure: no vLLM, no devices."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from harness.launch import Deployment
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.outcomes import Kind
 from harness.plan.cluster import load_cluster
+from harness.plan.deployment import plan
 
 ASCEND_SUITES = ("nightly-ascend", "release-ascend")
 CLUSTER = load_cluster("a3-pd")
@@ -177,3 +180,35 @@ def test_the_command_writes_the_configs_and_the_note(tmp_path, capsys):
     assert "guide-61-layer-tp8-pp2-2node-mp-32-29-none.yaml" in files
     assert (tmp_path / "README.md").read_text().startswith("# nightly-ascend: PP cells")
     assert f"{len(files)} configs" in capsys.readouterr().out
+
+
+def their_argv(config: dict, index: int, ips: list[str]) -> list[str]:
+    """What vllm-ascend's runner starts on node ``index``: the node's envs with its own variables
+    (MultiNodeConfig: LOCAL_IP, MASTER_IP — the decode side's first node for a decode host),
+    ``$VAR`` and ``${VAR}`` in server_cmd replaced from them (``_expand_env``), split by shlex."""
+    pd = config.get("disaggregated_prefill") or {}
+    decode = pd.get("decoder_host_index", [])
+    master = ips[decode[0]] if index in decode else ips[0]
+    env = {**{k: str(v) for k, v in config["deployment"][index]["envs"].items()}, "LOCAL_IP": ips[index]}
+    env["MASTER_IP"] = master
+    text = re.sub(
+        r"\$(\w+)|\$\{(\w+)\}", lambda m: env.get(m[1] or m[2], m[0]), config["deployment"][index]["server_cmd"]
+    )
+    return shlex.split(text)
+
+
+@pytest.mark.parametrize(
+    "case_id", ["guide-61-layer/tp8-pp2-2node-mp/32,29/none", "guide-61-layer/pd-p-tp8pp2-d-tp1/auto/none"]
+)
+def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=[case_id])
+    config = export_case(shipped, case, CLUSTER)
+    d = plan(shipped, case, CLUSTER)
+    ips = [CLUSTER.node(name).address for name, _ in d.placement.nodes]
+    serving = [launch for launch in d.launches if launch.role != "proxy"]
+    for index, launch in enumerate(serving):
+        head, given = flags(tuple(their_argv(config, index, ips)))
+        want_head, want = flags(launch.argv)
+        if launch.port is not None:  # where their runner waits for the API
+            want["--port"] = "8080"
+        assert (head, given) == (want_head, want)
