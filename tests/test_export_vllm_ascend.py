@@ -212,3 +212,9 @@ def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
         if launch.port is not None:  # where their runner waits for the API
             want["--port"] = "8080"
         assert (head, given) == (want_head, want)
+        # and the env: the node's envs and what their DistEnvBuilder adds (its address and NIC)
+        nic = CLUSTER.node(launch.node).nic
+        env = {k: str(v) for k, v in config["deployment"][index]["envs"].items() if k != "SERVER_PORT"}
+        env |= {"HCCL_IF_IP": ips[index], **dict.fromkeys(("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"), nic)}
+        env["TP_SOCKET_IFNAME"] = nic
+        assert env == launch.env_dict()
