@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.cases.expand import expand, select
 from harness.cli import main
@@ -218,3 +219,20 @@ def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
         env |= {"HCCL_IF_IP": ips[index], **dict.fromkeys(("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"), nic)}
         env["TP_SOCKET_IFNAME"] = nic
         assert env == launch.env_dict()
+
+
+def test_an_imported_configs_gates_export_as_their_benchmarks(tmp_path, shipped):
+    """The other way round: a vllm-ascend config's AISBench benchmarks, imported as ppconf's gates,
+    are written back as the same benchmarks — but for what the import keeps no more of: the
+    dataset config's folder (`gsm8k/`) and the accuracy benchmark's `dataset_path`."""
+    source = Path(__file__).parent / "data" / "vllm-ascend" / "Qwen3-235B-A22B.yaml"
+    import_configs([source], shipped, None).write(tmp_path)
+    m = load_matrix([DEFAULT_MATRICES, tmp_path])
+    (case,) = expand(m, "qwen3-235b-a22b").cases
+    written = benchmarks(m, case)
+    original = yaml.safe_load(source.read_text())["benchmarks"]
+    for name, bench in original.items():
+        bench = {**bench, "dataset_conf": bench["dataset_conf"].rsplit("/", 1)[-1]}
+        if bench["case_type"] == "accuracy":
+            bench.pop("dataset_path")
+        assert written[name] == bench, name
