@@ -60,6 +60,10 @@ class ExportError(Exception):
     """A written config would not be read by their loader (a key missing or unknown)."""
 
 
+class NotExported(Exception):
+    """The case is outside what their format can hold; the message says why."""
+
+
 @dataclass
 class Exported:
     """The configs of one suite (file name -> config), and the PP cells left out, with why."""
@@ -176,10 +180,6 @@ def export_suite(m: Matrix, suite: str, cluster: Cluster) -> Exported:
     return out
 
 
-class NotExported(Exception):
-    """The case is outside what their format can hold; the message says why."""
-
-
 def planned(m: Matrix, case: Case, cluster: Cluster) -> Deployment:
     """The case's deployment on the stand-in of ``cluster`` whose node addresses are markers."""
     first = plan(m, case, cluster)
@@ -198,7 +198,8 @@ def export_case(m: Matrix, case: Case, cluster: Cluster) -> dict[str, Any]:
         d = planned(m, case, cluster)
     except PlanError as err:
         raise NotExported(f"no plan on {cluster.name}: {err}") from None
-    serving = [launch for launch in d.launches if launch.role != "proxy"]
+    # their runner's node index is the entry's place in `deployment`: the stand-in's node rank
+    serving = sorted((launch for launch in d.launches if launch.role != "proxy"), key=_rank)
     other = sorted({launch.role for launch in serving} - SERVE_ROLES)
     if other:
         raise NotExported(
@@ -238,6 +239,11 @@ def export_case(m: Matrix, case: Case, cluster: Cluster) -> dict[str, Any]:
     config["benchmarks"] = benchmarks(m, case)
     check_keys(config)
     return config
+
+
+def _rank(launch: LaunchSpec) -> int:
+    """The node rank of a launch planned on ``lws.stand_in``'s cluster (nodes node0, node1, ...)."""
+    return int(launch.node.removeprefix("node"))
 
 
 def server_cmd(launch: LaunchSpec, rank: int, master: int) -> _Literal:
