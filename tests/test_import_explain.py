@@ -44,6 +44,7 @@ def test_the_planned_layout_replaces_the_configs_and_says_so(tmp_path, capsys):
     assert re.search(r"added +flag --pipeline-parallel-size 1  # .*topologies\.yaml:\d+:\d+ \(topology", out)
     assert re.search(r"added +env  HCCL_IF_IP=192\.0\.2\.11  # planned by ppconf for this node", out)
     assert "-> node1-headless (headless on node1)" in out
+    assert "dropped env  SERVER_PORT=8080  # the runner's port variable: ppconf picks the ports" in out
 
 
 def test_a_pd_pair_names_the_proxy_ppconf_adds(tmp_path, capsys):

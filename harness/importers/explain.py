@@ -109,6 +109,7 @@ def node_lines(node: ConfigNode, launch: LaunchSpec, parser: Any | None) -> list
             out.append(Line("added", "flag", name, None, value, ", ".join(origins.get(name, ())) or PLANNED_BY))
     env = {k: v for k, (v, _) in node.env.items()}
     plan_env = launch.env_dict()
+    out += [Line("dropped", "env", name, value, None, ENV_DROPPED[name]) for name, value in node.planned_env.items()]
     env_origins = dict(launch.env_origins)
     for name, value in env.items():
         if plan_env.get(name) == value:

@@ -244,6 +244,11 @@ class ConfigNode:
     tokens: list[tuple[str, Where | None]]  # the serve flags as written, model left out
     env: dict[str, tuple[str, Where]]
     where: Where
+    planned_env: dict[str, str] = field(default_factory=dict)  # PLANNED_ENV as written: left out
+
+
+def _planned_env(env: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (env or {}).items() if k in PLANNED_ENV} if isinstance(env, dict) else {}
 
 
 @dataclass
@@ -318,7 +323,7 @@ def _multi_node(doc: Document, data: dict) -> Test:
         if words[2] != data.get("model"):
             raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
         env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
-        nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i))))
+        nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i)), _planned_env(entry.get("envs"))))
     if data.get("num_nodes") is not None and int(data["num_nodes"]) != len(nodes):
         raise SourceError(
             doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
@@ -353,7 +358,10 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
                 raise SourceError(doc.where(("test_cases", i, key)), f"{key} must be an argv list")
             tokens += [(str(t), doc.value_where(("test_cases", i, key, j))) for j, t in enumerate(argv)]
         name = str(case.get("name") or f"{doc.path.stem}-{i}")
-        node = ConfigNode(tokens, _env(doc, ("test_cases", i, "envs"), case.get("envs")), doc.where(("test_cases", i)))
+        envs = case.get("envs")
+        node = ConfigNode(
+            tokens, _env(doc, ("test_cases", i, "envs"), envs), doc.where(("test_cases", i)), _planned_env(envs)
+        )
         tests.append(
             Test(
                 family=slug(name),
