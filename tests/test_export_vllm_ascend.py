@@ -27,6 +27,7 @@ from harness.export.vllm_ascend_nightly import (
 from harness.importers.vllm_ascend import import_configs
 from harness.launch import Deployment
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+from harness.matrix.source import MatrixError
 from harness.outcomes import Kind
 from harness.plan.cluster import load_cluster
 from harness.plan.deployment import plan
@@ -236,3 +237,13 @@ def test_an_imported_configs_gates_export_as_their_benchmarks(tmp_path, shipped)
         if bench["case_type"] == "accuracy":
             bench.pop("dataset_path")
         assert written[name] == bench, name
+
+
+def test_a_prefill_partition_the_connector_and_the_env_disagree_on_is_an_error(tmp_path, shipped):
+    (case,) = select(expand(shipped, "nightly-ascend").cases, ids=["guide-61-layer/pd-p-tp8pp2-d-tp1/32,29/none"])
+    config = export_case(shipped, case, CLUSTER)
+    assert '"pp_layer_partition":"32,29"' in config["deployment"][0]["server_cmd"]
+    config["deployment"][0]["envs"]["VLLM_PP_LAYER_PARTITION"] = "31,30"
+    (tmp_path / "pd.yaml").write_text(dump(config))
+    with pytest.raises(MatrixError, match=r"pp_layer_partition '32,29': the prefill host's VLLM_PP_LAYER_PARTITION"):
+        import_configs([tmp_path / "pd.yaml"], shipped, None)
