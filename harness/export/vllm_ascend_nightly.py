@@ -212,7 +212,7 @@ def export_case(m: Matrix, case: Case, cluster: Cluster) -> dict[str, Any]:
     platform = m.platforms[case.platform]
     planned_env = set(platform.node_env) | set(keys()["runner_env"])
     pd = {role: [i for i, launch in enumerate(serving) if launch.role == role] for role in ("prefill", "decode")}
-    deployment = []
+    deployment: list[dict[str, Any]] = []
     for rank, launch in enumerate(serving):
         master = pd["decode"][0] if launch.role == "decode" else 0  # their runner: the decode side's first node
         env = {k: v for k, v in launch.env if k not in planned_env}
