@@ -480,12 +480,13 @@ def additional_config_errors(platform: Platform, value: dict, extra_keys: set[st
     out = []
     for key, sub in value.items():
         gone = facts.removed_additional_config.get(key) if facts else None
-        if gone:
+        fact = top.get(key)
+        if facts and gone:
             out.append(f"key {key!r} was removed: {gone.message} ({facts.where(gone.read_in)})")
         elif key not in top and f"additional-config.{key}" not in extra_keys:
             out.append(f"unknown key {key!r}{_suggest(key, top)} ({read} reads no such key)")
-        elif isinstance(top.get(key), ReadKey):
-            out += _sub_key_errors(key, top[key], sub, read)
+        elif isinstance(fact, ReadKey):
+            out += _sub_key_errors(key, fact, sub, read)
     return out
 
 
