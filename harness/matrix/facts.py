@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+
+from harness.matrix.strict import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Source(_Strict):
+class Source(Strict):
     repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     commit: str = Field(min_length=1)
 
@@ -25,7 +23,7 @@ class Source(_Strict):
         return f"https://github.com/{self.repository}/blob/{self.commit}/{path}" + (f"#L{line}" if line else "")
 
 
-class ReadKey(_Strict):
+class ReadKey(Strict):
     """A key the engine reads from a JSON config, with the keys it reads inside it (none: a value
     the engine does not look into); an open key passes any key on (``**kwargs``)."""
 
@@ -34,16 +32,16 @@ class ReadKey(_Strict):
     keys: dict[str, ReadKey] = {}
 
 
-class RemovedKey(_Strict):
+class RemovedKey(Strict):
     read_in: str
     message: str  # what the engine raises when it is given
 
 
-class Read(_Strict):
+class Read(Strict):
     read_in: str
 
 
-class ReservedPorts(_Strict):
+class ReservedPorts(Strict):
     """Ports a transport picks at random on each node: ``[first, first + per_device x devices)``."""
 
     transport: str
@@ -59,7 +57,7 @@ class ReservedPorts(_Strict):
         return any(self.used_by.lower() in c.lower() for c in connectors)
 
 
-class EngineFacts(_Strict):
+class EngineFacts(Strict):
     source: Source
     additional_config: dict[str, ReadKey]
     removed_additional_config: dict[str, RemovedKey] = {}

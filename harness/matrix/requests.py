@@ -16,39 +16,72 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_serializer, model_validator
+
+from harness.matrix import images
+from harness.matrix.strict import Strict
 
 MAX_TOKENS = 2_097_152
 MAX_ITEMS = 100_000
 DEFAULT_MAX_TOKENS = 16
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class TextPart(Strict):
+    type: Literal["text"]
+    text: str
 
 
-class Message(_Strict):
-    """A chat message as OpenAI's schema has it (text content)."""
+class ImageUrl(Strict):
+    url: str = Field(pattern=r"^(data:image/|https?://)")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImageUrlPart(Strict):
+    """An image as OpenAI's schema sends it: a ``data:`` URL or one the server fetches."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class GeneratedImagePart(Strict):
+    """ppconf's own part: a seeded image of random pixels (``harness.matrix.images``), sent as an
+    ``image_url`` part holding its PNG, the same bytes to a case and to its reference."""
+
+    type: Literal["generated_image"]
+    seed: int = Field(0, ge=0)
+    width: int = Field(32, ge=1, le=images.MAX_SIDE)
+    height: int = Field(32, ge=1, le=images.MAX_SIDE)
+
+    @model_serializer
+    def _as_sent(self) -> dict[str, Any]:
+        return {"type": "image_url", "image_url": {"url": images.noise_url(self.seed, self.width, self.height)}}
+
+
+ContentPart = Annotated[TextPart | ImageUrlPart | GeneratedImagePart, Field(discriminator="type")]
+
+
+class Message(Strict):
+    """A chat message as OpenAI's schema has it: text, or a list of parts (text and images)."""
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
 
 
-class FunctionDefinition(_Strict):
+class FunctionDefinition(Strict):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
 
 
-class Tool(_Strict):
+class Tool(Strict):
     type: Literal["function"] = "function"
     function: FunctionDefinition
 
 
-class JsonSchema(_Strict):
+class JsonSchema(Strict):
     name: str = "answer"
     description: str | None = None
     # `schema` as OpenAI spells it (pydantic's BaseModel has a `schema` method of its own)
@@ -58,12 +91,12 @@ class JsonSchema(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
 
-class ResponseFormat(_Strict):
+class ResponseFormat(Strict):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchema | None = None
 
 
-class StructuredOutputs(_Strict):
+class StructuredOutputs(Strict):
     """vLLM's structured outputs: exactly one of json (a JSON schema), regex, choice, grammar."""
 
     json_: dict[str, Any] | str | None = Field(None, alias="json")
@@ -76,7 +109,7 @@ class StructuredOutputs(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
 
-class _Request(_Strict):
+class _Request(Strict):
     """What every explicit request has: its name in the evidence (``<phase>:<index>`` by default)."""
 
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
@@ -289,7 +322,7 @@ REQUEST_MODELS: dict[str, type[_Request]] = {
 }
 
 
-class RequestFile(_Strict):
+class RequestFile(Strict):
     """A file of explicit requests beside the matrix file: ``requests: [...]``."""
 
     requests: list[ExplicitRequest] = Field(min_length=1, max_length=MAX_ITEMS)

@@ -18,8 +18,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PlainValidator,
     StringConstraints,
@@ -31,6 +29,7 @@ from pydantic import (
 from harness.matrix.effective import Requirement, parse_requirements
 from harness.matrix.facts import EngineFacts
 from harness.matrix.requests import ExplicitRequest
+from harness.matrix.strict import Strict
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
@@ -124,12 +123,6 @@ def _compiled(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         check_pattern(pattern)
     return patterns
-
-
-class Strict(BaseModel):
-    # NaN and infinities are refused everywhere in the matrix: a `.nan` baseline or an `.inf`
-    # threshold or deadline would silently drop the gate or the bound it states
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # Upper bounds of sizes and durations: a claim beyond them is a typo, and refusing it at load
