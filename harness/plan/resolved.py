@@ -23,6 +23,7 @@ from harness.launch import Deployment, Placement
 from harness.matrix.effective import Requirement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
+from harness.plan.adapters import adapter_ref, feature_adapters
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
 from harness.plan.launch import Ports
@@ -157,9 +158,11 @@ class Planner:
         return plan_reference(self._m, case, self.cluster, ref, placement, ports)
 
     def zoo_models(self, cases: Iterable[Case]) -> list[str]:
-        """The tiny models (``zoo:`` names) the cases and their drafters need, once each."""
+        """The tiny models (``zoo:`` names) the cases, their drafters and their LoRA adapters
+        (``MODEL#lora-KEY``, ``harness.plan.adapters``) need, once each."""
         names: set[str] = set()
         for c in cases:
             v = self._m.variant(c.family, c.variant)
-            names |= {ref[4:] for ref in [v.model, *v.drafters.values()] if ref.startswith("zoo:")}
+            named = [adapter_ref(v, k, c.id) for f in c.features for k in feature_adapters(self._m.features[f].args)]
+            names |= {ref[4:] for ref in [v.model, *v.drafters.values(), *named] if ref.startswith("zoo:")}
         return sorted(names)
