@@ -6,8 +6,9 @@ a misspelt parameter is refused at load with its position and the closest name o
 endpoint's schema. The names are kept equal to the installed vLLM's request models by a contract
 test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). A completions or chat request
 may name its ``model``: a LoRA adapter by the name the server serves it under (vLLM's way of
-choosing one), or the base model; unset, the check step names the served base model. Where a field is left unset the server's default applies,
-except ``max_tokens``, which ppconf sets to 16 so every request has a known length.
+choosing one); unset, the check step names the served base model. Where a field is left unset
+the server's default applies, except ``max_tokens``, which ppconf sets to 16 so every request
+has a known length.
 
 A phase's ``explicit`` is a list of requests, or the name of a YAML file beside the matrix file
 (``requests: [...]``), validated the same way with positions in that file.

@@ -10,7 +10,6 @@ from harness.cases.phases.explicit import ExplicitPhase
 from harness.cases.phases.kind import PhasePlan, Sender
 from harness.matrix.schema import Phase
 
-
 # requests that act on the server rather than ask it: their place between others is their meaning
 CONTROL = frozenset({"reset-prefix-cache", "load-lora-adapter", "unload-lora-adapter", "sleep", "wake-up"})
 
