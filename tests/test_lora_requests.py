@@ -58,16 +58,19 @@ def test_a_misspelt_model_field_is_a_positioned_error(matrix_dir):
     assert any("cpu/mine.yaml:8:" in str(e) and "(did you mean 'model'?)" in str(e) for e in err.value.errors)
 
 
-def test_the_shipped_lora_suite_lints_clean_and_mixes_adapters_at_once(shipped):
+def test_the_shipped_lora_suites_lint_clean_and_mix_adapters_at_once(shipped):
     cases = expand(shipped, "lora-cpu").cases
     assert sorted(c.topology for c in cases) == ["pp1-tp1", "pp2-tp1-mp"]
-    for case in cases:
+    for case in [*cases, *expand(shipped, "lora-base-mixed-cpu").cases]:
         assert [e.message for e in workload_problems(shipped, case)] == []
-    phases = {p.label: p for p in shipped.suites["lora-cpu"].workload or []}
-    mixed = phases["adapters-mixed"]
-    assert mixed.kind == "explicit-concurrent"
-    assert {getattr(r, "model", None) for r in mixed.explicit or []} == {None, "lora-a", "lora-b"}
-    assert AT_ONCE.plan(mixed, 2).in_flight == len(mixed.explicit or [])
+
+    def models(suite, phase):
+        (p,) = [p for p in shipped.suites[suite].workload or [] if p.label == phase]
+        assert p.kind == "explicit-concurrent" and AT_ONCE.plan(p, 2).in_flight == len(p.explicit or [])
+        return {getattr(r, "model", None) for r in p.explicit or []}
+
+    assert models("lora-cpu", "adapters-mixed") == {"lora-a", "lora-b"}
+    assert models("lora-base-mixed-cpu", "base-and-adapters") == {None, "lora-a", "lora-b"}
 
 
 def test_an_adapter_loaded_at_run_time_is_planned_with_its_zoo_path(shipped):
