@@ -44,7 +44,8 @@ from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
 from harness.stacks.stack import Stack
 from harness.target.versions import MACHINE, differences, without_models
-from harness.target.zoo import default_cache_root, ensure_model
+from harness.target.zoo import default_cache_root
+from harness.target.zoo_lora import ensure_zoo
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
 
@@ -387,7 +388,7 @@ class SuiteRun:
     def _ensure_models(self, cases: list[Case]) -> None:
         for name in self.planner.zoo_models(cases):
             self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
-            ensure_model(name, default_cache_root())
+            ensure_zoo(name, default_cache_root())
 
 
 def _stopped_or_local(group: object, reaped: list[int]) -> bool:

@@ -4,9 +4,11 @@ it, so a request can be pasted from client code into a matrix file.
 ppconf's own models (no vLLM import): each endpoint is one model, told apart by ``endpoint``, so
 a misspelt parameter is refused at load with its position and the closest name of that
 endpoint's schema. The names are kept equal to the installed vLLM's request models by a contract
-test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). ``model`` is never given: the
-check step names the served model. Where a field is left unset the server's default applies,
-except ``max_tokens``, which ppconf sets to 16 so every request has a known length.
+test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). A completions or chat request
+may name its ``model``: a LoRA adapter by the name the server serves it under (vLLM's way of
+choosing one); unset, the check step names the served base model. Where a field is left unset
+the server's default applies, except ``max_tokens``, which ppconf sets to 16 so every request
+has a known length.
 
 A phase's ``explicit`` is a list of requests, or the name of a YAML file beside the matrix file
 (``requests: [...]``), validated the same way with positions in that file.
@@ -130,6 +132,9 @@ class _Request(Strict):
 class _Sampling(_Request):
     """Sampling parameters shared by completions and chat, with vLLM's names."""
 
+    # a served model other than the base one: a LoRA adapter's name (--lora-modules NAME=PATH, or a
+    # load-lora-adapter request's lora_name)
+    model: str | None = Field(None, min_length=1, max_length=256)
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_TOKENS)
     n: int = Field(1, ge=1, le=128)
     seed: int | None = None

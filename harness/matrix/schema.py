@@ -574,6 +574,9 @@ class Variant(Strict):
     model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
     drafters: dict[str, ModelPath] = {}
+    # LoRA adapters the nodes hold, by the KEY the `lora` feature names (`NAME=adapter:KEY`); a
+    # zoo model's are built by ppconf (harness.plan.adapters).
+    adapters: dict[str, ModelPath] = {}
     serve_args: list[str] = []
     env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,7 +347,11 @@ def model_dir(name: str, cache_root: Path | None = None) -> Path:
 
 def ensure_model(name: str, cache_root: Path | None = None) -> Path:
     """The model folder, built first if it is not in the cache."""
-    final = model_dir(name, cache_root)
+    return build_into(model_dir(name, cache_root), lambda out: build(spec_of(name), out))
+
+
+def build_into(final: Path, write: Callable[[Path], None]) -> Path:
+    """The folder ``final``, written by ``write`` (into an empty folder) if it does not exist yet."""
     if final.is_dir():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -354,8 +359,8 @@ def ensure_model(name: str, cache_root: Path | None = None) -> Path:
     # always complete, even if a build is killed or two run at once.
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        build(spec_of(name), tmp)
-        tmp.chmod(0o755)  # mkdtemp makes it private; the model is read by other users' servers
+        write(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the folder is read by other users' servers
         os.rename(tmp, final)
     except OSError:
         if not final.is_dir():
