@@ -41,15 +41,19 @@ def shipped():
     return load_matrix()
 
 
-def flags(argv: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str | None]]:
-    """`vllm serve MODEL` and the flags after it, by name (the order of flags is not the launch's
-    meaning: ppconf's merge orders them by layer, and an imported family is another layer)."""
+def flags(argv: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """`vllm serve MODEL` and the flags after it, by name, each with its values (the order of
+    flags is not the launch's meaning: ppconf's merge orders them by layer, and an imported family
+    is another layer; --lora-modules takes several values)."""
     head, out = argv[:3], {}
     rest = list(argv[3:])
     while rest:
         name = rest.pop(0)
         assert name.startswith("--"), (name, argv)
-        out[name] = rest.pop(0) if rest and not rest[0].startswith("--") else None
+        values = []
+        while rest and not rest[0].startswith("--"):
+            values.append(rest.pop(0))
+        out[name] = tuple(values)
     return head, out
 
 
@@ -212,7 +216,7 @@ def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
         head, given = flags(tuple(their_argv(config, index, ips)))
         want_head, want = flags(launch.argv)
         if launch.port is not None:  # where their runner waits for the API
-            want["--port"] = "8080"
+            want["--port"] = ("8080",)
         assert (head, given) == (want_head, want)
         # and the env: the node's envs and what their DistEnvBuilder adds (its address and NIC)
         nic = CLUSTER.node(launch.node).nic

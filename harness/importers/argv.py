@@ -1,8 +1,8 @@
 """A `vllm serve` command line as flags: each option with its value and where it was written.
 
 Where vLLM is importable the engine's own serve parser says which options exist and which take a
-value (``harness.plan.validate.engine``); elsewhere a plain split reads a token starting with
-``-`` as a flag and the token after it, if it is not a flag, as its value.
+value or several (``harness.plan.validate.engine``); elsewhere a plain split reads a token
+starting with ``-`` as a flag and the tokens after it, up to the next flag, as its values.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ class Flag:
     value: str | None  # None for a switch
     where: Where | None
     value_where: Where | None = None  # where the value was written (the flag's place if inline)
+    more: tuple[str, ...] = ()  # the values after the first of an option taking several (--lora-modules)
 
     def argv(self) -> list[str]:
-        return [self.name] if self.value is None else [self.name, self.value]
+        return [self.name] if self.value is None else [self.name, self.value, *self.more]
 
 
-def _long_name(flag: str, parser: Any | None) -> tuple[str, bool | None]:
-    """The option's long spelling, and whether it takes a value (None: the parser cannot say)."""
+def _action(flag: str, parser: Any | None) -> tuple[str, Any | None]:
+    """The option's long spelling, and the parser's action for it (None: no parser to ask)."""
     name = flag if not flag.startswith("--") else "--" + flag[2:].replace("_", "-")
     if parser is None:
         return name, None
@@ -37,7 +38,7 @@ def _long_name(flag: str, parser: Any | None) -> tuple[str, bool | None]:
         raise KeyError(name)
     if not name.startswith("--"):
         name = next(o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-"))
-    return name, action.nargs != 0
+    return name, action
 
 
 def flags_of(tokens: list[tuple[str, Where | None]], parser: Any | None) -> list[Flag]:
@@ -52,11 +53,12 @@ def flags_of(tokens: list[tuple[str, Where | None]], parser: Any | None) -> list
             raise SourceError(where, f"server_cmd: {token!r} is not a flag nor the value of one")
         flag, inline, given = token.partition("=")
         try:
-            name, takes = _long_name(flag, parser)
+            name, action = _action(flag, parser)
         except KeyError:
             raise SourceError(
                 where, f"server_cmd: vLLM's serve parser has no option {flag!r}{suggest(flag, known)}"
             ) from None
+        takes = None if action is None else action.nargs != 0
         value: str | None = inline if given else None
         value_where = where
         if not given and takes is not False and i + 1 < len(tokens):
@@ -66,9 +68,16 @@ def flags_of(tokens: list[tuple[str, Where | None]], parser: Any | None) -> list
                 i += 1
         if takes and value is None:
             raise SourceError(where, f"server_cmd: {name} needs a value")
+        more: list[str] = []
+        # several values: where the parser says so, or, with no parser to ask, every word before
+        # the next flag (vLLM's only options that take words after their value take several)
+        if value is not None and not given and (action is None or action.nargs in ("+", "*")):
+            while i + 1 < len(tokens) and not tokens[i + 1][0].startswith("-"):
+                more.append(tokens[i + 1][0])
+                i += 1
         twice = next((f for f in out if f.name == name), None)
         if twice is not None:
             raise SourceError(where, f"server_cmd: {name} is given twice (first at {twice.where})")
-        out.append(Flag(name, value, where, value_where))
+        out.append(Flag(name, value, where, value_where, tuple(more)))
         i += 1
     return out

@@ -91,7 +91,9 @@ def _perf(timings: list[Timing], wall_s: float) -> dict[str, float | None]:
     }
 
 
-def _at_once(client: Client, model: str, reqs: tuple[Request, ...], call: Any, deadline: float) -> list[Any]:
+def _at_once(
+    client: Client, model: str, reqs: tuple[Request, ...] | tuple[ExplicitRequest, ...], call: Any, deadline: float
+) -> list[Any]:
     """``call(client, model, request)`` for every request at once; results in request order.
     Raises TimeoutError past ``deadline`` (monotonic), or the first request's error."""
     if not reqs:
