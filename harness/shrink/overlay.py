@@ -32,9 +32,10 @@ class ShapeError(ValueError):
 def _raw(m: Matrix, section: str, name: str) -> dict[str, Any]:
     """An entry of the matrix as its file writes it (the last layer that defines it)."""
     where = m.where.get((section, name))
-    if where is None or not where.path:
+    if where is None:
         raise ShapeError(f"{section} {name!r}: not found in the matrix files")
-    return yaml.safe_load(Path(where.path).read_text(encoding="utf-8"))[section][name]
+    path = m.files.get(where.file) or Path(where.file)
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))[section][name]
 
 
 def _zoo(m: Matrix, case: Case) -> str | None:
