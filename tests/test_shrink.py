@@ -173,3 +173,19 @@ def test_same_failure_needs_the_same_outcome_and_the_same_checks():
     # the run says nothing of the product: neither the same nor another failure
     assert same_failure(original, result("c", "ERROR", reason="phase concurrent: not exercised"))[0] is None
     assert same_failure(original, None)[0] is None
+
+
+def test_shrink_takes_a_failing_case_of_the_run(tmp_path, capsys):
+    from harness.cli import main
+    from harness.matrix.load import DEFAULT_MATRICES
+    from tests.records import record
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [record("qwen3-tiny/pp2-tp1-mp/auto/none", "PASS", reason="all good")]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    args = ["shrink", str(run), "--matrices", str(DEFAULT_MATRICES)]
+    assert main([*args, "--case", "qwen3-tiny/pp2-tp1-mp/auto/none"]) == 2
+    assert "is PASS" in capsys.readouterr().err
+    assert main([*args, "--case", "no/such/case"]) == 2
+    assert "no result for case 'no/such/case'" in capsys.readouterr().err
