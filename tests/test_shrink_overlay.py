@@ -20,6 +20,7 @@ def planted(tmp_path):
 def test_the_planted_case_shape_has_every_size_written_out(tmp_path):
     m, case = planted(tmp_path)
     shape = overlay.shape_of(m, case)
+    assert shape["phases"][0] == {"kind": "sequential", "requests": 3, "max_tokens": 12}  # the suite's prompts
     assert shape["phases"][1] == {
         "kind": "concurrent",
         "requests": 4,
@@ -35,13 +36,16 @@ def test_the_planted_case_shape_has_every_size_written_out(tmp_path):
 def test_a_candidate_layer_expands_to_the_smaller_case_with_the_same_claim(tmp_path):
     m, case = planted(tmp_path)
     shape = overlay.shape_of(m, case)
-    smaller = {**shape, "phases": [{**shape["phases"][1], "requests": 2, "prompt_tokens": 96}], "layers": 3}
+    sequential = {"kind": "sequential", "requests": 1, "max_tokens": 4}
+    smaller = {**shape, "phases": [sequential, {**shape["phases"][1], "requests": 2, "prompt_tokens": 96}], "layers": 3}
     layer = overlay.write_layer(m, case, smaller, tmp_path / "try-1")
     layered = load_matrix([*m.roots, layer.parent])
     (got,) = expand(layered, case.suite).cases
     assert got.id == overlay.case_of(case, smaller) == case.id
     assert got.expectation.claim() == case.expectation.claim()
     (plan,) = plan_workload(layered, got)
+    accuracy = layered.suite(case.suite).accuracy
+    assert (accuracy.prompts, accuracy.max_tokens, accuracy.streamed) == (["Hello, my name is"], 4, 1)
     assert [len(r.prompt) for r in plan.requests] == [24, 48] and plan.in_flight == 2
     variant = layered.variant(case.family, case.variant)
     assert variant.hidden_layers == 3

@@ -3,7 +3,7 @@ failing case's shape read from its matrix, and a candidate written as a matrix l
 
 The layer keeps every name the case's claim is matched on: it replaces the case's suite (same
 name) by one with a single group, the candidate's own, whose workload is the candidate's
-phases; with fewer layers it also replaces the case's family (same name) by one whose variant
+phases, and whose sequential prompts are the first of the suite's, as many as the candidate's; with fewer layers it also replaces the case's family (same name) by one whose variant
 serves a tiny zoo model rebuilt with that many layers (``zoo:PATH.json``). The rule that
 decides the case's claim is the original's, unless the rule itself declares the workload (then
 the layer could not change it, and ``shape_of`` refuses).
@@ -20,6 +20,7 @@ import yaml
 from harness.cases.case import Case, case_id
 from harness.cases.workload import _declared, kind_of
 from harness.matrix.load import Matrix
+from harness.shrink.search import SEQUENTIAL
 from harness.target.zoo import ZooError, spec_of
 
 LAYER = "shrink.yaml"
@@ -45,15 +46,20 @@ def _zoo(m: Matrix, case: Case) -> str | None:
 
 def shape_of(m: Matrix, case: Case) -> dict[str, Any]:
     """The failing case's shape: its phases with every size written out (a kind's defaults
-    too), its features, topology and, for a tiny zoo model with an auto partition, its layers."""
+    too), its features, topology and, for a tiny zoo model with an auto partition, its layers.
+    The first phase is always the sequential one: the suite's prompts (``accuracy``), which
+    every case is sent whether its workload names the phase or not, as requests and max_tokens."""
     phases, at = _declared(m, case)
     if at is not None and at[0] == "rules":
         raise ShapeError(f"{case.id}: its workload is its rule's ({case.expectation.where}); shrink rewrites a suite's")
     pp = m.topologies[case.topology].pp
-    out = []
+    accuracy = m.suite(case.suite).accuracy
+    out = [{"kind": SEQUENTIAL, "requests": len(accuracy.prompts), "max_tokens": accuracy.max_tokens}]
     for p in phases:
         data = p.model_dump(mode="json", exclude_defaults=True)
         kind = kind_of(p)
+        if p.kind == SEQUENTIAL:
+            continue
         if kind.planned and p.explicit is None:
             s = kind.sizes(p, pp)
             data.update(requests=s.requests, prompt_tokens=s.prompt_tokens, max_tokens=s.max_tokens)
@@ -98,14 +104,23 @@ def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path
     groups = suite.get("groups") or []
     group = dict(groups[case.group]) if case.group is not None and case.group < len(groups) else {}
     group.pop("toggles", None)
+    sequential = next(p for p in shape["phases"] if p["kind"] == SEQUENTIAL)
     group.update(
         families=[case.family],
         topologies=[shape["topology"]],
         partitions=[case.partition],
         features=["+".join(sorted(shape["features"])) or "none"],
-        workload=shape["phases"],
+        workload=[{"kind": SEQUENTIAL}, *(p for p in shape["phases"] if p is not sequential)],
     )
+    accuracy = m.suite(case.suite).accuracy
+    n = sequential["requests"]
     suite.update(groups=[group], mode="full")
+    suite["accuracy"] = {
+        **(suite.get("accuracy") or {}),
+        "prompts": accuracy.prompts[:n],
+        "max_tokens": sequential["max_tokens"],
+        "streamed": min(accuracy.streamed, n),
+    }
     layer: dict[str, Any] = {"suites": {case.suite: suite}}
     layers = m.variant(case.family, case.variant).hidden_layers
     if shape.get("layers") is not None and shape["layers"] != layers:

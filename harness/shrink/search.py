@@ -5,7 +5,7 @@ max_tokens), the phases themselves, the stacked features, the topology (a smalle
 the matrix's) and the model's hidden layers. Every candidate changes one dimension of the
 current shape:
 
-- a phase or a feature dropped, or the topology swapped for a smaller one; a part whose drop
+- a phase (not the sequential one, which every case is sent) or a feature dropped, or the topology swapped for a smaller one; a part whose drop
   did not fail the same way is needed, and is not dropped again from a smaller shape;
 - a number bisected between the largest value known not to fail (its floor; one below its
   minimum at first) and its current, failing value: the midpoint is tried, and it becomes the
@@ -33,6 +33,9 @@ from typing import Any
 from harness import safe_write
 
 STATE = "shrink.json"
+# The suite's sequential requests are sent to every case: that phase is made smaller (fewer
+# prompts, fewer tokens), never dropped.
+SEQUENTIAL = "sequential"
 SIZES = ("requests", "prompt_tokens", "max_tokens")  # of a phase, each at least 1
 LEAST = {"requests": 1, "prompt_tokens": 1, "max_tokens": 1, "layers": 1}
 
@@ -101,8 +104,9 @@ def candidates(
     ``needed`` (dropping it did not fail the same way before) is not dropped again."""
     out = []
     phases = shape["phases"]
-    if len(phases) > 1:
-        for p in phases:
+    droppable = [p for p in phases if p["kind"] != SEQUENTIAL]
+    if len(droppable) > 1 or len(phases) > len(droppable):
+        for p in droppable:
             new = {**shape, "phases": [q for q in phases if q is not p]}
             out.append(Candidate(new, f"phase {label(p)} dropped", f"phase {label(p)}"))
     for f in shape["features"]:
