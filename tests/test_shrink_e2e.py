@@ -2,9 +2,9 @@
 only with several requests in flight and a long context) first FAILs a real run — not ERROR, the
 sequential requests equal to the reference's — and is then shrunk, every candidate a real run, to
 its least traffic: one sequential prompt of one token, one concurrent phase of two requests (one
-request never has the fault), fewer prompt and output tokens than planted. The smallest run fails the same way, and its standalone
-client, run with plain Python (no ppconf on its path) against the server its commands.sh starts,
-exits 1: reproduced.
+request never has the fault), fewer prompt and output tokens than planted. The smallest run fails
+the same way, and its standalone client, run with plain Python (no ppconf on its path) against the
+server its commands.sh starts, exits 1: reproduced.
 
 About an hour here (each candidate is a case launch and its reference's): run it with
 PPCONF_SHRINK=1, inside `flock /tmp/ppconf-vllm.lock` on a shared machine. Not part of CI."""

@@ -3,8 +3,9 @@ failing case's shape read from its matrix, and a candidate written as a matrix l
 
 The layer keeps every name the case's claim is matched on: it replaces the case's suite (same
 name) by one with a single group, the candidate's own, whose workload is the candidate's
-phases, and whose sequential prompts are the first of the suite's, as many as the candidate's; with fewer layers it also replaces the case's family (same name) by one whose variant
-serves a tiny zoo model rebuilt with that many layers (``zoo:PATH.json``). The rule that
+phases and whose sequential prompts are the first of the suite's, as many as the candidate's;
+with fewer layers it also replaces the case's family (same name) by one whose variant serves a
+tiny zoo model rebuilt with that many layers (``zoo:PATH.json``). The rule that
 decides the case's claim is the original's, unless the rule itself declares the workload (then
 the layer could not change it, and ``shape_of`` refuses).
 """

@@ -5,8 +5,9 @@ max_tokens), the phases themselves, the stacked features, the topology (a smalle
 the matrix's) and the model's hidden layers. Every candidate changes one dimension of the
 current shape:
 
-- a phase (not the sequential one, which every case is sent) or a feature dropped, or the topology swapped for a smaller one; a part whose drop
-  did not fail the same way is needed, and is not dropped again from a smaller shape;
+- a phase (not the sequential one, which every case is sent) or a feature dropped, or the
+  topology swapped for a smaller one; a part whose drop did not fail the same way is needed,
+  and is not dropped again from a smaller shape;
 - a number bisected between the largest value known not to fail (its floor; one below its
   minimum at first) and its current, failing value: the midpoint is tried, and it becomes the
   new value if it fails the same way, the new floor if not. A number is done when no whole
