@@ -2,9 +2,14 @@
 smaller case, under the same suite and claim, with the candidate's phases and layers."""
 
 import json
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from harness.cases.expand import expand
 from harness.cases.workload import plan_workload
+from harness.check.verdict.repro import bundle_dir
 from harness.matrix.load import load_matrix
 from harness.shrink import overlay
 from harness.shrink.search import candidates
@@ -60,3 +65,53 @@ def test_a_dropped_feature_is_a_case_of_its_own(tmp_path):
     layer = overlay.write_layer(m, case, drop.shape, tmp_path / "try-2")
     (got,) = expand(load_matrix([*m.roots, layer.parent]), case.suite).cases
     assert got.id == "qwen3-tiny/pp2-tp1-mp/auto/none" == overlay.case_of(case, drop.shape)
+
+
+def test_ppconf_shrink_runs_each_candidate_as_a_run_of_the_layered_matrix(tmp_path, monkeypatch, capsys):
+    """The command's glue, with `ppconf run` replaced by a fake that judges the candidate's own
+    layered matrix (the planted fault's rule: two requests in flight, prompts of 100 tokens)."""
+    from harness.cli import main
+    from harness.commands import shrink as command
+    from harness.results import store
+    from tests.records import record
+
+    m, case = planted(tmp_path)
+    failed = {"name": "concurrent", "kind": "concurrent", "requests": 4, "mismatched": 2}
+
+    def verdict(cid, phases):
+        conc = next((p for p in phases if p.kind == "concurrent"), None)
+        bad = conc is not None and conc.phase.requests >= 2 and conc.phase.prompt_tokens >= 100
+        obs = {"ready": True, "workload": [failed] if bad else []}
+        rec = record(cid, "FAIL" if bad else "PASS", features=list(case.features), observation=obs)
+        return {**rec, "suite": case.suite}
+
+    def fake_run(argv, **kw):
+        roots = [argv[i + 1] for i, a in enumerate(argv) if a == "--matrices"]
+        out, cid = Path(argv[argv.index("--out") + 1]), argv[argv.index("--case") + 1]
+        layered = load_matrix(roots)
+        (c,) = [c for c in expand(layered, case.suite).cases if c.id == cid]
+        rec = verdict(cid, plan_workload(layered, c))
+        out.mkdir(parents=True)
+        (out / store.RESULTS).write_text(json.dumps(rec) + "\n")
+        bundle = bundle_dir(out, cid)
+        bundle.mkdir(parents=True)
+        (bundle / "client.py").write_text("# the client\n")
+        return subprocess.CompletedProcess(argv, 1 if rec["outcome"] == "FAIL" else 0, "", "")
+
+    monkeypatch.setattr(command.subprocess, "run", fake_run)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / store.RESULTS).write_text(json.dumps(verdict(case.id, plan_workload(m, case))) + "\n")
+    out = tmp_path / "shrink"
+    args = ["shrink", str(run), "--case", case.id, "--matrices", str(m.root), "--traffic-only", "--out", str(out)]
+    assert main([*args, "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    sequential, conc = answer["smallest"]["phases"]
+    assert sequential == {"kind": "sequential", "requests": 1, "max_tokens": 1}
+    assert (conc["requests"], conc["prompt_tokens"], conc["max_tokens"]) == (2, 100, 1)
+    assert answer["smallest"]["features"] == ["long-batched-fault"] and answer["smallest"]["layers"] is None
+    assert (Path(answer["repro"]) / "client.py").is_file()
+    # the same command again resumes: every candidate already tried, nothing run
+    monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: pytest.fail("ran a candidate again"))
+    assert main([*args, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["smallest"] == answer["smallest"]
