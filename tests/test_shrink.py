@@ -142,17 +142,20 @@ def test_a_saved_shrink_of_another_case_is_refused(tmp_path):
         search.load_or_start(tmp_path, other)
 
 
-def test_a_run_that_says_nothing_is_not_kept_and_the_search_goes_on():
-    # the smaller prompts come out ERROR ("not exercised"): neither kept nor a floor for the size
+def test_a_run_that_says_nothing_counts_as_not_failing_there():
+    # two requests come out ERROR ("not exercised": each ran in its own PP micro-batch): that is
+    # the floor, and three are tried
     def oracle(c, n):
-        if c.dim == "phase concurrent: prompt_tokens":
+        conc = next((p for p in c.shape["phases"] if p["kind"] == "concurrent"), None)
+        if conc is not None and conc["requests"] < 3:
             return Try(c.change, c.shape, None, "ERROR: not exercised", "", c.dim, c.value)
-        same = fails(c.shape)
-        return Try(c.change, c.shape, same, "", "", c.dim, c.value)
+        return Try(c.change, c.shape, fails(c.shape), "", "", c.dim, c.value)
 
-    answer = shrink(start(), oracle, smaller, lambda s: None)
-    assert answer["smallest"]["phases"][1]["prompt_tokens"] == 192
-    assert answer["smallest"]["phases"][1]["requests"] == 2  # the other sizes shrank all the same
+    s = start()
+    answer = shrink(s, oracle, smaller, lambda s: None)
+    assert answer["smallest"]["phases"][1]["requests"] == 3
+    assert answer["smallest"]["phases"][1]["prompt_tokens"] == 100  # the other sizes shrank all the same
+    assert [t.value for t in s.tries if t.dim == "phase concurrent: requests"] == [4, 2, 3]
 
 
 def failing(**obs):

@@ -34,6 +34,7 @@ def _record(run_dir: Path, case: str):
 def _oracle(args: argparse.Namespace, m, case, original: tuple[str, list[str]], directory: Path):
     def run(c: Candidate, n: int) -> Try:
         here = directory / f"try-{n}"
+        shutil.rmtree(here, ignore_errors=True)  # an interrupted try's: run again from the start
         layer = overlay.write_layer(m, case, c.shape, here / "matrices")
         out, cid = here / "run", overlay.case_of(case, c.shape)
         argv = [sys.executable, "-m", "harness.cli", "run", "--suite", case.suite, "--case", cid, "-q"]

@@ -105,7 +105,7 @@ def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path
     groups = suite.get("groups") or []
     group = dict(groups[case.group]) if case.group is not None and case.group < len(groups) else {}
     group.pop("toggles", None)
-    sequential = next(p for p in shape["phases"] if p["kind"] == SEQUENTIAL)
+    sequential = next((p for p in shape["phases"] if p["kind"] == SEQUENTIAL), None)
     group.update(
         families=[case.family],
         topologies=[shape["topology"]],
@@ -113,15 +113,16 @@ def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path
         features=["+".join(sorted(shape["features"])) or "none"],
         workload=[{"kind": SEQUENTIAL}, *(p for p in shape["phases"] if p is not sequential)],
     )
-    accuracy = m.suite(case.suite).accuracy
-    n = sequential["requests"]
     suite.update(groups=[group], mode="full")
-    suite["accuracy"] = {
-        **(suite.get("accuracy") or {}),
-        "prompts": accuracy.prompts[:n],
-        "max_tokens": sequential["max_tokens"],
-        "streamed": min(accuracy.streamed, n),
-    }
+    if sequential is not None:  # a shape without one keeps the suite's prompts as they are
+        accuracy = m.suite(case.suite).accuracy
+        n = sequential["requests"]
+        suite["accuracy"] = {
+            **(suite.get("accuracy") or {}),
+            "prompts": accuracy.prompts[:n],
+            "max_tokens": sequential["max_tokens"],
+            "streamed": min(accuracy.streamed, n),
+        }
     layer: dict[str, Any] = {"suites": {case.suite: suite}}
     layers = m.variant(case.family, case.variant).hidden_layers
     if shape.get("layers") is not None and shape["layers"] != layers:

@@ -15,8 +15,8 @@ current shape:
   (0: exact; 0.25 stops a 192-token prompt within 48 tokens of its least failing length).
 
 The oracle runs a candidate for real and says whether it **fails the same way** as the
-original (``harness.shrink.failure``), or that it cannot tell (an ERROR, a launch refused: that
-dimension is then left as it is). Smaller in one dimension is assumed to make a failure
+original (``harness.shrink.failure``), or that it cannot tell (an ERROR, a launch refused), which
+counts as not failing: a phase too small to be exercised shows nothing smaller would be. Smaller in one dimension is assumed to make a failure
 no likelier, so a floor or a needed part found once stays so. The search keeps the first candidate that
 fails the same way and starts over from it; it stops when no candidate of the current shape
 is left untried. Every try is kept in the state (``Shrink``), saved after each, so a search
@@ -204,19 +204,13 @@ def step(s: Shrink, oracle: Oracle, smaller: Smaller) -> Try | None:
 
 def learn(s: Shrink, c: Candidate, t: Try) -> None:
     """What a candidate that did not fail the same way teaches: a dropped part is needed; a
-    number's value that does not fail is its new floor. A run that said nothing of the product
-    (``t.same`` is None: an ERROR, a launch refused) cannot tell, so that dimension is left
-    where it is rather than tried again at each size."""
+    number's value is its new floor. A run that said nothing of the product (``t.same`` is None:
+    an ERROR such as a phase not exercised, a launch refused) counts as not failing there too:
+    a size too small to exercise the phase shows nothing smaller would."""
     if c.value is None:
         s.needed.append(c.dim)
-    elif t.same is None:
-        s.floors[c.dim] = _value(s.current, c.dim) - 1
     else:
         s.floors[c.dim] = max(floor_of(c.dim, s.floors), c.value)
-
-
-def _value(shape: dict[str, Any], dim: str) -> int:
-    return dict(_numbers(shape))[dim]
 
 
 def shrink(s: Shrink, oracle: Oracle, smaller: Smaller, save: Callable[[Shrink], None]) -> dict[str, Any]:
