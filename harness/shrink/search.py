@@ -15,11 +15,11 @@ current shape:
   (0: exact; 0.25 stops a 192-token prompt within 48 tokens of its least failing length).
 
 The oracle runs a candidate for real and says whether it **fails the same way** as the
-original (``harness.shrink.failure``), or that it cannot tell (an ERROR, a launch refused), which
-counts as not failing: a phase too small to be exercised shows nothing smaller would be. Smaller in one dimension is assumed to make a failure
-no likelier, so a floor or a needed part found once stays so. The search keeps the first candidate that
-fails the same way and starts over from it; it stops when no candidate of the current shape
-is left untried. Every try is kept in the state (``Shrink``), saved after each, so a search
+original (``harness.shrink.failure``), or that it cannot tell (an ERROR, a launch refused),
+which counts as not failing: a phase too small to be exercised shows nothing smaller would be.
+Smaller in one dimension is assumed to make a failure no likelier, so a floor or a needed part
+found once stays so. The search keeps the first candidate that fails the same way and starts
+over from it; it stops when no candidate of the current shape is left untried. Every try is kept in the state (``Shrink``), saved after each, so a search
 that stopped resumes where it was: a candidate already tried is never run again.
 """
 
