@@ -19,8 +19,9 @@ original (``harness.shrink.failure``), or that it cannot tell (an ERROR, a launc
 which counts as not failing: a phase too small to be exercised shows nothing smaller would be.
 Smaller in one dimension is assumed to make a failure no likelier, so a floor or a needed part
 found once stays so. The search keeps the first candidate that fails the same way and starts
-over from it; it stops when no candidate of the current shape is left untried. Every try is kept in the state (``Shrink``), saved after each, so a search
-that stopped resumes where it was: a candidate already tried is never run again.
+over from it; it stops when no candidate of the current shape is left untried. Every try is
+kept in the state (``Shrink``), saved after each, so a search that stopped resumes where it
+was: a candidate already tried is never run again.
 """
 
 from __future__ import annotations
