@@ -67,6 +67,7 @@ def test_a_dropped_feature_is_a_case_of_its_own(tmp_path):
     assert got.id == "qwen3-tiny/pp2-tp1-mp/auto/none" == overlay.case_of(case, drop.shape)
 
 
+@pytest.mark.slow  # about 2 s: a matrix loaded and expanded per candidate
 def test_ppconf_shrink_runs_each_candidate_as_a_run_of_the_layered_matrix(tmp_path, monkeypatch, capsys):
     """The command's glue, with `ppconf run` replaced by a fake that judges the candidate's own
     layered matrix (the planted fault's rule: two requests in flight, prompts of 100 tokens)."""
