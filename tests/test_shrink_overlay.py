@@ -35,7 +35,7 @@ def test_the_planted_case_shape_has_every_size_written_out(tmp_path):
     }
     assert shape["features"] == ["long-batched-fault"] and shape["topology"] == "pp2-tp1-mp"
     assert shape["layers"] == 5
-    assert overlay.smaller_topologies(m, shape) == []  # no PP=1 topology runs the mp executor
+    assert overlay.smaller_topologies(m, shape) == ["pp1-tp1"]  # one rank: any executor
 
 
 def test_a_candidate_layer_expands_to_the_smaller_case_with_the_same_claim(tmp_path):

@@ -75,9 +75,10 @@ def shape_of(m: Matrix, case: Case) -> dict[str, Any]:
     }
 
 
-def smaller_topologies(m: Matrix, shape: dict[str, Any], platform_devices: int | None = None) -> list[str]:
+def smaller_topologies(m: Matrix, shape: dict[str, Any]) -> list[str]:
     """The matrix's topologies smaller than the shape's (fewer PP x TP ranks, neither larger) of
-    the same executor, nodes and data parallelism, largest first."""
+    the same nodes, data parallelism and executor (any executor for a single rank, which needs
+    none), largest first."""
     cur = m.topologies[shape["topology"]]
     if cur.decode is not None:
         return []
@@ -88,7 +89,8 @@ def smaller_topologies(m: Matrix, shape: dict[str, Any], platform_devices: int |
         and t.pp <= cur.pp
         and t.tp <= cur.tp
         and t.pp * t.tp < cur.pp * cur.tp
-        and (t.dp, t.nnodes, t.backend, t.dp_mode) == (cur.dp, cur.nnodes, cur.backend, cur.dp_mode)
+        and (t.dp, t.nnodes, t.dp_mode) == (cur.dp, cur.nnodes, cur.dp_mode)
+        and (t.backend == cur.backend or t.pp * t.tp == 1)
     ]
     return [name for _, name in sorted(found, reverse=True)]
 
