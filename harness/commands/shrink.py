@@ -22,6 +22,7 @@ from harness.results import store
 from harness.shrink import overlay, search
 from harness.shrink.failure import same_failure, signature
 from harness.shrink.search import Candidate, Shrink, Try
+from harness.stacks.stack import Stack
 
 FAILING = ("FAIL", "BAD_REJECT", "UNEXPECTED_ACCEPT")
 
@@ -31,14 +32,30 @@ def _record(run_dir: Path, case: str):
     return records[-1] if records else None
 
 
-def _oracle(args: argparse.Namespace, m, case, original: tuple[str, list[str]], directory: Path):
+def _oracle(args: argparse.Namespace, m, case, original: tuple[str, list[str]], directory: Path, stack: str | None):
+    """Each candidate a real `ppconf run` of the smaller case, on the stack the case failed on."""
+
     def run(c: Candidate, n: int) -> Try:
         here = directory / f"try-{n}"
         shutil.rmtree(here, ignore_errors=True)  # an interrupted try's: run again from the start
         layer = overlay.write_layer(m, case, c.shape, here / "matrices")
         out, cid = here / "run", overlay.case_of(case, c.shape)
-        argv = [sys.executable, "-m", "harness.cli", "run", "--suite", case.suite, "--case", cid, "-q"]
-        argv += ["--resume", str(out)] if (out / store.META).is_file() else ["--out", str(out)]
+        argv = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--suite",
+            case.suite,
+            "--case",
+            cid,
+            "-q",
+            "--out",
+            str(out),
+        ]
+        if stack:  # a run over stacks: its record is in the stack's own run directory
+            argv += ["--stack", stack]
+            out = out / Stack.parse(stack).id
         for root in (*m.roots, layer.parent):
             argv += ["--matrices", str(root)]
         if args.cluster:
@@ -109,7 +126,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CliError(str(err)) from None
     search.save(directory, s, args.force)
-    oracle = _oracle(args, m, case, (r.outcome.value, sig), directory)
+    oracle = _oracle(args, m, case, (r.outcome.value, sig), directory, r.stack)
     answer = search.shrink(
         s, oracle, lambda shape: overlay.smaller_topologies(m, shape), lambda s: search.save(directory, s, args.force)
     )
