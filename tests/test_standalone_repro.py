@@ -44,7 +44,17 @@ def serve(skewed: bool):
             long = isinstance(body["prompt"], list) and len(body["prompt"]) >= LONG
             token = 7 if skewed and long else 1
             tokens = [f"token_id:{token}"] * body["max_tokens"]
-            self._send({"choices": [{"text": "", "logprobs": {"tokens": tokens}}]})
+            if not body.get("stream"):
+                self._send({"choices": [{"text": "", "logprobs": {"tokens": tokens}}]})
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for t in tokens:  # one token a chunk, as vLLM streams them
+                chunk = {"choices": [{"index": 0, "text": "", "logprobs": {"tokens": [t]}}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -83,6 +93,7 @@ def test_the_client_reproduces_the_failure_with_the_exact_requests(bundle):
     assert seen[0]["prompt"] == "Hello" and seen[0]["max_tokens"] == 2
     assert sorted(map(tuple, (b["prompt"] for b in seen[1:]))) == sorted(r.prompt for r in plan.requests)
     assert all(b["temperature"] == 0 and b["ignore_eos"] and b["return_tokens_as_token_ids"] for b in seen)
+    assert [bool(b.get("stream")) for b in seen] == [False] + [True] * len(plan.requests)  # as the phase streams
 
 
 def test_the_client_says_so_when_the_failure_is_gone(bundle):

@@ -4,9 +4,9 @@ whether the failure is still there — runnable with Python alone (``urllib``), 
 
 ``requests.json`` holds the traffic in the order the check sent it: the suite's sequential
 prompts one at a time, then each phase's requests (its warm-up alone, its requests at once in
-threads, its closing requests), greedy, with the flags ppconf's client sends (token ids back,
-EOS ignored). ``expected.json`` holds, per request that differed, the reference's token ids
-(expected) and the case's (observed). ``client.py`` reads both beside it.
+threads, streamed where the phase streams them, its closing requests), greedy, with the flags
+ppconf's client sends (token ids back, EOS ignored). ``expected.json`` holds, per request that
+differed, the reference's token ids (expected) and the case's (observed). ``client.py`` reads both beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from harness import safe_write
 from harness.cases.phases.kind import PhasePlan
 from harness.launch import Deployment
 from harness.matrix.schema import Accuracy
+from harness.registry import PHASE_KINDS
 from harness.results.result import Observation
 
 CLIENT = '''#!/usr/bin/env python3
@@ -50,7 +51,7 @@ def model_of(url, timeout):
         return json.loads(r.read())["data"][0]["id"]
 
 
-def complete(url, model, request, timeout):
+def complete(url, model, request, timeout, stream=False):
     body = {
         "model": model,
         "prompt": request["prompt"],
@@ -60,13 +61,28 @@ def complete(url, model, request, timeout):
         "return_tokens_as_token_ids": True,
         "ignore_eos": True,
     }
-    choice = post(url + "/v1/completions", body, timeout)["choices"][0]
-    return [int(t.rsplit(":", 1)[1]) for t in choice["logprobs"]["tokens"]]
+    if not stream:
+        choice = post(url + "/v1/completions", body, timeout)["choices"][0]
+        return [int(t.rsplit(":", 1)[1]) for t in choice["logprobs"]["tokens"]]
+    data = json.dumps({**body, "stream": True}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data, {"Content-Type": "application/json"})
+    ids = []
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for choice in json.loads(line[6:]).get("choices") or []:
+                ids += [int(t.rsplit(":", 1)[1]) for t in (choice.get("logprobs") or {}).get("tokens") or []]
+    return ids
 
 
-def at_once(url, model, requests, timeout, answers):
+def at_once(url, model, requests, timeout, answers, stream):
+    start = threading.Barrier(len(requests))  # sent together, as the check sent them
+
     def one(r):
-        answers[r["label"]] = complete(url, model, r, timeout)
+        start.wait()
+        answers[r["label"]] = complete(url, model, r, timeout, stream)
 
     threads = [threading.Thread(target=one, args=(r,)) for r in requests]
     for t in threads:
@@ -89,7 +105,7 @@ def main():
         for r in phase["warmup"]:
             answers[r["label"]] = complete(url, model, r, args.timeout)
         if phase["at_once"]:
-            at_once(url, model, phase["requests"], args.timeout, answers)
+            at_once(url, model, phase["requests"], args.timeout, answers, phase["streamed"])
         else:
             for r in phase["requests"]:
                 answers[r["label"]] = complete(url, model, r, args.timeout)
@@ -129,7 +145,15 @@ def traffic(accuracy: Accuracy | None, phases: tuple[PhasePlan, ...]) -> list[di
         n = accuracy.max_tokens
         seq = [{"label": f"text:{i}", "prompt": p, "max_tokens": n} for i, p in enumerate(accuracy.prompts)]
         out.append(
-            {"name": "sequential", "kind": "sequential", "at_once": False, "warmup": [], "requests": seq, "after": []}
+            {
+                "name": "sequential",
+                "kind": "sequential",
+                "at_once": False,
+                "streamed": False,
+                "warmup": [],
+                "requests": seq,
+                "after": [],
+            }
         )
     for plan in phases:
         data = plan.to_json()
@@ -138,6 +162,7 @@ def traffic(accuracy: Accuracy | None, phases: tuple[PhasePlan, ...]) -> list[di
                 "name": plan.name,
                 "kind": plan.kind,
                 "at_once": plan.in_flight > 1,
+                "streamed": PHASE_KINDS[plan.kind].streamed,
                 "warmup": data["warmup"],
                 "requests": data["requests"],
                 "after": data["after"],
