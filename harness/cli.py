@@ -13,6 +13,7 @@ from harness.cases.partition import RULE_SETS
 from harness.commands.bisect import add_bisect
 from harness.commands.claims import cmd_expand, cmd_lint, cmd_partition, cmd_plan, cmd_schedule
 from harness.commands.common import CliError, add_force
+from harness.commands.export import add_export
 from harness.commands.imports import add_import
 from harness.commands.reports import (
     cmd_diff,
@@ -382,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"flip rate from which a case is suggested to be waived as flaky (default: {FLAKY_RATE})",
     )
     add_import(add)
+    add_export(add)
     add_stack(add)
     add_bisect(add)
     add_shrink(add)

@@ -66,6 +66,7 @@ PHASE_KINDS = Registry(
         "pressure": "harness.cases.phases.pressure",
         "abort": "harness.cases.phases.abort",
         "explicit": "harness.cases.phases.explicit",
+        "explicit-concurrent": "harness.cases.phases.explicit_concurrent",
         "open-loop": "harness.cases.phases.open_loop",
     },
 )

@@ -32,7 +32,7 @@ from harness.check.verdict.record import make_result
 from harness.launch import Deployment
 from harness.matrix.load import Matrix
 from harness.outcomes import NO_LAUNCH, Outcome
-from harness.plan import weights
+from harness.plan import config_check, weights
 from harness.plan.cluster import Cluster
 from harness.plan.launch import group_deployments
 from harness.plan.resolved import Planner
@@ -44,7 +44,8 @@ from harness.results.meta import now, record_versions, write_meta
 from harness.results.result import Observation, Result
 from harness.stacks.stack import Stack
 from harness.target.versions import MACHINE, differences, without_models
-from harness.target.zoo import default_cache_root, ensure_model
+from harness.target.zoo import default_cache_root
+from harness.target.zoo_lora import ensure_zoo
 from runners.errors import InfrastructureError
 from runners.leftovers import reap_left_behind
 
@@ -279,35 +280,49 @@ class SuiteRun:
 
     def _execute_once(self, d: Deployment, retry_of: list[str] | None = None) -> list[Result]:
         """Launch ``d``, check it, judge and record its cases. A launch whose every case is claimed
-        refused at startup or on the first request is first made with dummy weights
-        (``harness.plan.weights``): the claimed refusal is its verdict; anything else is judged on
-        a second launch with the real weights."""
+        refused is first tried without a real launch (``_trial``: a configuration check, or dummy
+        weights): the claimed refusal is its verdict; anything else is judged on a real launch."""
         group = [self.by_id[i] for i in d.case_ids]
         started, t0 = now(), time.monotonic()
         notes = [f"retried after an infrastructure error: {why}" for why in retry_of or []]
-        if weights.dummy_first([c.expectation for c in group]) and not weights.loads_dummy(d):
-            real, observed, fault = self._observe(d, group, dummy_weights=True)
+        trial = self._trial(d, group)
+        if trial is not None:
+            how, note, gave = trial
+            real, observed, fault = self._observe(d, group, **how)
             verdicts = {c.id: judge(c.expectation, observed[c.id]).outcome for c in group}
             if fault is None and all(v is Outcome.XFAIL for v in verdicts.values()):
                 for obs in observed.values():
-                    obs.notes += [*notes, weights.NOTE]
+                    obs.notes += [*notes, note]
                 return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key) for c in group]
-            seen = ", ".join(sorted({v.value for v in verdicts.values()}))
-            notes.append(f"with dummy weights (--load-format dummy) the launch gave {seen}; judged on the real weights")
+            notes.append(gave.format(", ".join(sorted({v.value for v in verdicts.values()}))))
         real, observed, fault = self._observe(d, group)
         for obs in observed.values():
             obs.notes += notes
         return [self.record(c, real, observed[c.id], started, time.monotonic() - t0, d.key, fault) for c in group]
 
+    @staticmethod
+    def _trial(d: Deployment, group: list[Case]) -> tuple[dict[str, bool], str, str] | None:
+        """How a launch is tried before the real one, if it is: (``_observe``'s option, the note of
+        a claimed refusal it shows, the note of anything else it gives, to format with the outcomes)."""
+        claims = [c.expectation for c in group]
+        if config_check.config_first(claims):
+            gave = "as a configuration check (no server) the launch gave {}; judged on a real launch"
+            return {"check_config": True}, config_check.NOTE, gave
+        if weights.dummy_first(claims) and not weights.loads_dummy(d):
+            gave = "with dummy weights (--load-format dummy) the launch gave {}; judged on the real weights"
+            return {"dummy_weights": True}, weights.NOTE, gave
+        return None
+
     def _observe(
-        self, d: Deployment, group: list[Case], dummy_weights: bool = False
+        self, d: Deployment, group: list[Case], dummy_weights: bool = False, check_config: bool = False
     ) -> tuple[Deployment, dict[str, Observation], str | None]:
-        """Launch ``d`` (with dummy weights if asked) and observe its cases: (the deployment as
-        launched, an observation per case, the traceback of a fault of ppconf itself or None)."""
+        """Launch ``d`` (with dummy weights, or as a configuration check, if asked) and observe its
+        cases: (the deployment as launched, an observation per case, the traceback of a fault of
+        ppconf itself or None)."""
         real, fault = d, None
         try:
             real, observed = self.observer.observe(
-                d, [self.planner.resolved(c) for c in group], dummy_weights=dummy_weights
+                d, [self.planner.resolved(c) for c in group], dummy_weights=dummy_weights, check_config=check_config
             )
         except KeyboardInterrupt:
             raise
@@ -373,7 +388,7 @@ class SuiteRun:
     def _ensure_models(self, cases: list[Case]) -> None:
         for name in self.planner.zoo_models(cases):
             self.progress(Event(EventKind.MODEL, f"tiny model {name}"))
-            ensure_model(name, default_cache_root())
+            ensure_zoo(name, default_cache_root())
 
 
 def _stopped_or_local(group: object, reaped: list[int]) -> bool:

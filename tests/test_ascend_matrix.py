@@ -462,7 +462,9 @@ def test_plan_kv_offload_sides_of_the_pd_pair(shipped, cases):
     kv = argv_json(decode, "--kv-transfer-config")
     assert (kv["kv_connector"], kv["kv_role"]) == ("SfaRemoteD2HConnector", "kv_consumer")
     assert kv["kv_connector_extra_config"] == {"transfer_backend": "memfabric", "use_layerwise": True}
-    assert kv["kv_port"] == "30100"  # the plan's port range for the decode side, not the doc's example
+    # the plan's port range for the decode side, not the doc's example: past AscendDirectTransport's
+    # reserved [20000, 36000) on a3-pd's 16-NPU nodes (vllm-ascend's facts)
+    assert kv["kv_port"] == "36100"
     assert "VLLM_PP_LAYER_PARTITION" not in decode.env_dict()
 
 

@@ -34,7 +34,8 @@ def tiny(tmp_path):
     **files) writes it, with more files, and returns its directory."""
     root = tmp_path / "tiny"
     root.mkdir()
-    for name in ("platforms.yaml", "topologies.yaml"):
+    for name in ("platforms.yaml", "ascend/vllm-ascend-facts.json", "topologies.yaml"):
+        (root / name).parent.mkdir(exist_ok=True)
         shutil.copy(DEFAULT_MATRICES / name, root / name)
 
     def write(text: str = TINY, **files: str) -> str:

@@ -204,7 +204,13 @@ def shipped():
 
 # The shipped matrices a fuzzed suite needs (its platform, model family and topology): linting
 # every shipped suite beside it would take most of each example's time.
-BASE_FILES = ("platforms.yaml", "features.yaml", "topologies.yaml", "cpu/families.yaml")
+BASE_FILES = (
+    "platforms.yaml",
+    "ascend/vllm-ascend-facts.json",  # named by platforms.yaml
+    "features.yaml",
+    "topologies.yaml",
+    "cpu/families.yaml",
+)
 
 
 @pytest.fixture(scope="module")

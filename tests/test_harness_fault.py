@@ -21,7 +21,7 @@ def test_a_harness_fault_is_kept_with_its_traceback_and_not_retried(tmp_path, mo
     (d,) = run.prepare()
     calls = []
 
-    def broken(deployment, cases, dummy_weights=False):
+    def broken(deployment, cases, dummy_weights=False, check_config=False):
         calls.append(deployment.key)
         raise KeyError("a bug in ppconf")
 

@@ -53,3 +53,23 @@ def test_two_minutes_of_open_loop_load_and_the_engine_idle_after(tmp_path):
     series = phase["series"]
     assert {"running", "kv_usage", "stage0_memory_bytes", "stage1_memory_bytes"} <= set(series)
     assert max(v for _, v in series["running"]) >= 1 and series["kv_usage"][-1][0] >= 110
+
+
+def test_images_reach_the_decoder_through_pp2_and_agree_with_the_reference(tmp_path):
+    """multimodal-cpu: chat requests carrying generated images on the PP2 tiny BLIP-2 (vision
+    tower and Q-Former on the first stage) and its PP1 counterpart."""
+    record = _run("multimodal-cpu", tmp_path / "run")
+    assert record["outcome"] == "PASS", record["reason"]
+    assert record["observation"]["partition"] == [[0, 2], [2, 4]]  # the OPT decoder's 4 layers split
+    (phase,) = [p for p in record["observation"]["workload"] if p["kind"] == "explicit"]
+    assert (phase["requests"], phase["exact"], phase["mismatched"]) == (4, 4, 0), phase
+    (ref_file,) = (tmp_path / "run" / "references").glob("*.json")
+    answers = json.loads(ref_file.read_text())["outputs"]["phases"]["explicit"]["answers"]
+    by_name = {a["request"]: a["body"] for a in answers}
+    assert all(a["status"] == 200 for a in answers)
+    # the image is part of the prompt (8 query tokens before the text), and another image with
+    # the same text gives another answer: the image's features reached the decoder
+    image, other = by_name["image-greedy-logprobs"], by_name["other-image-same-text"]
+    assert image["usage"]["prompt_tokens"] == other["usage"]["prompt_tokens"] == 8 + 4  # + "The quick brown fox"
+    assert image["choices"][0]["message"]["content"] != other["choices"][0]["message"]["content"]
+    assert [len(c["message"]["content"]) > 0 for c in by_name["image-seeded-n2"]["choices"]] == [True, True]

@@ -231,7 +231,7 @@ def _golden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Call
     def stop(*args: object, **kwargs: object) -> None:
         raise _WouldLaunch
 
-    monkeypatch.setattr(golden, "ensure_model", stop)
+    monkeypatch.setattr(golden, "ensure_zoo", stop)
     monkeypatch.setattr(golden, "Launcher", stop)
     out = tmp_path / "goldens" / "case.json"
     argv = ["golden", "record", "--suite", "smoke-cpu", "--case", "qwen3-tiny/pp2-tp1-mp/auto/none", "--out", str(out)]

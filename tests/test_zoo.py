@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.target import zoo
+from harness.target.hf_config import text_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,13 +87,32 @@ def test_config_fields(name, built):
     folder = built[name]
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == [spec.architecture]
-    assert config["num_hidden_layers"] == spec.num_hidden_layers
     assert config["dtype"] == spec.dtype == "float32"
-    assert config["vocab_size"] == zoo.VOCAB_SIZE
+    text = text_config(config)
+    assert text["num_hidden_layers"] == spec.num_hidden_layers
+    # a vision-language model's vocabulary holds its image token too
+    assert text["vocab_size"] == zoo.VOCAB_SIZE + (spec.vision is not None)
     # head_dim 16 is rejected by the CPU attention kernel.
-    assert config.get("head_dim", config["hidden_size"] // config["num_attention_heads"]) == 64
+    assert text.get("head_dim", text["hidden_size"] // text["num_attention_heads"]) in (32, 64)
     for f in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (folder / f).is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_torch
+def test_a_vision_model_has_its_image_token_and_processor(built):
+    import transformers
+
+    folder = built["blip2-tiny"]
+    config = json.loads((folder / "config.json").read_text())
+    processor = transformers.AutoProcessor.from_pretrained(folder)
+    assert type(processor).__name__ == "Blip2Processor"  # the PIL image processor: no torchvision needed
+    assert processor.tokenizer.convert_tokens_to_ids(zoo.IMAGE) == config["image_token_index"] == zoo.VOCAB_SIZE
+    from PIL import Image
+
+    out = processor(images=Image.new("RGB", (48, 40)), text="The quick brown fox", return_tensors="pt")
+    assert tuple(out["pixel_values"].shape) == (1, 3, 32, 32)
+    assert out["input_ids"][0].tolist().count(zoo.VOCAB_SIZE) == config["num_query_tokens"]
 
 
 @pytest.mark.slow
@@ -109,7 +129,7 @@ def test_tokenizer_has_eos_at_zero(built):
 
 @pytest.mark.slow
 @pytest.mark.needs_torch
-@pytest.mark.parametrize("name", [n for n, s in sorted(zoo.ZOO.items()) if s.runner == "generate"])
+@pytest.mark.parametrize("name", [n for n, s in sorted(zoo.ZOO.items()) if s.runner == "generate" and not s.vision])
 def test_greedy_picks_are_not_near_ties(name, built):
     # Measured at BUILDER_VERSION 1: qwen3-tiny 0.0259, qwen3-moe-tiny 0.0878.
     assert zoo.top2_gap(built[name]) > 1e-3

@@ -170,6 +170,30 @@ def size_problems(m: Matrix, case: Case) -> list[SourceError]:
     return out
 
 
+def _served_adapters(m: Matrix, case: Case) -> set[str]:
+    """The LoRA adapter names the case's launch serves (``--lora-modules NAME=PATH ...``)."""
+    from harness.cases.merge import matrix_layers, merge
+
+    merged = merge(matrix_layers(m, case.platform, case.family, case.variant, case.features, case.suite, case.group))
+    return {v.partition("=")[0] for u in merged.tail if u.flag == "--lora-modules" for v in u.values}
+
+
+def unserved_models(phases: list[Phase], served: set[str]) -> list[tuple[int, str]]:
+    """(phase index, why) for each request naming a model nothing serves when it is sent: neither
+    an adapter of the launch (``served``) nor one loaded by an earlier load-lora-adapter request."""
+    loaded = set(served)
+    out = []
+    for i, phase in enumerate(phases):
+        for r in phase.explicit or ():
+            if r.endpoint == "load-lora-adapter":
+                loaded.add(r.lora_name)
+            model = getattr(r, "model", None)
+            if model is not None and model not in loaded:
+                named = ", ".join(sorted(loaded)) or "none"
+                out.append((i, f"request {r.name or r.endpoint} names model {model!r}, not served then ({named})"))
+    return out
+
+
 def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
     """Why the case's workload cannot be sent as written (lint's question, before any launch):
     a phase too large (``size_problems``), a long prompt the engine would prefill in one step
@@ -179,11 +203,13 @@ def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
     out = size_problems(m, case)
     budget = _given(m, case, "--max-num-batched-tokens")
     speculative = any(drafts(m, f) for f in case.features)
+    unserved = unserved_models(phases, _served_adapters(m, case))
     for i, phase in enumerate(phases):
         name = f"phase {phase.label} ({phase.kind})"
         kind = kind_of(phase)
         here = _at(m, at, i, phase)
         problems: list[str] = [f"{name}: {problem}" for problem in kind.lint(phase, budget)]
+        problems += [f"{name}: {why}" for k, why in unserved if k == i]
         if phase.min_acceptance_ratio is not None and not speculative:
             problems.append(
                 f"{name}: min_acceptance_ratio bounds speculative acceptance, but no feature of "

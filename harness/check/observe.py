@@ -31,6 +31,7 @@ from harness.check.traffic.phases import PhaseOutputs, run_phase
 from harness.launch import Deployment
 from harness.matrix.schema import Compare
 from harness.outcomes import NEEDS_REFERENCE, Kind
+from harness.plan.config_check import config_only
 from harness.plan.resolved import RequestsKey, ResolvedCase
 from harness.plan.weights import without_weights
 from harness.registry import LIVE_CHECKS
@@ -136,23 +137,31 @@ class Observer:
         self.ctx.say(kind, rc.case if rc is not None else None, text)
 
     def observe(
-        self, d: Deployment, cases: list[ResolvedCase], dummy_weights: bool = False
+        self, d: Deployment, cases: list[ResolvedCase], dummy_weights: bool = False, check_config: bool = False
     ) -> tuple[Deployment, dict[str, Observation]]:
         """Launch ``d`` once for all of ``cases``; the deployment as really launched, and each case's
         observation. ``dummy_weights``: every launch that loads weights loads vLLM's dummy ones
-        (``harness.plan.weights``; its logs are kept apart from a launch with the real ones)."""
+        (``harness.plan.weights``); ``check_config``: each serving launch only builds the engine's
+        configuration and exits (``harness.plan.config_check``). Either keeps its logs apart from
+        a launch of the deployment itself."""
         first = cases[0]
+        cluster = self.ctx.planner.cluster
 
         def replan(placement: Any, ports: Any) -> Deployment:
             planned = replace(self.ctx.planner.deployment(first.case, placement, ports), case_ids=d.case_ids)
+            if check_config:
+                return config_only(planned, lambda node: cluster.node(node).python)
             return without_weights(planned) if dummy_weights else planned
 
-        self.progress(
-            "launch", first, f"{len(cases)} case(s) on one deployment" + (", dummy weights" if dummy_weights else "")
-        )
-        logs_dir = self.run_dir / "logs" / (f"{d.key}-dummy-weights" if dummy_weights else d.key)
+        how = ", dummy weights" if dummy_weights else ", configuration check" if check_config else ""
+        self.progress("launch", first, f"{len(cases)} case(s) on one deployment{how}")
+        tail = "-dummy-weights" if dummy_weights else "-config-check" if check_config else ""
+        logs_dir = self.run_dir / "logs" / f"{d.key}{tail}"
         with self.ctx.launcher.serve(replan, d.placement, first.id, logs_dir) as live:
-            state, elapsed = live.wait_ready(first.startup_timeout_s)
+            if check_config:
+                state, elapsed = live.wait_exited(first.startup_timeout_s)
+            else:
+                state, elapsed = live.wait_ready(first.startup_timeout_s)
             if state == "ready":
                 served = self._serve(live, cases, Startup(ready=True, ready_s=round(elapsed, 1)))
             else:

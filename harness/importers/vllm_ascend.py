@@ -59,6 +59,9 @@ PLANNED = frozenset(
 )
 # Env that only fed the flags above (vllm-ascend's runner fills $SERVER_PORT into --port).
 PLANNED_ENV = frozenset({"SERVER_PORT"})
+# A custom split of the layers, kept as the env it is (the partition oracle needs the model's layer
+# count, which a config does not give); ppconf's P/D plan also writes it into the connector's config.
+PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
 # Switches that are a feature of the shipped matrix, and speculative methods by feature.
 SWITCH_FEATURES = {
     "--enforce-eager": "enforce-eager",
@@ -180,6 +183,16 @@ def import_each(paths: list[Path], base: Matrix, parser: Any | None) -> tuple[Im
     return imported, errors
 
 
+def config_tests(path: Path) -> tuple[str, list[Test]]:
+    """The suite a config imports as and its tests as written (``--explain`` sets them beside the
+    plans); the config is read as the import reads it, so a bad one raises the same errors."""
+    doc = load_document(path, str(path))
+    data = doc.root
+    if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
+        raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
+    return slug(doc.path.stem), _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
+
+
 def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -> tuple[str, dict[str, Any]]:
     data = doc.root
     if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
@@ -231,6 +244,11 @@ class ConfigNode:
     tokens: list[tuple[str, Where | None]]  # the serve flags as written, model left out
     env: dict[str, tuple[str, Where]]
     where: Where
+    planned_env: dict[str, str] = field(default_factory=dict)  # PLANNED_ENV as written: left out
+
+
+def _planned_env(env: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (env or {}).items() if k in PLANNED_ENV} if isinstance(env, dict) else {}
 
 
 @dataclass
@@ -305,7 +323,7 @@ def _multi_node(doc: Document, data: dict) -> Test:
         if words[2] != data.get("model"):
             raise SourceError(tokens[2][1], f"serves {words[2]!r}, the config's model is {data.get('model')!r}")
         env = _env(doc, ("deployment", i, "envs"), entry.get("envs"))
-        nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i))))
+        nodes.append(ConfigNode(tokens[3:], env, doc.where(("deployment", i)), _planned_env(entry.get("envs"))))
     if data.get("num_nodes") is not None and int(data["num_nodes"]) != len(nodes):
         raise SourceError(
             doc.value_where(("num_nodes",)), f"num_nodes {data['num_nodes']} but {len(nodes)} deployment entries"
@@ -340,7 +358,10 @@ def _single_node(doc: Document, data: dict) -> list[Test]:
                 raise SourceError(doc.where(("test_cases", i, key)), f"{key} must be an argv list")
             tokens += [(str(t), doc.value_where(("test_cases", i, key, j))) for j, t in enumerate(argv)]
         name = str(case.get("name") or f"{doc.path.stem}-{i}")
-        node = ConfigNode(tokens, _env(doc, ("test_cases", i, "envs"), case.get("envs")), doc.where(("test_cases", i)))
+        envs = case.get("envs")
+        node = ConfigNode(
+            tokens, _env(doc, ("test_cases", i, "envs"), envs), doc.where(("test_cases", i)), _planned_env(envs)
+        )
         tests.append(
             Test(
                 family=slug(name),
@@ -411,8 +432,9 @@ def _benchmarks(doc: Document, loc: tuple, body: Any) -> dict[str, tuple[dict[st
 def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     per_node = [flags_of(n.tokens, parser) for n in test.nodes]
     sides: dict[str, tuple[list[Flag], dict[str, str]]] = {}
+    kv_features: dict[str, list[str]] = {}
     if test.prefill:
-        topology = _pd_topology(test, per_node)
+        topology, kv_features = _pd_topology(test, per_node, base)
         hosts = {"prefill": test.prefill, "decode": test.decode}
         by_role = {
             role: _same_flags([per_node[i] for i in idx], [f"host {i}" for i in idx], {"--kv-transfer-config"})
@@ -438,7 +460,7 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
     # a feature one instance's own flags express is the case's too (its rules and cells apply),
     # and the other instance runs without it, as the config has it
     features = _features(flags, base)
-    own_features = {role: _features(own, base) for role, (own, _) in sides.items()}
+    own_features = {role: _features(own, base) + kv_features[role] for role, (own, _) in sides.items()}
     for names in own_features.values():
         features += [name for name in names if name not in features]
     shared_features = set(_features(flags, base))
@@ -586,7 +608,8 @@ def _topology(test: Test, flags: list[Flag]) -> dict[str, Any]:
     return out
 
 
-def _pd_topology(test: Test, per_node: list[list[Flag]]) -> dict[str, Any]:
+def _pd_topology(test: Test, per_node: list[list[Flag]], base: Matrix) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The pair's topology, and by side the feature whose own connector a side's config gives."""
     for i in [*test.prefill, *test.decode]:
         if i >= len(per_node):
             raise SourceError(test.where, f"disaggregated_prefill names host {i}, the config has {len(per_node)}")
@@ -594,11 +617,31 @@ def _pd_topology(test: Test, per_node: list[list[Flag]]) -> dict[str, Any]:
     out: dict[str, Any] = {**_sizes(prefill), "nnodes": len(test.prefill)}
     out["decode"] = {**_sizes(decode), "nnodes": len(test.decode)}
     connector = None
+    by_feature: dict[str, list[str]] = {"prefill": [], "decode": []}
     for role, hosts in (("prefill", test.prefill), ("decode", test.decode)):
         for i in hosts:
+            feature = _kv_feature(per_node[i], role, base)
+            if feature is not None:
+                by_feature[role] += [feature] if feature not in by_feature[role] else []
+                continue
             connector = _kv_transfer(test.nodes[i], per_node[i], role, out, connector)
-    out["connector"] = connector
-    return out
+    if connector is not None:
+        out["connector"] = connector
+    return out, by_feature
+
+
+def _kv_feature(flags: list[Flag], role: str, base: Matrix) -> str | None:
+    """The feature whose own connector for this side (``kv-transfer-config`` on its side) the
+    host's config is, but for its port, which ppconf's plan assigns (``harness.plan.pd``)."""
+    kv = next((f for f in flags if f.name == "--kv-transfer-config"), None)
+    if kv is None:
+        return None
+    config = {k: v for k, v in _json(kv).items() if k != "kv_port"}
+    for name, feature in base.features.items():
+        own = feature.side(role).configs.get("kv-transfer-config")
+        if own and {k: v for k, v in own.items() if k != "kv_port"} == config:
+            return name
+    return None
 
 
 # The keys of --kv-transfer-config ppconf's P/D plan writes itself (harness.plan.pd), by value
@@ -643,6 +686,16 @@ def _kv_transfer(node: ConfigNode, flags: list[Flag], role: str, topology: dict,
                 f"kv_connector_extra_config key {side!r}: not mapped (ppconf writes prefill, decode)",
             )
         for key, value in sizes.items():
+            if key == "pp_layer_partition" and side == "prefill":
+                # ppconf's plan writes the prefill's partition there: the one its env gives
+                given = node.env.get(PARTITION_ENV, ("", None))[0] if role == "prefill" else value
+                if value != given:
+                    raise SourceError(
+                        _key_where(kv, "kv_connector_extra_config", side, key),
+                        f"kv_connector_extra_config.prefill.pp_layer_partition {value!r}: the prefill host's "
+                        f"{PARTITION_ENV} is {given or 'not set'!r} (ppconf writes it from the case's partition)",
+                    )
+                continue
             if key not in KV_SIZES or value != instance[KV_SIZES[key]]:
                 size = f"{KV_SIZES[key]}={instance[KV_SIZES[key]]}" if key in KV_SIZES else "no such size"
                 raise SourceError(

@@ -33,6 +33,7 @@ CONFIG_SECTIONS = (
     "speculative_config",
     "compilation_config",
     "kv_transfer_config",
+    "lora_config",
     "additional_config",
 )
 WORKER_SECTIONS = ("model_runner", "platform")

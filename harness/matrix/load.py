@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from harness.matrix import changes
 from harness.matrix import condition as cond
 from harness.matrix.attributes import ATTRIBUTES
+from harness.matrix.facts import EngineFacts, read_facts
 from harness.matrix.requests import RequestFile
 from harness.matrix.schema import (
     NAME,
@@ -135,11 +136,24 @@ def _is_model(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, BaseModel)
 
 
+# the fields a tagged union of ppconf's tells its members by (a request's endpoint, a part's type)
+TAGS = ("endpoint", "type")
+
+
 def _tag(model: type[BaseModel]) -> str | None:
-    """The value a tagged union tells ``model`` by (its `endpoint` literal), if it has one."""
-    field = model.model_fields.get("endpoint")
-    args = typing.get_args(field.annotation) if field is not None else ()
-    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+    """The value a tagged union tells ``model`` by (its `endpoint` or `type` literal), if it has one."""
+    for name in TAGS:
+        field = model.model_fields.get(name)
+        args = typing.get_args(field.annotation) if field is not None else ()
+        if len(args) == 1 and isinstance(args[0], str):
+            return args[0]
+    return None
+
+
+def _member_label(step: Any) -> bool:
+    """A step pydantic adds to name which member of a plain union it tried (``str``,
+    ``list[...]``): not a key of the file."""
+    return isinstance(step, str) and (step in ("str", "int", "float", "bool", "none") or step.endswith("]"))
 
 
 def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, tuple[Any, ...]]:
@@ -150,6 +164,8 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel]
     for i, step in enumerate(loc):
         if isinstance(step, int):  # an index into a list already unwrapped
             kept.append(step)
+            continue
+        if _member_label(step) and not (_is_model(current) and step in current.model_fields):
             continue
         if _is_model(current):
             if step not in current.model_fields:
@@ -197,8 +213,11 @@ def validation_errors(
     """Positioned messages; a key that moved or went (``harness.matrix.changes``, or a key of
     ``removed``: once a setting) says where its choice lives now."""
     out = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors:
         raw = tuple(e["loc"])
+        if _other_member_failed(e, errors):
+            continue
         loc = _walk(model, raw)[1]
         full = base + loc
         dotted = ".".join(str(p) for p in full)
@@ -237,9 +256,19 @@ def validation_errors(
     return out
 
 
+def _other_member_failed(e: Any, errors: list[Any]) -> bool:
+    """Whether ``e`` only says a value is not of a plain union's scalar member (``str``) while the
+    union's other member reports what is wrong inside it: that one is the message."""
+    raw = tuple(e["loc"])
+    if not raw or raw[-1] not in ("str", "int", "float", "bool") or isinstance(e.get("input"), (str, int, float)):
+        return False
+    head = raw[:-1]
+    return any(len(o["loc"]) > len(raw) and tuple(o["loc"])[: len(head)] == head for o in errors)
+
+
 def beside(matrix_file: Path) -> dict[str, Any]:
-    """The validation context of one matrix file: how a file of explicit requests it names
-    (relative to its own directory) is read, a problem in it a ValueError naming its file,
+    """The validation context of one matrix file: how a file of explicit requests or of engine
+    facts it names (relative to its own directory) is read, a problem in it a ValueError naming its file,
     line and column."""
 
     def request_file(name: str) -> list[Any]:
@@ -255,7 +284,10 @@ def beside(matrix_file: Path) -> dict[str, Any]:
         except ValidationError as err:
             raise ValueError("; ".join(str(e) for e in validation_errors(doc, RequestFile, (), err))) from None
 
-    return {"request_file": request_file}
+    def facts_file(name: str) -> EngineFacts:
+        return read_facts(matrix_file.parent / name)
+
+    return {"request_file": request_file, "facts_file": facts_file}
 
 
 def matrix_files(root: Path) -> list[Path]:

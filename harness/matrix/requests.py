@@ -4,9 +4,11 @@ it, so a request can be pasted from client code into a matrix file.
 ppconf's own models (no vLLM import): each endpoint is one model, told apart by ``endpoint``, so
 a misspelt parameter is refused at load with its position and the closest name of that
 endpoint's schema. The names are kept equal to the installed vLLM's request models by a contract
-test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). ``model`` is never given: the
-check step names the served model. Where a field is left unset the server's default applies,
-except ``max_tokens``, which ppconf sets to 16 so every request has a known length.
+test (``tests/test_requests_contract.py``, through ``VLLM_MODELS``). A completions or chat request
+may name its ``model``: a LoRA adapter by the name the server serves it under (vLLM's way of
+choosing one); unset, the check step names the served base model. Where a field is left unset
+the server's default applies, except ``max_tokens``, which ppconf sets to 16 so every request
+has a known length.
 
 A phase's ``explicit`` is a list of requests, or the name of a YAML file beside the matrix file
 (``requests: [...]``), validated the same way with positions in that file.
@@ -16,39 +18,72 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_serializer, model_validator
+
+from harness.matrix import images
+from harness.matrix.strict import Strict
 
 MAX_TOKENS = 2_097_152
 MAX_ITEMS = 100_000
 DEFAULT_MAX_TOKENS = 16
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class TextPart(Strict):
+    type: Literal["text"]
+    text: str
 
 
-class Message(_Strict):
-    """A chat message as OpenAI's schema has it (text content)."""
+class ImageUrl(Strict):
+    url: str = Field(pattern=r"^(data:image/|https?://)")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImageUrlPart(Strict):
+    """An image as OpenAI's schema sends it: a ``data:`` URL or one the server fetches."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class GeneratedImagePart(Strict):
+    """ppconf's own part: a seeded image of random pixels (``harness.matrix.images``), sent as an
+    ``image_url`` part holding its PNG, the same bytes to a case and to its reference."""
+
+    type: Literal["generated_image"]
+    seed: int = Field(0, ge=0)
+    width: int = Field(32, ge=1, le=images.MAX_SIDE)
+    height: int = Field(32, ge=1, le=images.MAX_SIDE)
+
+    @model_serializer
+    def _as_sent(self) -> dict[str, Any]:
+        return {"type": "image_url", "image_url": {"url": images.noise_url(self.seed, self.width, self.height)}}
+
+
+ContentPart = Annotated[TextPart | ImageUrlPart | GeneratedImagePart, Field(discriminator="type")]
+
+
+class Message(Strict):
+    """A chat message as OpenAI's schema has it: text, or a list of parts (text and images)."""
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
 
 
-class FunctionDefinition(_Strict):
+class FunctionDefinition(Strict):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
 
 
-class Tool(_Strict):
+class Tool(Strict):
     type: Literal["function"] = "function"
     function: FunctionDefinition
 
 
-class JsonSchema(_Strict):
+class JsonSchema(Strict):
     name: str = "answer"
     description: str | None = None
     # `schema` as OpenAI spells it (pydantic's BaseModel has a `schema` method of its own)
@@ -58,12 +93,12 @@ class JsonSchema(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
 
-class ResponseFormat(_Strict):
+class ResponseFormat(Strict):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchema | None = None
 
 
-class StructuredOutputs(_Strict):
+class StructuredOutputs(Strict):
     """vLLM's structured outputs: exactly one of json (a JSON schema), regex, choice, grammar."""
 
     json_: dict[str, Any] | str | None = Field(None, alias="json")
@@ -76,7 +111,7 @@ class StructuredOutputs(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
 
-class _Request(_Strict):
+class _Request(Strict):
     """What every explicit request has: its name in the evidence (``<phase>:<index>`` by default)."""
 
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
@@ -97,6 +132,9 @@ class _Request(_Strict):
 class _Sampling(_Request):
     """Sampling parameters shared by completions and chat, with vLLM's names."""
 
+    # a served model other than the base one: a LoRA adapter's name (--lora-modules NAME=PATH, or a
+    # load-lora-adapter request's lora_name)
+    model: str | None = Field(None, min_length=1, max_length=256)
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_TOKENS)
     n: int = Field(1, ge=1, le=128)
     seed: int | None = None
@@ -289,7 +327,7 @@ REQUEST_MODELS: dict[str, type[_Request]] = {
 }
 
 
-class RequestFile(_Strict):
+class RequestFile(Strict):
     """A file of explicit requests beside the matrix file: ``requests: [...]``."""
 
     requests: list[ExplicitRequest] = Field(min_length=1, max_length=MAX_ITEMS)

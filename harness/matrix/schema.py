@@ -18,8 +18,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PlainValidator,
     StringConstraints,
@@ -29,7 +27,9 @@ from pydantic import (
 )
 
 from harness.matrix.effective import Requirement, parse_requirements
+from harness.matrix.facts import EngineFacts
 from harness.matrix.requests import ExplicitRequest
+from harness.matrix.strict import Strict
 from harness.registry import LIVE_CHECKS, PHASE_KINDS, SCORE_TOOLS
 
 # JSON-valued vLLM flags that any layer may contribute fragments to (as `configs`, or as the flag
@@ -123,12 +123,6 @@ def _compiled(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         check_pattern(pattern)
     return patterns
-
-
-class Strict(BaseModel):
-    # NaN and infinities are refused everywhere in the matrix: a `.nan` baseline or an `.inf`
-    # threshold or deadline would silently drop the gate or the bound it states
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # Upper bounds of sizes and durations: a claim beyond them is a typo, and refusing it at load
@@ -492,8 +486,12 @@ class Platform(Strict):
     serve_args: list[str] = []
     # Env for the vLLM processes of one executor backend only (never `ray start`).
     backend_env: dict[Backend, Env] = {}
-    # The keys of --additional-config this platform's engine reads (top level), each with its
-    # source; a plan's additional-config is checked against them.
+    # What the platform's engine reads, generated from its source at a commit (harness.matrix.facts):
+    # the name of a JSON file beside this matrix file. A plan's additional-config keys and its
+    # engine's env names are checked against it, its kv ports against the reserved ranges.
+    facts: EngineFacts | None = None
+    # --additional-config keys (top level) a guide documents that the facts' commit does not read
+    # (a feature newer than that commit), each with that guide: accepted beside the facts' keys.
     additional_config: dict[str, ConfigKey] = {}
     # Keys of vLLM's own JSON flags that this platform's vLLM accepts beyond the driver's
     # installed one, dotted ("compilation-config.pass_config.enable_sp"), each naming the engine
@@ -505,6 +503,17 @@ class Platform(Strict):
     k8s_resource: str | None = Field(
         None, pattern=r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
     )
+
+    @field_validator("facts", mode="before")
+    @classmethod
+    def _facts_file(cls, v: object, info: ValidationInfo) -> object:
+        # the loader reads a facts file beside the matrix file it validates (load.py)
+        if not isinstance(v, str):
+            return v
+        read = (info.context or {}).get("facts_file")
+        if read is None:
+            raise ValueError(f"{v!r}: a facts file is read beside a matrix file; here there is none")
+        return read(v)
 
 
 class Side(Strict):
@@ -565,6 +574,9 @@ class Variant(Strict):
     model: ModelPath
     origin: Literal["upstream", "ascend", "upstream+ascend-adapter"] = "upstream"
     drafters: dict[str, ModelPath] = {}
+    # LoRA adapters the nodes hold, by the KEY the `lora` feature names (`NAME=adapter:KEY`); a
+    # zoo model's are built by ppconf (harness.plan.adapters).
+    adapters: dict[str, ModelPath] = {}
     serve_args: list[str] = []
     env: Env = {}
     configs: dict[Literal[JSON_FLAGS], dict] = {}  # type: ignore[valid-type]

@@ -16,6 +16,7 @@ from harness.cases.merge import Merged, instance_features, matrix_layers, merge,
 from harness.launch import Placement, PlanError
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Instance, Topology
+from harness.plan import adapters
 from harness.plan.cluster import Cluster, Node
 from harness.plan.launch import Ports
 
@@ -26,6 +27,11 @@ PLANNER = "planned by ppconf for this node"
 
 
 def resolve_model_default(ref: str) -> str:
+    lora = adapters.split_zoo_ref(ref)
+    if lora is not None:
+        from harness.target.zoo_lora import adapter_dir
+
+        return str(adapter_dir(*lora))
     if ref.startswith("zoo:"):
         from harness.target.zoo import default_cache_root, model_dir
 
@@ -101,6 +107,7 @@ class InstancePlanner:
         if mg.errors:
             raise MergeError(case.id, mg.errors)
         self._drafter(mg)
+        adapters.resolve(mg, self.variant, self.resolve_model, f"case {case.id}")
         return mg
 
     def _drafter(self, mg: Merged) -> None:

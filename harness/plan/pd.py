@@ -6,25 +6,28 @@ from __future__ import annotations
 
 import json
 
-from harness.cases.case import Case
 from harness.cases.merge import json_args
 from harness.launch import Deployment, LaunchSpec, Placement, PlanError
-from harness.matrix.schema import Topology
+from harness.matrix.schema import Platform, Topology
+from harness.plan.cluster import Cluster
 from harness.plan.instance import InstancePlanner
 from harness.plan.launch import default_placement
 
 
-def kv_parallel_config(topo: Topology, case: Case) -> dict:
-    """The prefill/decode topology both sides of a Mooncake P/D pair must describe identically."""
+def kv_parallel_config(topo: Topology, partition: str | None) -> dict:
+    """The prefill/decode topology both sides of a Mooncake P/D pair must describe identically;
+    ``partition``: the prefill's custom split of the layers, if it has one."""
     assert topo.decode is not None
     prefill: dict[str, int | str] = {"dp_size": topo.dp, "tp_size": topo.tp, "pp_size": topo.pp}
-    if case.partition != "auto":
-        prefill["pp_layer_partition"] = case.partition
+    if partition is not None:
+        prefill["pp_layer_partition"] = partition
     return {
         "prefill": prefill,
         "decode": {"dp_size": topo.decode.dp, "tp_size": topo.decode.tp, "pp_size": topo.decode.pp},
     }
 
+
+PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
 
 # The two serving instances of a P/D pair, by the role (and log name) of each launch.
 PD_ROLES = ("prefill", "decode")
@@ -51,11 +54,26 @@ def shared_stores(d: Deployment) -> dict[str, str]:
     return out
 
 
-def connector_extra_config(connector: str, topo: Topology, case: Case, kv_port: int) -> dict:
+def connector_extra_config(connector: str, topo: Topology, partition: str | None, kv_port: int) -> dict:
     """What the topology's connector needs in ``kv_connector_extra_config`` on both sides."""
     if connector == SHARED_STORE_CONNECTOR:
         return {"shared_storage_path": SHARED_STORE.format(port=kv_port)}
-    return kv_parallel_config(topo, case)
+    return kv_parallel_config(topo, partition)
+
+
+# The kv ports of a pair: prefill's from the base, decode's 100 past it, each one per device.
+KV_BLOCK = 200
+
+
+def clear_of_reserved(port: int, platform: Platform, cluster: Cluster) -> int:
+    """The pair's kv port base: ``port``, or past the end of a range the platform's transports
+    pick ports from at random on the cluster's largest node (its facts) where the pair's block
+    would fall in it (vllm-ascend's Mooncake guide: kv_port 36000 or above on 16-NPU nodes)."""
+    for reserved in platform.facts.reserved_ports if platform.facts else ():
+        top = max(reserved.span(len(n.devices)).stop for n in cluster.nodes)
+        if port < top and port + KV_BLOCK > reserved.first:
+            port = top
+    return port
 
 
 def plan_pd(p: InstancePlanner) -> Deployment:
@@ -66,12 +84,17 @@ def plan_pd(p: InstancePlanner) -> Deployment:
     decode = topo.decode
     assert decode is not None, "a P/D topology has a decode instance"
     connector = topo.connector or "MooncakeConnectorV1"
-    extra_config = connector_extra_config(connector, topo, case, ports.kv)
+    kv_base = clear_of_reserved(ports.kv, p.platform, cluster)
+    # the prefill's split: the case's partition, or one its flags' layers set in the env (an
+    # imported config gives it so)
+    partition = case.partition if case.partition != "auto" else None
+    partition = partition or merged(topo, None, "prefill").vllm_env.get(PARTITION_ENV)
+    extra_config = connector_extra_config(connector, topo, partition, kv_base)
     sides = (("prefill", "kv_producer", topo, ports.prefill, 0), ("decode", "kv_consumer", decode, ports.decode, 1))
     merged_sides = []
     for role, kv_role, inst, _port, index in sides:
         # each instance uses kv_port .. kv_port + its device count: keep the ranges apart
-        kv_port = str(ports.kv + index * 100)
+        kv_port = str(kv_base + index * 100)
         own = own_kv(role)
         kv = (
             {}

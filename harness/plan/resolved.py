@@ -18,13 +18,15 @@ from pathlib import Path
 from harness.cases.case import Case
 from harness.cases.merge import instance_features
 from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir
+from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir, workload_of
 from harness.launch import Deployment, Placement
 from harness.matrix.effective import Requirement
 from harness.matrix.load import Matrix
 from harness.matrix.schema import Accuracy, Compare, DiagnosisRule, StageBounds
+from harness.plan.adapters import adapter_ref, feature_adapters, request_adapters, resolve_requests
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
+from harness.plan.instance import resolve_model_default
 from harness.plan.launch import Ports
 from harness.plan.pd import KV_TRANSFER_CHECK, PD_ROLES
 from harness.plan.reference import ResolvedReference, plan_reference, reference_features, resolve
@@ -96,7 +98,10 @@ def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
         reference=resolve(m, case),
         pooling=m.pools(case.features),
         pp=topo.pp,
-        phases=tuple(plan_workload(m, case)),
+        phases=tuple(
+            resolve_requests(p, m.variant(case.family, case.variant), resolve_model_default, case.id)
+            for p in plan_workload(m, case)
+        ),
         workload_dir=workload_dir(m, case),
         stage_bounds=stage_bounds_of(m, case),
         checks=frozenset(m.checks_of(case.features) | ({KV_TRANSFER_CHECK} if topo.decode is not None else set())),
@@ -157,9 +162,12 @@ class Planner:
         return plan_reference(self._m, case, self.cluster, ref, placement, ports)
 
     def zoo_models(self, cases: Iterable[Case]) -> list[str]:
-        """The tiny models (``zoo:`` names) the cases and their drafters need, once each."""
+        """The tiny models (``zoo:`` names) the cases, their drafters and their LoRA adapters
+        (``MODEL#lora-KEY``, ``harness.plan.adapters``) need, once each."""
         names: set[str] = set()
         for c in cases:
             v = self._m.variant(c.family, c.variant)
-            names |= {ref[4:] for ref in [v.model, *v.drafters.values()] if ref.startswith("zoo:")}
+            keys = [k for f in c.features for k in feature_adapters(self._m.features[f].args)]
+            named = [adapter_ref(v, k, c.id) for k in keys + request_adapters(workload_of(self._m, c))]
+            names |= {ref[4:] for ref in [v.model, *v.drafters.values(), *named] if ref.startswith("zoo:")}
         return sorted(names)

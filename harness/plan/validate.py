@@ -7,13 +7,17 @@ For every case (and any other deployment, such as a reference) of a suite planne
   is importable on the driver (a note says so where it is not): an unknown flag, a bad value,
   or one destination given twice is an error naming the matrix entries that gave it;
 - JSON flags are checked against the fields of vLLM's config dataclasses (speculative,
-  kv-transfer, compilation, kv-events), ``--additional-config`` against the keys the platform
-  declares in the matrix (``additional_config``), with the platform's ``config_keys`` added;
+  kv-transfer, compilation, kv-events), ``--additional-config`` (keys and sub-keys) against what
+  the platform's engine reads by its facts file (generated from its source:
+  ``scripts/ascend_facts.py``), with the keys the platform documents beyond it and its
+  ``config_keys`` added;
 - the world size, as vLLM computes it (TP x PP x PCP per DP rank; DCP lives inside TP; each
   instance of a P/D pair and each engine of external DP on its own), equals the devices the
   plan gives across the instance's nodes, and the deployment's devices equal the case's
   ``devices`` (what a run leases);
-- env names are identifiers, the suite's platform is the cluster's, ports do not collide on a node.
+- env names are identifiers, a plugin's own (``VLLM_ASCEND_*``) ones it reads, the suite's platform
+  is the cluster's, ports do not collide on a node, and kv ports stay out of a range the
+  platform's facts say a transport picks ports from at random.
 
 Plans for a platform other than the driver's (Ascend plans checked on a vLLM-CPU driver) are
 parsed by the same installed upstream parser: vllm-ascend adds no serve flags of its own (its
@@ -41,7 +45,9 @@ from typing import Any
 from harness.cases.case import Case
 from harness.launch import Deployment, LaunchSpec, PlanError
 from harness.matrix.effective import CONFIG_SECTIONS
+from harness.matrix.facts import ReadKey
 from harness.matrix.load import Matrix
+from harness.matrix.schema import Platform
 from harness.outcomes import NO_LAUNCH
 from harness.plan.cluster import Cluster
 from harness.plan.deployment import plan
@@ -268,6 +274,21 @@ def unknown_engine_env(env: dict[str, str], known: frozenset[str]) -> list[str]:
     ]
 
 
+def plugin_env_errors(platform: Platform, launch: LaunchSpec, cluster: Cluster) -> list[str]:
+    """A variable in the platform plugin's own namespace (VLLM_ASCEND_*) that the plugin does not
+    read, by its facts: a typo or a removed switch, which would change nothing."""
+    facts = platform.facts
+    if facts is None:
+        return []
+    read = f"{facts.source.repository}@{facts.source.commit[:12]}"
+    return [
+        f"env {name} is not a variable {read} reads{_suggest(name, facts.env)}; given at "
+        + ", ".join(dict(launch.env_origins).get(name) or (f"cluster {cluster.name} node {launch.node}",))
+        for name in dict(launch.env)
+        if name.startswith(PLUGIN_ENV_PREFIXES) and name not in facts.env
+    ]
+
+
 def _suggest(value: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -292,6 +313,7 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
                 )
         if isinstance(eng, Engine):
             report.notes += [f"{what}: {n}" for n in unknown_engine_env(dict(launch.env), eng.env_names)]
+        report.errors += [f"{what}: {e}" for e in plugin_env_errors(platform, launch, cluster)]
         args = _serve_args(launch)
         if args is None:
             continue
@@ -345,6 +367,7 @@ def check_deployment(m: Matrix, case: Case, d: Deployment, cluster: Cluster) -> 
         parsed[launch.name] = (args, ns)
     report.errors += _world_errors(m, case, d, parsed)
     report.errors += _port_errors(case, d)
+    report.errors += reserved_port_errors(platform, case, d, cluster)
     return report
 
 
@@ -431,17 +454,10 @@ def _json_errors(
         except ValueError:
             continue  # the engine's parser reports it
         if flag == "additional-config":
-            for key in value:
-                if key not in platform.additional_config and f"additional-config.{key}" not in extra_keys:
-                    declared = (
-                        f"the keys platform {case.platform} declares: {', '.join(sorted(platform.additional_config))}"
-                        if platform.additional_config
-                        else f"platform {case.platform} declares no additional_config keys"
-                    )
-                    out.append(
-                        f"--additional-config: unknown key {key!r}{_suggest(key, platform.additional_config)} "
-                        f"({declared}); given at {_origins(launch, token)}"
-                    )
+            out += [
+                f"--additional-config: {e}; given at {_origins(launch, token)}"
+                for e in additional_config_errors(platform, value, extra_keys)
+            ]
             continue
         if isinstance(eng, Engine) and flag in eng.config_classes:
             for problem in _config_errors(value, eng.config_classes[flag], flag, extra_keys):
@@ -449,6 +465,40 @@ def _json_errors(
                     f"--{flag}: {problem} (not a field of vLLM's {eng.config_classes[flag].__name__}); "
                     f"given at {_origins(launch, token)}"
                 )
+    return out
+
+
+def additional_config_errors(platform: Platform, value: dict, extra_keys: set[str]) -> list[str]:
+    """The keys of a plan's --additional-config the platform's engine does not read: the keys of
+    its facts (generated from its source), the platform's documented extras and its config_keys;
+    inside a key whose sub-keys the facts list (and that passes no others on), those too."""
+    facts = platform.facts
+    top = {**(facts.additional_config if facts else {}), **dict.fromkeys(platform.additional_config)}
+    if not top:
+        return [f"unknown key {key!r} (the platform declares no additional_config keys)" for key in value]
+    read = f"{facts.source.repository}@{facts.source.commit[:12]}" if facts else "the platform"
+    out = []
+    for key, sub in value.items():
+        gone = facts.removed_additional_config.get(key) if facts else None
+        fact = top.get(key)
+        if facts and gone:
+            out.append(f"key {key!r} was removed: {gone.message} ({facts.where(gone.read_in)})")
+        elif key not in top and f"additional-config.{key}" not in extra_keys:
+            out.append(f"unknown key {key!r}{_suggest(key, top)} ({read} reads no such key)")
+        elif isinstance(fact, ReadKey):
+            out += _sub_key_errors(key, fact, sub, read)
+    return out
+
+
+def _sub_key_errors(path: str, fact: ReadKey, value: object, read: str) -> list[str]:
+    if fact.open or not fact.keys or not isinstance(value, dict):
+        return []
+    out = []
+    for key, sub in value.items():
+        if key in fact.keys:
+            out += _sub_key_errors(f"{path}.{key}", fact.keys[key], sub, read)
+        else:
+            out.append(f"unknown key {path}.{key}{_suggest(key, fact.keys)} ({read} reads no such key in {path})")
     return out
 
 
@@ -541,6 +591,46 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
         for (_a0, a1, an), (b0, _b1, bn) in itertools.pairwise(spans):
             if b0 <= a1 and an != bn:
                 out.append(f"case {case.id} (suite {case.suite}): port {b0} on node {node} is used by {an} and {bn}")
+    return out
+
+
+def kv_connectors(kv: dict) -> list[str]:
+    """The connectors a kv-transfer-config runs: its own, and a MultiConnector's inner ones."""
+    inner = (kv.get("kv_connector_extra_config") or {}).get("connectors") or []
+    return [str(kv.get("kv_connector", ""))] + [c for sub in inner if isinstance(sub, dict) for c in kv_connectors(sub)]
+
+
+def reserved_port_errors(platform: Platform, case: Case, d: Deployment, cluster: Cluster) -> list[str]:
+    """A launch's kv ports (kv_port up to one per device) inside a range its transport allocates
+    from at random on that node (the platform's facts: AscendDirectTransport under Mooncake takes
+    [20000, 20000 + 1000 x NPUs per node)): the two collide now and then at startup."""
+    import json
+
+    if platform.facts is None or not platform.facts.reserved_ports:
+        return []
+    names = {n.name: n for n in cluster.nodes}
+    out = []
+    for launch in d.launches:
+        raw = _value(list(launch.argv), ("--kv-transfer-config",))
+        try:
+            kv = json.loads(raw) if raw else {}
+            first = int(kv.get("kv_port", 0))
+        except (ValueError, TypeError, AttributeError):
+            continue
+        node = names.get(launch.node)
+        if not first or node is None:
+            continue
+        span = max(1, len(launch.env_dict().get(platform.device_env, "0").split(",")))
+        for reserved in platform.facts.reserved_ports:
+            taken = reserved.span(len(node.devices))
+            if reserved.applies_to(kv_connectors(kv)) and first < taken.stop and first + span > taken.start:
+                out.append(
+                    f"case {case.id} (suite {case.suite}), launch {launch.name}: kv ports {first}-{first + span - 1} "
+                    f"on node {node.name} fall in [{taken.start}, {taken.stop}), where {reserved.transport} "
+                    f"({reserved.used_by}) picks ports at random on a node of {len(node.devices)} devices "
+                    f"({platform.facts.where(reserved.read_in)}); use kv_port {taken.stop} or above; given at "
+                    f"{_origins(launch, '--kv-transfer-config')}"
+                )
     return out
 
 

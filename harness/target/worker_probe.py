@@ -405,6 +405,7 @@ EFFECTIVE_SECTIONS = (
     "speculative_config",
     "compilation_config",
     "kv_transfer_config",
+    "lora_config",
     "additional_config",
 )
 # Deeper than this is model internals (a draft model's own config of configs), not settings.

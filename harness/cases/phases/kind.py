@@ -104,6 +104,9 @@ class Sender(Protocol):
     def explicit(self, requests: tuple[ExplicitRequest, ...]) -> None:
         """Each request to its endpoint, in order, one after another; every answer kept."""
 
+    def explicit_at_once(self, requests: tuple[ExplicitRequest, ...]) -> None:
+        """Each request to its endpoint, all at once; every answer kept, in order."""
+
     def open_loop(self, plan: PhasePlan) -> None:
         """The plan's requests (or explicit ones), each sent at its arrival time
         (``plan.extra["arrivals"]``) whatever is still in flight; the engine's gauges and each

@@ -18,7 +18,8 @@ from harness.plan.launch import Ports
 from harness.plan.reference import ReferenceUnavailable, ResolvedReference
 from harness.plan.resolved import Planner, ResolvedCase
 from harness.safe_write import check, write_json
-from harness.target.zoo import default_cache_root, ensure_model
+from harness.target.zoo import default_cache_root
+from harness.target.zoo_lora import ensure_zoo
 
 
 class GoldenError(RuntimeError):
@@ -50,7 +51,7 @@ def record_golden(
 
     planned = replan(None, Ports())
     for name in planner.zoo_models([rc.case]):
-        ensure_model(name, default_cache_root())
+        ensure_zoo(name, default_cache_root())
     work_dir.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(planner.cluster, work_dir, rc.request_timeout_s)
     versions = probe_versions(planner.cluster)

@@ -130,6 +130,17 @@ class LiveDeployment:
                 return "timeout", elapsed
             time.sleep(poll_s)
 
+    def wait_exited(self, deadline_s: float, poll_s: float = 0.25) -> tuple[str, float]:
+        """("exited" | "timeout", seconds since launch): every process has exited, or the deadline
+        passed first (a run of processes that serve nothing, such as configuration checks)."""
+        while True:
+            elapsed = time.monotonic() - self.t0
+            if len(self.exited()) == len(self.handles):
+                return "exited", elapsed
+            if elapsed > deadline_s:
+                return "timeout", elapsed
+            time.sleep(poll_s)
+
     def why_not_ready(self, deadline_s: float) -> str | None:
         """None once ready; else why not, with the root cause from its logs."""
         state, elapsed = self.wait_ready(deadline_s)

@@ -106,6 +106,10 @@ def _at_once(client: Client, model: str, reqs: tuple[Request, ...], call: Any, d
         return [f.result() for f in futures]
 
 
+def _send_explicit(client: Client, model: str, req: ExplicitRequest) -> dict[str, Any]:
+    return ENDPOINTS[req.endpoint].send(client, model, req)
+
+
 def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseOutputs:
     """Send ``plan``'s requests to ``live``; a failure is recorded, never raised."""
     model = live.model_name or ""
@@ -182,6 +186,9 @@ class _Sender:
             if time.monotonic() > self.deadline:
                 raise TimeoutError(f"{len(requests) - i} of {len(requests)} requests unsent at the phase's deadline")
             self.out.answers.append(ENDPOINTS[r.endpoint].send(self.client, self.model, r))
+
+    def explicit_at_once(self, requests: tuple[ExplicitRequest, ...]) -> None:
+        self.out.answers += _at_once(self.client, self.model, requests, _send_explicit, self.deadline)
 
     def _one(self, item: Request | ExplicitRequest) -> None:
         if isinstance(item, Request):

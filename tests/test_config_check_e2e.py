@@ -1,0 +1,33 @@
+"""The configuration check on the real engine, on the side the smoke run does not show: a
+configuration the engine accepts (qwen3-tiny at PP 2) builds, exits 0 and says so, so a wrong
+config-phase claim is never taken for a refusal. (The refusal side runs in CI's smoke run:
+bert-tiny at PP 2 is XFAIL from its configuration check.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from harness.cases.expand import expand, select
+from harness.plan import config_check
+from harness.plan.cluster import load_cluster
+from harness.plan.deployment import plan
+from harness.target.zoo import ensure_model
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_torch]
+
+
+def test_an_accepted_configuration_builds_and_exits_zero(shipped):
+    ensure_model("qwen3-tiny")
+    cluster = load_cluster(None)
+    (case,) = select(expand(shipped, "smoke-cpu").cases, ids=["qwen3-tiny/pp2-tp1-mp/auto/none"])
+    checked = config_check.config_only(plan(shipped, case, cluster), lambda node: cluster.node(node).python)
+    (launch,) = checked.launches
+    out = subprocess.run(
+        list(launch.argv), env=os.environ | launch.env_dict(), capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert config_check.BUILT in out.stdout
+    assert "Uvicorn" not in out.stderr + out.stdout  # no server was started
