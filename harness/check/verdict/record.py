@@ -47,7 +47,7 @@ def make_result(
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
         result.diagnosis = Diagnosis.of(diagnose(ctx.planner.diagnosis, texts, paths))
         # completions only: a pooling case's requests are embeddings, compared by cosine
-        rc = ctx.planner.resolved(case) if d is not None else None
+        rc = ctx.planner.known(case) if d is not None else None
         traffic = (rc.accuracy, rc.phases) if rc is not None and not rc.pooling else None
         result.repro = Repro.of(
             write_bundle(run_dir, result, d, ctx.planner.root, case.attrs, ctx.launcher.redactor, traffic)
