@@ -52,7 +52,7 @@ class Candidate:
     """One smaller shape and what it changed, in words (``phase concurrent: requests 8 -> 4``);
     ``dim`` names what it changed: a number it bisects (``phase concurrent: requests``,
     ``layers``) with its new ``value``, or a part it drops (``feature fault``, ``topology
-    pp1-tp1``, ``phase sequential``)."""
+    pp1-tp1``, ``phase long-prompt``)."""
 
     shape: dict[str, Any]
     change: str
