@@ -26,6 +26,7 @@ from harness.commands.reports import (
 )
 from harness.commands.run import cmd_golden_record, cmd_run
 from harness.commands.shard import cmd_shard
+from harness.commands.shrink import add_shrink
 from harness.commands.stacks import add_stack
 from harness.matrix.source import MatrixError
 from harness.results import store
@@ -385,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export(add)
     add_stack(add)
     add_bisect(add)
+    add_shrink(add)
     return parser
 
 

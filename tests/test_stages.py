@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.check.stages.built import asked_drafter, output_module_problems, problems
-from harness.check.verdict.judge import _failed_checks, judge
+from harness.check.verdict.judge import failed_checks, judge
 from harness.outcomes import Outcome
 from harness.results.result import Expectation, Observation, Stages, WorkerStage
 
@@ -233,7 +233,7 @@ def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipp
             stages=StageReading(expected, "workers (collective_rpc)", answers),
         )
         obs = assemble(rc, served, CaseLogs(None, []), None)
-        return obs, [why for kind, why in _failed_checks(obs) if kind == "output-modules"]
+        return obs, [why for kind, why in failed_checks(obs) if kind == "output-modules"]
 
     obs, failed = observed(real)
     assert obs.stages.output_modules == GUIDE and failed == []

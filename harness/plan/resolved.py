@@ -149,6 +149,12 @@ class Planner:
             rc = self._resolved[case.id] = resolve_case(self._m, case)
         return rc
 
+    def known(self, case: Case) -> ResolvedCase | None:
+        """The case as resolved before, if it was: what its record may describe without risking
+        a new resolution's error while the verdict is written."""
+        rc = self._resolved.get(case.id)
+        return rc if rc is not None and rc.case == case else None
+
     def deployment(self, case: Case, placement: Placement | None = None, ports: Ports | None = None) -> Deployment:
         return plan(self._m, case, self.cluster, placement=placement, ports=ports)
 

@@ -22,7 +22,7 @@ class Verdict:
     reason: str
 
 
-def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
+def failed_checks(obs: Observation) -> list[tuple[str, str]]:
     """(check, why) for each check of a deployment claimed to work that did not pass; [] when
     every check passed. Check names are those a waiver may list (harness.matrix.schema.CHECKS)."""
     out: list[tuple[str, str]] = []
@@ -83,7 +83,7 @@ def _failed_checks(obs: Observation) -> list[tuple[str, str]]:
 
 def _problems(obs: Observation) -> list[str]:
     """Why a deployment claimed to work did not, or [] when every check passed."""
-    return [why for _, why in _failed_checks(obs)]
+    return [why for _, why in failed_checks(obs)]
 
 
 def _unwaived(exp: Expectation, obs: Observation, failed: list[tuple[str, str]]) -> list[str]:
@@ -151,7 +151,7 @@ def _judge(exp: Expectation, obs: Observation) -> Verdict:
         return Verdict(Outcome.SKIP, "no rule of the matrix makes a claim about this case")
     if exp.kind is Kind.REJECTED:
         return _judge_rejection(exp, obs)
-    failed = _failed_checks(obs)
+    failed = failed_checks(obs)
     if not failed and obs.reference_error:
         # the case did all it could; what it is compared with did not: no verdict on its accuracy
         return Verdict(Outcome.ERROR, f"accuracy not judged: {obs.reference_error}")

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import safe_write
+from harness.cases.phases.kind import PhasePlan
 from harness.check import logs
+from harness.check.verdict import standalone
 from harness.launch import Deployment, export, payload_lines
+from harness.matrix.schema import Accuracy
 from harness.redact import Redactor
 from harness.results import store
 from harness.results.result import Result
@@ -37,10 +40,13 @@ def write_bundle(
     matrices: Path,
     attrs: dict[str, Any],
     redactor: Redactor | None = None,
+    traffic: tuple[Accuracy | None, tuple[PhasePlan, ...]] | None = None,
 ) -> dict[str, str]:
     """Per-node commands with env, the case and the rule that applied, versions, the log excerpt
     around the root cause, and the one command that re-runs just this case. Everything written
-    has the run's secrets masked (``redactor``; env and flags by name in any case)."""
+    has the run's secrets masked (``redactor``; env and flags by name in any case). With the
+    case's ``traffic`` (its suite's sequential requests and its phases), also the standalone
+    client with the exact requests and expected vs observed answers (``standalone``)."""
     redactor = redactor or Redactor()
     out = safe_write.make_dir(bundle_dir(run_dir, record.case), run_dir)
     rerun = " ".join(
@@ -92,4 +98,6 @@ def write_bundle(
         )
     )
     safe_write.write_text(out / "case.json", json.dumps(redactor.scrub(case), indent=2))
+    if traffic is not None and obs.ready:
+        standalone.write(out, d, obs, *traffic)
     return {"dir": str(out), "rerun": rerun}
