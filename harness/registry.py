@@ -89,6 +89,7 @@ ENDPOINTS = Registry(
         "unload-lora-adapter": "harness.check.requests.control:UNLOAD_LORA_ADAPTER",
         "sleep": "harness.check.requests.control:SLEEP",
         "wake-up": "harness.check.requests.control:WAKE_UP",
+        "models": "harness.check.requests.control:MODELS",
     },
 )
 

@@ -207,6 +207,7 @@ LAYERS = (
     "harness.console",
     "harness.dispatch",  # deployments side by side, in the schedule's order
     "harness.run",  # one suite run: the steps above in order
+    "harness.shrink",  # a failing case made smaller: the search, the same failure, each try's layer
     "reports",
     "conformance",
     "harness.commands",  # the subcommands

@@ -31,10 +31,10 @@ def kind_of(phase: Phase | PhasePlan) -> PhaseKind:
 def workload_of(m: Matrix, case: Case) -> list[Phase]:
     """The case's phases: its rule's workload, else its suite group's, else its suite's, else
     the one sequential phase (the requests of the suite's `accuracy`)."""
-    return list(_declared(m, case)[0])
+    return list(declared(m, case)[0])
 
 
-def _declared(m: Matrix, case: Case) -> tuple[list[Phase], tuple[Any, ...] | None]:
+def declared(m: Matrix, case: Case) -> tuple[list[Phase], tuple[Any, ...] | None]:
     """The case's phases and where their list is declared (``Matrix.at``'s section, name and
     path), None for the default sequential phase."""
     suite = m.suite(case.suite)
@@ -142,7 +142,7 @@ def size_problems(m: Matrix, case: Case) -> list[SourceError]:
     found from the sizes alone, before any token id is built (lint's and a run's plan check's
     question): more token ids than ``MAX_PHASE_TOKENS``, or a request (prompt and output) longer
     than the model of the case holds (``max_model_len``)."""
-    phases, at = _declared(m, case)
+    phases, at = declared(m, case)
     pp = m.topologies[case.topology].pp
     limit = max_model_len(m, case)
     out = []
@@ -199,7 +199,7 @@ def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
     a phase too large (``size_problems``), a long prompt the engine would prefill in one step
     (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
     the phase or the case does not produce. Each where its phase is declared, if known."""
-    phases, at = _declared(m, case)
+    phases, at = declared(m, case)
     out = size_problems(m, case)
     budget = _given(m, case, "--max-num-batched-tokens")
     speculative = any(drafts(m, f) for f in case.features)

@@ -27,7 +27,7 @@ from reports.triage import failed as failed_
 
 
 @contextlib.contextmanager
-def _lock(path: Path | None) -> Iterator[None]:
+def turn_lock(path: Path | None) -> Iterator[None]:
     """Held while one trial runs: machines shared with other runs of vLLM take turns."""
     if path is None:
         yield
@@ -71,7 +71,7 @@ def _runner(args: argparse.Namespace, directory: Path):
             argv += ["--matrices", str(m)]
         if args.install and stack.engine in install.INSTALLABLE:
             install.install(stack, say=lambda text: print(text, flush=True))
-        with _lock(args.lock):
+        with turn_lock(args.lock):
             got = subprocess.run(argv, capture_output=True, text=True)
         failed = ""
         if got.returncode not in (0, 1):  # 1: the case failed, which is a verdict

@@ -16,7 +16,7 @@ from typing import Any
 from harness import safe_write
 from harness.cases.expand import expand
 from harness.check.verdict.repro import bundle_dir
-from harness.commands.bisect import _lock
+from harness.commands.bisect import turn_lock
 from harness.commands.common import CliError, matrix_of_run
 from harness.results import store
 from harness.shrink import overlay, search
@@ -61,7 +61,7 @@ def _oracle(args: argparse.Namespace, m, case, original: tuple[str, list[str]], 
         if args.cluster:
             argv += ["--cluster", args.cluster]
         print(f"try {n}: {c.change} ({cid})", file=sys.stderr, flush=True)
-        with _lock(args.lock):
+        with turn_lock(args.lock):
             got = subprocess.run(argv, capture_output=True, text=True)
         r = _record(out, cid)
         same, why = same_failure(original, r)
@@ -80,7 +80,10 @@ def _repro(answer: dict[str, Any], directory: Path, cid: str) -> str | None:
         return None
     dst = directory / "repro"
     shutil.rmtree(dst, ignore_errors=True)  # the last answer's copy, inside the shrink's own directory
-    shutil.copytree(src, dst)
+    for f in sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink() and p.name != safe_write.MANIFEST):
+        to = dst / f.relative_to(src)
+        safe_write.make_dir(to.parent)
+        safe_write.write_bytes(to, f.read_bytes(), mode=f.stat().st_mode & 0o777)
     return str(dst)
 
 

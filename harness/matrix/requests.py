@@ -111,6 +111,11 @@ class StructuredOutputs(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
 
 
+class StreamOptions(Strict):
+    include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None
+
+
 class _Request(Strict):
     """What every explicit request has: its name in the evidence (``<phase>:<index>`` by default)."""
 
@@ -155,6 +160,10 @@ class _Sampling(_Request):
     skip_special_tokens: bool | None = None
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputs | None = None
+    # streamed: the answer's events are put back together choice by choice (by index) before the
+    # comparison, as a client reassembles them; usage arrives only when stream_options asks for it
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
 
     def tokens(self) -> int:
         return self.max_tokens
@@ -167,10 +176,11 @@ class _Sampling(_Request):
 
 
 class CompletionsRequest(_Sampling):
-    """POST /v1/completions: a text or token-id prompt."""
+    """POST /v1/completions: a text or token-id prompt, or several text prompts in one request
+    (their choices in prompt order, ``n`` each)."""
 
     endpoint: Literal["completions"]
-    prompt: str | list[Annotated[int, Field(ge=0)]]
+    prompt: str | list[Annotated[int, Field(ge=0)]] | list[str]
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool | None = None
     VLLM_MODELS = ("vllm.entrypoints.openai.completion.protocol:CompletionRequest",)
@@ -292,6 +302,12 @@ class WakeUpRequest(_Request):
     endpoint: Literal["wake-up"]
 
 
+class ModelsRequest(_Request):
+    """GET /v1/models: the served models' ids and roots must be the reference's."""
+
+    endpoint: Literal["models"]
+
+
 ExplicitRequest = Annotated[
     CompletionsRequest
     | ChatRequest
@@ -304,7 +320,8 @@ ExplicitRequest = Annotated[
     | LoadLoraAdapterRequest
     | UnloadLoraAdapterRequest
     | SleepRequest
-    | WakeUpRequest,
+    | WakeUpRequest
+    | ModelsRequest,
     Field(discriminator="endpoint"),
 ]
 
@@ -323,6 +340,7 @@ REQUEST_MODELS: dict[str, type[_Request]] = {
         UnloadLoraAdapterRequest,
         SleepRequest,
         WakeUpRequest,
+        ModelsRequest,
     )
 }
 

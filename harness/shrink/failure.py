@@ -44,7 +44,7 @@ def signature(r: Result) -> list[str]:
             out.add(f"request: a {kind} phase's requests failed")
         elif check in ("startup", "request") and obs.root_cause and obs.root_cause.exception:
             out.add(f"{check}: {obs.root_cause.exception}")
-        elif kind:
+        elif kind and m:
             out.add(f"{check}: a {kind} phase: {_class(why[m.end() :])}")
         else:
             out.add(f"{check}: {_class(why)}")

@@ -18,8 +18,9 @@ from typing import Any
 
 import yaml
 
+from harness import safe_write
 from harness.cases.case import Case, case_id
-from harness.cases.workload import _declared, kind_of
+from harness.cases.workload import declared, kind_of
 from harness.matrix.load import Matrix
 from harness.shrink.search import SEQUENTIAL
 from harness.target.zoo import ZooError, spec_of
@@ -50,7 +51,7 @@ def shape_of(m: Matrix, case: Case) -> dict[str, Any]:
     too), its features, topology and, for a tiny zoo model with an auto partition, its layers.
     The first phase is always the sequential one: the suite's prompts (``accuracy``), which
     every case is sent whether its workload names the phase or not, as requests and max_tokens."""
-    phases, at = _declared(m, case)
+    phases, at = declared(m, case)
     if at is not None and at[0] == "rules":
         raise ShapeError(f"{case.id}: its workload is its rule's ({case.expectation.where}); shrink rewrites a suite's")
     pp = m.topologies[case.topology].pp
@@ -134,7 +135,7 @@ def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path
         variant["model"] = f"zoo:{_rebuilt(_zoo(m, case) or '', shape['layers'], out).resolve()}"
         layer["families"] = {case.family: family}
     path = out / LAYER
-    path.write_text(yaml.safe_dump(layer, sort_keys=False), encoding="utf-8")
+    safe_write.write_text(path, yaml.safe_dump(layer, sort_keys=False))
     return path
 
 
@@ -152,5 +153,5 @@ def _rebuilt(name: str, layers: int, out: Path) -> Path:
             config[key] = config[key][:layers]
     config["ppconf"] = {"seed": spec.seed, "weights": spec.weights, "runner": spec.runner}
     path = out / f"{spec.name}-l{layers}.json"
-    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    safe_write.write_text(path, json.dumps(config, indent=2) + "\n")
     return path

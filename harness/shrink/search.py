@@ -208,6 +208,8 @@ def learn(s: Shrink, c: Candidate, t: Try) -> None:
     number's value is its new floor. A run that said nothing of the product (``t.same`` is None:
     an ERROR such as a phase not exercised, a launch refused) counts as not failing there too:
     a size too small to exercise the phase shows nothing smaller would."""
+    if c.dim is None:
+        return  # a change no later candidate repeats: nothing to learn
     if c.value is None:
         s.needed.append(c.dim)
     else:

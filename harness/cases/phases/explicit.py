@@ -14,7 +14,7 @@ from harness.matrix.schema import Phase
 
 def _ids(r: ExplicitRequest) -> list[int]:
     prompt = getattr(r, "prompt", None)
-    return prompt if isinstance(prompt, list) else []
+    return prompt if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) else []
 
 
 def longest_explicit(requests: Iterable[ExplicitRequest]) -> int:

@@ -1,12 +1,15 @@
 """Control endpoints: resetting the prefix cache, loading and unloading a LoRA adapter, sleeping
-and waking. Their rule is the base one: both sides accepted the request."""
+and waking; their rule is the base one: both sides accepted the request. And the models list,
+whose served ids and roots must be the reference's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.check.requests.endpoint import Endpoint
+from harness.check.requests.endpoint import Endpoint, RuleVerdict, answer_json
+from harness.check.serving.client import Answer, Client
 from harness.matrix.requests import ExplicitRequest
+from harness.matrix.schema import Compare
 
 
 class _Control(Endpoint):
@@ -28,3 +31,26 @@ LOAD_LORA_ADAPTER = _Control("/v1/load_lora_adapter", sends_body=True)
 UNLOAD_LORA_ADAPTER = _Control("/v1/unload_lora_adapter", sends_body=True)
 SLEEP = _Sleep("/sleep")
 WAKE_UP = _Control("/wake_up")
+
+
+class _Models(Endpoint):
+    path = "/v1/models"
+
+    def send(self, client: Client, model: str, req: ExplicitRequest) -> dict[str, Any]:
+        r = client.http.get(f"{client.base}{self.path}")
+        try:
+            content: Any = r.json()
+        except ValueError:
+            content = r.text
+        return answer_json(req.name or "", req.endpoint, Answer(r.status_code, content))
+
+    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
+        def served(a: dict[str, Any]) -> list[tuple[Any, Any]]:
+            return [(m.get("id"), m.get("root")) for m in (a["body"].get("data") or [])]
+
+        if served(ref) != served(got):
+            return RuleVerdict([f"models {served(got)}, the reference {served(ref)}"])
+        return RuleVerdict()
+
+
+MODELS = _Models()

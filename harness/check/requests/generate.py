@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 import regex
 
-from harness.check.requests.endpoint import Endpoint, RuleVerdict
-from harness.check.serving.client import Completion, top_by_id
+from harness.check.requests.endpoint import Endpoint, RuleVerdict, answer_json
+from harness.check.serving.client import Answer, Client, Completion, top_by_id
 from harness.check.traffic.compare import pair, tie_at
 from harness.matrix.requests import ChatRequest, CompletionsRequest, ExplicitRequest
 from harness.matrix.schema import Compare
@@ -124,6 +124,13 @@ def structure_problem(kind: str, spec: Any, text: str) -> str | None:
     return None
 
 
+def _content(r: Any) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return r.text
+
+
 def _head(ids: tuple[int, ...], n: int = 16) -> str:
     return f"[{', '.join(map(str, ids[:n]))}{', …' if len(ids) > n else ''}]"
 
@@ -133,6 +140,44 @@ def _tool_calls(choice: dict[str, Any]) -> list[tuple[str, str]]:
     return [((c.get("function") or {}).get("name", ""), (c.get("function") or {}).get("arguments", "")) for c in calls]
 
 
+def _extend(into: dict[str, Any], part: dict[str, Any]) -> None:
+    """One streamed choice's logprobs added to what came before (completions' parallel lists,
+    chat's ``content`` entries)."""
+    for key, value in part.items():
+        if isinstance(value, list):
+            into.setdefault(key, []).extend(value)
+        elif value is not None:
+            into[key] = value
+
+
+def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
+    """A streamed answer's events put back together as the answer would have been unstreamed:
+    each choice (by its index) with its text or message, token ids, logprobs, finish and stop
+    reason; the prompt's token ids and the usage where an event carried them."""
+    choices: dict[int, dict[str, Any]] = {}
+    body: dict[str, Any] = {}
+    for event in events:
+        for key in ("prompt_token_ids", "usage", "prompt_logprobs"):
+            if event.get(key) is not None:
+                body[key] = event[key]
+        for c in event.get("choices") or []:
+            i = int(c.get("index", 0))
+            got = choices.setdefault(i, {"index": i, "token_ids": [], "logprobs": {}, "text": ""})
+            got["text"] += ((c.get("delta") or {}).get("content") if chat else c.get("text")) or ""
+            got["token_ids"] += c.get("token_ids") or []
+            if c.get("prompt_token_ids") is not None:
+                got["prompt_token_ids"] = c["prompt_token_ids"]
+            _extend(got["logprobs"], c.get("logprobs") or {})
+            for key in ("finish_reason", "stop_reason"):
+                if c.get(key) is not None:
+                    got[key] = c[key]
+    for got in choices.values():
+        if chat:
+            got["message"] = {"role": "assistant", "content": got.pop("text")}
+        got["logprobs"] = got["logprobs"] or None
+    return {**body, "choices": [choices[i] for i in sorted(choices)]}
+
+
 class _Generate(Endpoint):
     def __init__(self, path: str, choice: Any):
         self.path = path
@@ -140,6 +185,20 @@ class _Generate(Endpoint):
 
     def body(self, req: ExplicitRequest, model: str) -> dict[str, Any] | None:
         return {"model": model, **ADDED, **req.body()}
+
+    def send(self, client: Client, model: str, req: ExplicitRequest) -> dict[str, Any]:
+        if not getattr(req, "stream", None):
+            return super().send(client, model, req)
+        events: list[dict[str, Any]] = []
+        with client.http.stream("POST", f"{client.base}{self.path}", json=self.body(req, model)) as r:
+            if not 200 <= r.status_code < 300:
+                r.read()
+                return answer_json(req.name or "", req.endpoint, Answer(r.status_code, _content(r)))
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    events.append(json.loads(line[6:]))
+        answer = Answer(r.status_code, assemble(events, self.choice is chat_choice))
+        return answer_json(req.name or "", req.endpoint, answer, events=len(events))
 
     def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
         assert isinstance(req, (CompletionsRequest, ChatRequest))
