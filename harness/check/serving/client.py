@@ -73,6 +73,14 @@ class Timing:
     def ttft(self) -> float | None:
         return self.chunks[0][0] - self.sent if self.chunks else None
 
+    def to_json(self) -> list[list[float]]:
+        """Each stream event with tokens: [seconds since the request was sent, tokens it carried]."""
+        return [[round(at - self.sent, 6), n] for at, n in self.chunks]
+
+    @staticmethod
+    def from_json(events: list[list[float]]) -> Timing:
+        return Timing(0.0, tuple((float(at), int(n)) for at, n in events))
+
     def inter_token(self) -> list[float]:
         """Seconds per token between consecutive chunks (a chunk of k tokens counts k gaps)."""
         out: list[float] = []
