@@ -33,15 +33,15 @@ class PhaseOutputs:
     # open-loop: the gauges and each stage's memory over the phase, [seconds, value] by name
     series: dict[str, list[list[float]]] = field(default_factory=dict)
     perf: dict[str, float | None] = field(default_factory=dict)  # streamed phases: tokens/s, TTFT, ITL
-    # a perf figure left out, and why: ITL from stream events the client read coalesced
-    unmeasured: dict[str, str] = field(default_factory=dict)
-    streams: list[Timing] = field(default_factory=list)  # streamed phases: when each event arrived
     wall_s: float = 0.0
     error: str | None = None  # a request failed, or the phase outlived its deadline
     usage: dict[str, int] = field(default_factory=dict)  # batch: the usage of the greedy request
     models: list[dict[str, Any]] = field(default_factory=list)  # batch: /v1/models as answered
     # perf_baseline.aisbench: AISBench's perf run after the phase (figures, file, argv, log; or error)
     aisbench: dict[str, Any] | None = None
+    # a perf figure left out, and why: ITL from stream events the client read coalesced
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    streams: list[Timing] = field(default_factory=list)  # streamed phases: when each event arrived
 
     def to_json(self) -> dict[str, Any]:
         return (
