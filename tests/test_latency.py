@@ -11,27 +11,34 @@ import pytest
 from harness.cases.workload import plan_phase
 from harness.check.serving.client import Client, Timing
 from harness.check.traffic.evidence import perf_gates, phase_record
-from harness.check.traffic.latency import coalesced, engine_token_s, unmeasured_itl
+from harness.check.traffic.latency import Coalescing, coalesced, engine_token_s, unmeasured_itl
 from harness.check.traffic.phases import PhaseOutputs
 from harness.matrix.schema import Compare, PerfGate, Phase
 from harness.results.result import PhaseRecord
 from reports.traffic import phase_row
 
-# 16 tokens of one request as the smoke run's client saw them: the first alone, then the rest
-# parsed back to back from what one socket read returned (about 20 µs apart)
-COALESCED = Timing(0.0, ((0.412, 1), (0.431, 1)) + tuple((0.431 + 0.00002 * i, 1) for i in range(1, 15)))
-# the same tokens one engine step (about 30 ms) apart
-SPACED = Timing(0.0, tuple((0.412 + 0.03 * i, 1) for i in range(16)))
+# 16 tokens of one request as the smoke run's client saw them: [arrival, tokens, time the client
+# waited on the socket for the event]: the first two waited for, then the rest parsed back to back
+# (about 20 µs apart) from what one socket read returned
+COALESCED = Timing(
+    0.0, ((0.412, 1, 0.4), (0.431, 1, 0.019)) + tuple((0.431 + 0.00002 * i, 1, 0.00001) for i in range(1, 15))
+)
+# the same tokens one engine step (about 30 ms) apart, each waited for
+SPACED = Timing(0.0, tuple((0.412 + 0.03 * i, 1, 0.029) for i in range(16)))
 # four events of four tokens: the server put several tokens in one event
-BUNDLED = Timing(0.0, tuple((0.412 + 0.12 * i, 4) for i in range(4)))
+BUNDLED = Timing(0.0, tuple((0.412 + 0.12 * i, 4, 0.11) for i in range(4)))
+# events the client waited for, but sent in bursts a fraction of a millisecond apart
+BURST = Timing(0.0, tuple((0.412 + 0.03 * (i // 4) + 0.0003 * (i % 4), 1, 0.0002) for i in range(16)))
 # the engine's own account over the phase: 30 ms per token
 ENGINE = {"engine_itl_sum_s": 0.45, "engine_itl_count": 15.0, "steps": 20.0}
 
 
 def test_coalesced_tokens_are_counted_per_stream():
-    assert coalesced(COALESCED, 0.003) == (14, 15)
-    assert coalesced(SPACED, 0.003) == (0, 15)
-    assert coalesced(BUNDLED, 0.003) == (12, 15)
+    assert coalesced(COALESCED, 0.003) == Coalescing(15, same_read=14)
+    assert coalesced(SPACED, 0.003) == Coalescing(15)
+    assert coalesced(BUNDLED, 0.003) == Coalescing(15, same_event=12)
+    assert coalesced(BURST, 0.003) == Coalescing(15, too_close=12)
+    assert coalesced(BURST, 0.0001) == Coalescing(15)
 
 
 def test_the_engines_own_time_per_token_sets_the_floor():
@@ -43,19 +50,21 @@ def test_the_engines_own_time_per_token_sets_the_floor():
 def test_coalesced_streams_are_not_measured_and_say_why():
     why = unmeasured_itl([COALESCED, COALESCED], ENGINE, 1.0)
     assert why == (
-        "stream chunks coalesced: 28 of 30 tokens arrived in the same event as the previous one or within 3 ms "
-        "of it; the engine's mean inter-token latency 30 ms"
+        "stream chunks coalesced: 28 of 30 tokens arrived with the previous one (0 in the same event, "
+        "28 in the same read, 0 within 3 ms of it); the engine's mean inter-token latency 30 ms"
     )
     assert unmeasured_itl([BUNDLED], ENGINE, 1.0).startswith("stream chunks coalesced: 12 of 15 tokens")
-    # without the engine's metrics the floor is half a millisecond: 20 µs gaps are still below it
-    assert "within 0.5 ms of it" in unmeasured_itl([COALESCED], {}, 1.0)
+    assert "12 within 3 ms of it" in unmeasured_itl([BURST], ENGINE, 1.0)
+    # without the engine's metrics the floor is half a millisecond: 0.3 ms gaps are still below it
+    assert "12 within 0.5 ms of it); " not in unmeasured_itl([BURST], {}, 1.0)
+    assert unmeasured_itl([BURST], {}, 1.0).endswith("12 within 0.5 ms of it)")
 
 
 def test_well_spaced_streams_are_measured():
     assert unmeasured_itl([SPACED, SPACED], ENGINE, 1.0) is None
     assert unmeasured_itl([SPACED], {}, 1.0) is None
     # one gap in sixteen below the floor is within what a loaded client may see
-    one_late = Timing(0.0, (*SPACED.chunks[:-1], (SPACED.chunks[-2][0] + 0.0001, 1)))
+    one_late = Timing(0.0, (*SPACED.chunks[:-1], (SPACED.chunks[-2][0] + 0.0001, 1, 0.00001)))
     assert unmeasured_itl([one_late], ENGINE, 1.0) is None
 
 
@@ -80,7 +89,7 @@ def test_the_phase_record_and_its_report_row_show_the_flag():
     )
     rec = phase_record(plan, Compare(), got, None, {})
     assert rec.problems == [f"median TPOT not measured: {why}"]
-    assert rec.streams[0][:2] == [[0.412, 1], [0.431, 1]]
+    assert rec.streams[0][:2] == [[0.412, 1, 0.4], [0.431, 1, 0.019]]
     # the record keeps the stream events through its JSON, and the report names the reason
     again = PhaseRecord.model_validate_json(rec.model_dump_json())
     assert again.unmeasured == rec.unmeasured and again.streams == rec.streams
@@ -121,8 +130,8 @@ class _Sse(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
-@pytest.mark.parametrize("gap_s, coalesced_tokens", [(0.0, 3), (0.05, 0)])
-def test_the_client_records_each_event_as_it_arrives(gap_s, coalesced_tokens):
+@pytest.mark.parametrize("gap_s, seen", [(0.0, Coalescing(3, same_read=3)), (0.05, Coalescing(3))])
+def test_the_client_records_each_event_as_it_arrives(gap_s, seen):
     handler = type("Sse", (_Sse,), {"gap_s": gap_s})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -132,6 +141,7 @@ def test_the_client_records_each_event_as_it_arrives(gap_s, coalesced_tokens):
     finally:
         client.close()
         server.shutdown()
-    assert completion.token_ids == (0, 1, 2, 3) and [n for _, n in timing.chunks] == [1, 1, 1, 1]
-    assert coalesced(timing, 0.005) == (coalesced_tokens, 3)
-    assert (unmeasured_itl([timing], {}, 1.0) is None) is (coalesced_tokens == 0)
+    assert completion.token_ids == (0, 1, 2, 3) and [n for _, n, _ in timing.chunks] == [1, 1, 1, 1]
+    # events written at once were already read when the client asked for them; spaced ones waited for
+    assert coalesced(timing, 0.005) == seen
+    assert (unmeasured_itl([timing], {}, 1.0) is None) is (seen.together == 0)

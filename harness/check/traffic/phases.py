@@ -84,7 +84,7 @@ def greedy(compare: Compare) -> Sampling:
 
 
 def _perf(timings: list[Timing], wall_s: float) -> dict[str, float | None]:
-    tokens = sum(n for t in timings for _, n in t.chunks)
+    tokens = sum(n for t in timings for _, n, _ in t.chunks)
     ttft = [x for t in timings if (x := t.ttft) is not None]
     itl = [x for t in timings for x in t.inter_token()]
     return {
