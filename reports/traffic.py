@@ -20,6 +20,13 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "—" if not a or not b else f"{a / b:.2f}"
 
 
+def _itl(perf: dict[str, float | None], unmeasured: dict[str, str]) -> str:
+    """The inter-token latency's p50 / p99, or why it was not measured."""
+    if "itl_p50_s" in unmeasured:
+        return f"not measured: {unmeasured['itl_p50_s']}"
+    return f"{_fmt(perf.get('itl_p50_s'))} / {_fmt(perf.get('itl_p99_s'))}" if perf else "—"
+
+
 def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
     m, perf, ref = p.metrics, p.perf, p.reference_perf
     shown = [
@@ -42,7 +49,7 @@ def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
         else "—",
         "ratio": _ratio(perf.get("output_tokens_per_s"), ref.get("output_tokens_per_s")),
         "ttft": f"{_fmt(perf.get('ttft_p50_s'))} / {_fmt(perf.get('ttft_p99_s'))}" if perf else "—",
-        "itl": f"{_fmt(perf.get('itl_p50_s'))} / {_fmt(perf.get('itl_p99_s'))}" if perf else "—",
+        "itl": _itl(perf, p.unmeasured),
         "stages": stages or "—",
         "wall": f"{_fmt(p.wall_s)} vs {_fmt(p.reference_wall_s)}",
         # a phase that passed still names the performance gates it held, with their numbers

@@ -260,6 +260,11 @@ class PhaseRecord(Part):
     reference_metrics: dict[str, float] = {}
     perf: dict[str, float | None] = {}  # streamed phases: output tokens/s, TTFT and ITL percentiles
     reference_perf: dict[str, float | None] = {}
+    # a perf figure left out, and why (ITL from stream events read coalesced), on each side
+    unmeasured: dict[str, str] = {}
+    reference_unmeasured: dict[str, str] = {}
+    # streamed phases: each request's stream events, [seconds since it was sent, tokens carried]
+    streams: list[list[list[float]]] = []
     stage_utilisation: list[float] = []  # each PP stage's busy fraction of the phase
     bubble: float | None = None  # measured: 1 - mean stage utilisation
     bubble_model: float | None = None  # (PP-1)/(PP-1+M) for the M requests measured in flight

@@ -64,19 +64,29 @@ GREEDY = Sampling()
 
 @dataclass(frozen=True)
 class Timing:
-    """When a streamed request was sent, and when each chunk of tokens arrived (monotonic s)."""
+    """When a streamed request was sent, and each stream event with tokens as the client read it
+    (monotonic s): (arrival, tokens it carried, how long the client waited on the socket for it).
+    An event the client did not wait for was already read, with the one before, when it asked."""
 
     sent: float
-    chunks: tuple[tuple[float, int], ...]  # (arrival, tokens in the chunk)
+    chunks: tuple[tuple[float, int, float], ...]
 
     @property
     def ttft(self) -> float | None:
         return self.chunks[0][0] - self.sent if self.chunks else None
 
+    def to_json(self) -> list[list[float]]:
+        """Each event: [seconds since the request was sent, tokens, seconds the client waited for it]."""
+        return [[round(at - self.sent, 6), n, round(waited, 6)] for at, n, waited in self.chunks]
+
+    @staticmethod
+    def from_json(events: list[list[float]]) -> Timing:
+        return Timing(0.0, tuple((float(at), int(n), float(waited)) for at, n, waited in events))
+
     def inter_token(self) -> list[float]:
         """Seconds per token between consecutive chunks (a chunk of k tokens counts k gaps)."""
         out: list[float] = []
-        for (t0, _), (t1, n) in zip(self.chunks, self.chunks[1:], strict=False):
+        for (t0, _, _), (t1, n, _) in zip(self.chunks, self.chunks[1:], strict=False):
             out += [(t1 - t0) / n] * n if n else []
         return out
 
@@ -216,12 +226,14 @@ class Client:
         lps: list[float] = []
         tops: list[dict[int, float]] = []
         text = []
-        chunks: list[tuple[float, int]] = []
+        chunks: list[tuple[float, int, float]] = []
         finish = ""
         sent = time.monotonic()
         with self.http.stream("POST", f"{self.base}/v1/completions", json=body) as r:
             r.raise_for_status()
+            asked = time.monotonic()  # when the client began waiting for the next event
             for line in r.iter_lines():
+                arrived = time.monotonic()
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 choice = json.loads(line[6:])["choices"][0]
@@ -233,9 +245,10 @@ class Client:
                 tops += [top_by_id(t) for t in lp.get("top_logprobs") or []]
                 finish = choice.get("finish_reason") or finish
                 if new:
-                    chunks.append((time.monotonic(), len(new)))
+                    chunks.append((arrived, len(new), arrived - asked))
                 if stop_after_chunks is not None and len(chunks) >= stop_after_chunks:
                     break
+                asked = time.monotonic()
         completion = Completion(str(prompt), tuple(ids), tuple(lps), "".join(text), tuple(tops), label, finish)
         return completion, Timing(sent, tuple(chunks))
 

@@ -77,11 +77,14 @@ PERF_GATES = {
 
 
 def perf_gates(
-    gate: PerfGate | None, perf: dict[str, float | None], measured_by: str | None = None
+    gate: PerfGate | None,
+    perf: dict[str, float | None],
+    measured_by: str | None = None,
+    unmeasured: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The figures against a recorded baseline: (held, failed), each naming the numbers.
     ``perf``: a concurrent phase's own measurements, or those of ``measured_by`` (a tool's output,
-    named in each line)."""
+    named in each line); ``unmeasured``: figures left out, and why (a gate on one fails saying so)."""
     held: list[str] = []
     failed: list[str] = []
     if gate is None:
@@ -92,6 +95,9 @@ def perf_gates(
         if baseline is None:
             continue
         value = perf.get(measured)
+        if measured in (unmeasured or {}):
+            failed.append(f"{label} not measured: {(unmeasured or {})[measured]}")
+            continue
         if not_a_measurement(value):
             failed.append(f"{label} {value!r}{by} is not a measurement (a finite number, 0 or more)")
             continue
@@ -118,7 +124,7 @@ def measured_by_aisbench(result: object) -> str:
 def _gates(gate: PerfGate | None, got: PhaseOutputs) -> tuple[list[str], list[str]]:
     """The phase's gate on its own figures, or on AISBench's perf run where the gate asks for it."""
     if gate is None or gate.aisbench is None:
-        return perf_gates(gate, got.perf)
+        return perf_gates(gate, got.perf, unmeasured=got.unmeasured)
     run = got.aisbench or {"error": "it did not run"}
     if run.get("error"):
         return [], [f"AISBench's perf run gave no figures: {run['error']}"]
@@ -137,6 +143,8 @@ def phase_record(
         "wall_s": got.wall_s,
         "metrics": got.metrics,
         "perf": got.perf,
+        "unmeasured": got.unmeasured,
+        "streams": [t.to_json() for t in got.streams],
         "error": got.error,
         **stages,
     } | ({"series": got.series} if got.series else {})
@@ -158,6 +166,7 @@ def phase_record(
             "reference_wall_s": ref.wall_s,
             "reference_metrics": ref.metrics,
             "reference_perf": ref.perf,
+            "reference_unmeasured": ref.unmeasured,
             "problems": problems + _bounds(plan, got, ref) + failed,
         }
     return PhaseRecord.of(rec)

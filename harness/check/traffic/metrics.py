@@ -26,6 +26,9 @@ COUNTERS = {
     "generation_tokens": "generation_tokens",
     # engine steps that returned outputs (the count of vLLM's tokens-per-step histogram)
     "steps": "iteration_tokens_total_count",
+    # the engine's own time between a request's tokens (its histogram's sum and count)
+    "engine_itl_sum_s": "inter_token_latency_seconds_sum",
+    "engine_itl_count": "inter_token_latency_seconds_count",
 }
 # Gauges whose peak over a phase is recorded.
 GAUGES = {"running": "num_requests_running", "waiting": "num_requests_waiting"}

@@ -13,7 +13,7 @@ from harness.cases.phases.kind import ABORT_AFTER_CHUNKS, PhasePlan, Request
 from harness.cases.workload import kind_of
 from harness.check.serving.client import Client, Completion, Sampling, Timing
 from harness.check.serving.live import LiveDeployment
-from harness.check.traffic import metrics
+from harness.check.traffic import latency, metrics
 from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Compare
 from harness.registry import ENDPOINTS
@@ -39,6 +39,9 @@ class PhaseOutputs:
     models: list[dict[str, Any]] = field(default_factory=list)  # batch: /v1/models as answered
     # perf_baseline.aisbench: AISBench's perf run after the phase (figures, file, argv, log; or error)
     aisbench: dict[str, Any] | None = None
+    # a perf figure left out, and why: ITL from stream events the client read coalesced
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    streams: list[Timing] = field(default_factory=list)  # streamed phases: when each event arrived
 
     def to_json(self) -> dict[str, Any]:
         return (
@@ -54,6 +57,8 @@ class PhaseOutputs:
             | ({"aisbench": self.aisbench} if self.aisbench is not None else {})
             | ({"answers": self.answers} if self.answers else {})
             | ({"series": self.series} if self.series else {})
+            | ({"unmeasured": self.unmeasured} if self.unmeasured else {})
+            | ({"streams": [t.to_json() for t in self.streams]} if self.streams else {})
         )
 
     @staticmethod
@@ -69,6 +74,8 @@ class PhaseOutputs:
             dict(d.get("usage") or {}),
             list(d.get("models") or []),
             d.get("aisbench"),
+            dict(d.get("unmeasured") or {}),
+            [Timing.from_json(t) for t in d.get("streams") or []],
         )
 
 
@@ -77,7 +84,7 @@ def greedy(compare: Compare) -> Sampling:
 
 
 def _perf(timings: list[Timing], wall_s: float) -> dict[str, float | None]:
-    tokens = sum(n for t in timings for _, n in t.chunks)
+    tokens = sum(n for t in timings for _, n, _ in t.chunks)
     ttft = [x for t in timings if (x := t.ttft) is not None]
     itl = [x for t in timings for x in t.inter_token()]
     return {
@@ -131,6 +138,9 @@ def run_phase(live: LiveDeployment, plan: PhasePlan, compare: Compare) -> PhaseO
                 out.wall_s = round(time.monotonic() - t0, 3)
         out.metrics |= metrics.deltas(before, metrics.parse(live.metrics_client.metrics()))
         out.metrics |= {f"peak_{k}": v for k, v in poller.peaks.items()}
+        if out.streams and (why := latency.unmeasured_itl(out.streams, out.metrics, out.wall_s)):
+            out.perf |= dict.fromkeys(latency.ITL_FIGURES)
+            out.unmeasured |= dict.fromkeys(latency.ITL_FIGURES, why)
     except Exception as err:  # noqa: BLE001 — what failed is the phase's evidence
         out.error = f"{type(err).__name__}: {err}"
         out.wall_s = round(time.monotonic() - t0, 3)
@@ -178,6 +188,7 @@ class _Sender:
         t0 = time.monotonic()
         answered = _at_once(self.client, self.model, requests, self._stream, self.deadline)
         self.out.completions += [c for c, _ in answered]
+        self.out.streams += [t for _, t in answered]
         self.out.perf = _perf([t for _, t in answered], time.monotonic() - t0)
 
     def abort(self, requests: tuple[Request, ...]) -> None:
