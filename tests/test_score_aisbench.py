@@ -252,13 +252,13 @@ def test_configs_import_the_users_and_set_only_the_server_model_and_data(tmp_pat
         "max_out_len": 64,
         "batch_size": 4,
     }
-    assert got["generation_kwargs"] == {"temperature": 0.6, "top_p": 0.9}  # the matrix's over ppconf's 0
+    assert got["generation_kwargs"] == {"temperature": 0.6, "top_p": 0.9}  # the matrix's over the default
     # the line break in the path stays in its string and out of the comment that names it
     assert _config_assignments(datasets)["path"] == str(tmp_path / "data\nx")
     assert datasets.read_text().splitlines()[0].endswith(f"reading {tmp_path / 'data x'}")
 
 
-def test_greedy_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
+def test_vllm_ascends_temperatures_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
     users = tmp_path / "users"
     users.mkdir()
     (users / "r.py").write_text("")
@@ -267,10 +267,28 @@ def test_greedy_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
         tmp_path / "c", users / "r.py", users / "d.py", "http://127.0.0.1:8000", "m", None, aisbench_score()
     )
     got = _config_assignments(models)
-    assert got["generation_kwargs"] == {"temperature": 0.0}
+    # as vllm-ascend's tools/aisbench.py writes an accuracy case's request config: temperature 0.6
+    assert got["generation_kwargs"] == {"temperature": 0.6}
+    perf, _ = ab.write_aisbench_configs(
+        tmp_path / "p", users / "r.py", users / "d.py", "http://127.0.0.1:8000", "m", None, aisbench_score(), perf=True
+    )
+    assert _config_assignments(perf)["generation_kwargs"] == {"temperature": 0.0, "ignore_eos": True}
     assert "max_out_len" not in got["update"] and "enable_ssl" not in got["update"]
     assert (got["update"]["host_ip"], got["update"]["host_port"]) == ("127.0.0.1", 8000)
     assert "path" not in datasets.read_text()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "perf", "want"),
+    [
+        ({}, False, {"temperature": 0.6}),
+        ({"max_out_len": 7680, "batch_size": 512}, False, {"temperature": 0.6, "max_out_len": 7680, "batch_size": 512}),
+        ({"generation_kwargs": {"temperature": 0.0, "top_k": 20}}, False, {"temperature": 0.0, "top_k": 20}),
+        ({"generation_kwargs": {"temperature": 0.3, "ignore_eos": False}}, True, {"temperature": 0.3, "ignore_eos": True}),
+    ],
+)
+def test_the_settings_a_run_generates_with_are_its_evidence(kwargs, perf, want):
+    assert ab.generation_evidence(aisbench_score(**kwargs), perf) == want
 
 
 # ---- what AISBench prints and writes ------------------------------------------------------------
@@ -588,11 +606,12 @@ def test_real_aisbench_scores_what_the_servers_answers_decide(tmp_path):
     score = aisbench_score(dataset_config="gsm8k_gen_0_shot_cot_chat_prompt", dataset=str(ARITH), max_out_len=32)
     with AnswerStub(model="tiny") as stub:
         got = evaluate(stub.base_url, "tiny", score, tmp_path, tmp_path / "w", timeout_s=600)
-    # the default request config (vllm-ascend's) asks the chat API, greedy, as the matrix said
+    # the default request config (vllm-ascend's) asks the chat API at vllm-ascend's accuracy temperature
     paths = {path for path, _ in stub.requests}
     assert paths == {"/v1/chat/completions"}
     body = stub.requests[-1][1]
-    assert body["model"] == "tiny" and body["temperature"] == 0.0 and body["max_tokens"] == 32
+    assert body["model"] == "tiny" and body["temperature"] == 0.6 and body["max_tokens"] == 32
+    assert got["generation"] == {"temperature": 0.6, "max_out_len": 32}
     assert (got["tool"], got["dataset_abbr"], got["metric"]) == ("aisbench", "gsm8k", "accuracy")
     assert got["value"] == pytest.approx(expected) and got["samples"] == 12
     assert Path(got["summary_file"]).is_file() and Path(got["results_file"]).is_file()

@@ -394,7 +394,12 @@ def _accuracy(rc: ResolvedCase, ref: ReferenceResult, obs: Observation, served: 
             obs.score = ScoreVerdict(ok=False, detail=f"task score failed: {measured.get('error', 'not measured')}")
         else:
             verdict = judge_score(measured["value"], ref.score, spec)
-            obs.score = ScoreVerdict.of(verdict | {"task": measured.get("task"), "metric": measured.get("metric")})
+            generation = measured.get("generation") or {}
+            if generation:  # a score is only comparable with one measured at the same settings
+                verdict["detail"] += " (generated with " + ", ".join(f"{k} {v}" for k, v in generation.items()) + ")"
+            obs.score = ScoreVerdict.of(
+                verdict | {"task": measured.get("task"), "metric": measured.get("metric"), "generation": generation}
+            )
 
 
 @dataclass(frozen=True)

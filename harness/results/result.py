@@ -280,6 +280,8 @@ class ScoreVerdict(Part):
     reference: float | None = None
     max_drop: float | None = None
     threshold: float | None = None
+    # what the tool's requests were generated with (AISBench: temperature, output length, batch)
+    generation: dict[str, Any] = {}
 
 
 class FeatureCheck(Part):
