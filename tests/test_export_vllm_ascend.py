@@ -224,19 +224,20 @@ def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
 
 def test_an_imported_configs_gates_export_as_their_benchmarks(tmp_path, shipped):
     """The other way round: a vllm-ascend config's AISBench benchmarks, imported as ppconf's gates,
-    are written back as the same benchmarks — but for what the import keeps no more of: the
-    dataset config's folder (`gsm8k/`) and the accuracy benchmark's `dataset_path`."""
-    source = Path(__file__).parent / "data" / "vllm-ascend" / "Qwen3-235B-A22B.yaml"
-    import_configs([source], shipped, None).write(tmp_path)
-    m = load_matrix([DEFAULT_MATRICES, tmp_path])
+    are written back as the same benchmarks, the dataset config's folder (`gsm8k/`) and the data the
+    baseline was measured on (`dataset_path`, here gsm8k-lite, which their runner reads in place of
+    gsm8k) included."""
+    config = yaml.safe_load((Path(__file__).parent / "data" / "vllm-ascend" / "Qwen3-235B-A22B.yaml").read_text())
+    config["benchmarks"]["acc"]["dataset_path"] = "vllm-ascend/gsm8k-lite"
+    source = tmp_path / "Qwen3-235B-A22B.yaml"
+    source.write_text(yaml.safe_dump(config))
+    import_configs([source], shipped, None).write(tmp_path / "imported")
+    m = load_matrix([DEFAULT_MATRICES, tmp_path / "imported"])
     (case,) = expand(m, "qwen3-235b-a22b").cases
     written = benchmarks(m, case)
-    original = yaml.safe_load(source.read_text())["benchmarks"]
-    for name, bench in original.items():
-        bench = {**bench, "dataset_conf": bench["dataset_conf"].rsplit("/", 1)[-1]}
-        if bench["case_type"] == "accuracy":
-            bench.pop("dataset_path")
-        assert written[name] == bench, name
+    assert written == config["benchmarks"]
+    assert written["acc"]["dataset_path"] == "vllm-ascend/gsm8k-lite"
+    assert written["perf"]["dataset_conf"] == "gsm8k/gsm8k_gen_0_shot_cot_str_perf"
 
 
 def test_a_prefill_partition_the_connector_and_the_env_disagree_on_is_an_error(tmp_path, shipped):

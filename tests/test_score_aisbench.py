@@ -76,6 +76,7 @@ def test_shipped_score_entries_keep_their_meaning(shipped):
         ("{dataset: d.jsonl, min: 0.5}", "tool: lm-eval needs task"),
         ("{tool: aisbench, dataset_config: gsm8k-gen, min: 50}", "dataset_config 'gsm8k-gen' must be an AISBench"),
         ("{tool: aisbench, dataset_config: x, request_config: 'a b.py', min: 5}", "request_config 'a b.py' must be"),
+        ("{tool: aisbench, dataset_config: a/b/c, min: 5}", "dataset_config 'a/b/c' must be an AISBench"),
         ("{tool: aisbench, dataset_config: gsm8k_gen}", "a score needs min, max_drop and/or threshold"),
         ("{tool: aisbench, dataset_config: x, batch_size: 0, min: 1}", "batch_size: Input should be greater than"),
         ("{tool: aisbench, dataset_config: x, generation_kwargs: {top_k: [1]}, min: 1}", "generation_kwargs.top_k"),
@@ -305,6 +306,17 @@ SEARCH = """\
 │ --datasets  │ gsm8k_gen_0_shot_cot_str │ /venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py │
 ╘═════════════╧══════════════════════════╧═════════════════════════════════════════════════════════╛
 """
+
+
+def test_a_config_named_with_its_folder_is_searched_by_name_and_must_be_in_that_folder():
+    found = ab.parse_search(SEARCH)
+    assert ab.aisbench_search_argv("ais_bench", None, "gsm8k/gsm8k_gen_0_shot_cot_str")[-1] == "gsm8k_gen_0_shot_cot_str"
+    want = Path("/venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py")
+    assert ab.searched_config(found, "--datasets", "gsm8k/gsm8k_gen_0_shot_cot_str") == want
+    assert ab.searched_config(found, "--datasets", "gsm8k_gen_0_shot_cot_str") == want
+    with pytest.raises(ScoreError, match=r"gsm8k_gen_0_shot_cot_str is /venv/.*, not in a folder mmlu/"):
+        ab.searched_config(found, "--datasets", "mmlu/gsm8k_gen_0_shot_cot_str")
+    assert ab.searched_config(found, "--datasets", "gsm8k/other") is None
 
 
 def test_search_table_gives_each_configs_file():

@@ -304,8 +304,8 @@ def benchmarks(m: Matrix, case: Case) -> dict[str, dict[str, Any]]:
                 f"AISBench's |score - baseline| <= threshold, the one gate their benchmarks have"
             )
         acc: dict[str, Any] = {"case_type": "accuracy"}
-        if score.dataset:
-            acc["dataset_path"] = score.dataset
+        if score.baseline_dataset or score.dataset:
+            acc["dataset_path"] = score.baseline_dataset or score.dataset
         acc |= {
             "request_conf": score.request_config or "vllm_api_general_chat",
             "dataset_conf": score.dataset_config,

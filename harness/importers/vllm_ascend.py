@@ -825,13 +825,15 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
                 )
             score = {
                 "tool": "aisbench",
-                "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                "dataset_config": str(bench["dataset_conf"]),
                 "request_config": str(bench["request_conf"]),
                 "max_out_len": int(bench["max_out_len"]),
                 "batch_size": int(bench["batch_size"]),
                 "baseline": float(bench.get("baseline", 1)),
                 "threshold": float(bench.get("threshold", 1)),
             }
+            if bench.get("dataset_path"):
+                score["baseline_dataset"] = str(bench["dataset_path"])
             if "num_prompts" in bench:
                 score["limit"] = int(bench["num_prompts"])
             kwargs = {k: bench[k] for k in GENERATION if k in bench}
@@ -849,7 +851,7 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
             if baseline > 0:  # a baseline of 0 is a warm-up: vllm-ascend's gate holds at once
                 # measured as they measure it: AISBench in perf mode with the case's configs and load
                 aisbench: dict[str, Any] = {
-                    "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                    "dataset_config": str(bench["dataset_conf"]),
                     "request_config": str(bench["request_conf"]),
                     "max_out_len": int(bench["max_out_len"]),
                     "batch_size": int(bench["batch_size"]),

@@ -188,10 +188,13 @@ class StageBounds(Strict):
     )
 
 
-# An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
-# the matrix file; either way ppconf's generated config imports it as a module, so its name is a
-# Python identifier.
-AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
+# An AISBench config named as `ais_bench --models/--datasets` take it, optionally after the folder
+# of AISBench's configs it is in (`gsm8k/gsm8k_gen_0_shot_cot_str_perf`, as vllm-ascend's nightly
+# names it), or a .py file relative to the matrix file; either way ppconf's generated config imports
+# it as a module, so its name is a Python identifier.
+AISBENCH_CONFIG = re.compile(
+    r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py"
+)
 GenerationValue = bool | int | float | str | None
 
 
@@ -350,7 +353,15 @@ class Accuracy(Strict):
 SCORE_TOOL_NAMES = SCORE_TOOLS.names  # harness.check.scores: one module per tool
 
 # Fields of a score that only AISBench reads (harness.check.scores.evaluate).
-AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
+AISBENCH_ONLY = (
+    "dataset_config",
+    "request_config",
+    "dataset_abbr",
+    "max_out_len",
+    "batch_size",
+    "generation_kwargs",
+    "baseline_dataset",
+)
 
 
 class Score(Strict):
@@ -379,6 +390,10 @@ class Score(Strict):
     max_out_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     batch_size: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     generation_kwargs: dict[str, GenerationValue] | None = None
+    # The data the baseline was measured on, where it came from (vllm-ascend's dataset_path, a
+    # ModelScope dataset such as vllm-ascend/gsm8k-lite): ``ppconf lint`` names it while `dataset`
+    # is not set, and ``ppconf export`` writes it back.
+    baseline_dataset: str | None = None
     # Judged by an absolute floor and/or the drop allowed against the reference's score: measured
     # on the reference launch, read from a golden, or this recorded `baseline`. In the tool's own
     # units: lm-eval's metrics are fractions (0.75), AISBench's are points (75.0).

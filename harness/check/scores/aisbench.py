@@ -109,12 +109,30 @@ def _config_file(name: str, base_dir: Path, what: str) -> Path | None:
     return path
 
 
+def config_folder(name: str) -> tuple[str | None, str]:
+    """A config named with the folder of AISBench's configs it is in (``gsm8k/gsm8k_gen``): that
+    folder and the name ``ais_bench`` takes; (None, name) for a bare name."""
+    folder, _, base = name.rpartition("/")
+    return folder or None, base
+
+
+def searched_config(found: dict[tuple[str, str], Path], flag: str, name: str) -> Path | None:
+    """The file ``ais_bench --search`` gave for ``name`` (ScoreError when the name gives a folder
+    and the file found is in another: the config vllm-ascend's baseline was measured with is the
+    folder's)."""
+    folder, base = config_folder(name)
+    path = found.get((flag, base))
+    if path is not None and folder is not None and path.parent.name != folder:
+        raise ScoreError(f"AISBench's config {base} is {path}, not in a folder {folder}/ as {name!r} says")
+    return path
+
+
 def aisbench_search_argv(command: str, models: str | None, datasets: str | None) -> list[str]:
     argv = [command, "--search"]
     if models:
-        argv += ["--models", models]
+        argv += ["--models", config_folder(models)[1]]
     if datasets:
-        argv += ["--datasets", datasets]
+        argv += ["--datasets", config_folder(datasets)[1]]
     return argv
 
 
@@ -401,9 +419,9 @@ def run_aisbench(
         run_tool(search, full_env, log, min(timeout_s, AISBENCH_SEARCH_TIMEOUT_S), TOOL.label, home)
         found = parse_search(log.read_text(encoding="utf-8", errors="replace"))
         if request_file is None:
-            request_file = found.get(("--models", request_name))
+            request_file = searched_config(found, "--models", request_name)
         if dataset_file is None:
-            dataset_file = found.get(("--datasets", dataset_name))
+            dataset_file = searched_config(found, "--datasets", dataset_name)
         if request_file is None or dataset_file is None:
             what = "request config " + request_name if request_file is None else "dataset config " + dataset_name
             raise ScoreError(f"AISBench has no {what}; last lines of {log}:\n{last_lines(log)}")
