@@ -285,7 +285,11 @@ def test_vllm_ascends_temperatures_by_default_and_the_configs_own_path_without_a
         ({}, False, {"temperature": 0.6}),
         ({"max_out_len": 7680, "batch_size": 512}, False, {"temperature": 0.6, "max_out_len": 7680, "batch_size": 512}),
         ({"generation_kwargs": {"temperature": 0.0, "top_k": 20}}, False, {"temperature": 0.0, "top_k": 20}),
-        ({"generation_kwargs": {"temperature": 0.3, "ignore_eos": False}}, True, {"temperature": 0.3, "ignore_eos": True}),
+        (
+            {"generation_kwargs": {"temperature": 0.3, "ignore_eos": False}},
+            True,
+            {"temperature": 0.3, "ignore_eos": True},
+        ),
     ],
 )
 def test_the_settings_a_run_generates_with_are_its_evidence(kwargs, perf, want):
@@ -310,7 +314,8 @@ SEARCH = """\
 
 def test_a_config_named_with_its_folder_is_searched_by_name_and_must_be_in_that_folder():
     found = ab.parse_search(SEARCH)
-    assert ab.aisbench_search_argv("ais_bench", None, "gsm8k/gsm8k_gen_0_shot_cot_str")[-1] == "gsm8k_gen_0_shot_cot_str"
+    argv = ab.aisbench_search_argv("ais_bench", None, "gsm8k/gsm8k_gen_0_shot_cot_str")
+    assert argv[-1] == "gsm8k_gen_0_shot_cot_str"
     want = Path("/venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py")
     assert ab.searched_config(found, "--datasets", "gsm8k/gsm8k_gen_0_shot_cot_str") == want
     assert ab.searched_config(found, "--datasets", "gsm8k_gen_0_shot_cot_str") == want

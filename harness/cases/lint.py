@@ -13,7 +13,6 @@ from harness.matrix.load import Matrix
 from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
 from harness.matrix.schema import Phase, Reference
 from harness.matrix.source import Where
-from harness.matrix.source import Where
 from harness.outcomes import NEEDS_REFERENCE
 from harness.target.assertions import engine_assertions
 
