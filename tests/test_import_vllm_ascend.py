@@ -90,6 +90,22 @@ def test_lint_names_the_data_an_imported_accuracy_baseline_was_measured_on(tmp_p
     assert finding.where is not None and finding.where.file.endswith("qwen3-235b-a22b.yaml")
 
 
+def test_timeouts_are_vllm_ascends_own_unless_the_config_sets_the_engines(tmp_path, shipped):
+    import yaml
+
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path / "a", shipped, MULTI)])
+    suite = m.suites["qwen3-235b-a22b"]
+    # their runner's health wait (max_wait_seconds=2800) and client timeout (600)
+    assert (suite.startup_timeout_s, suite.request_timeout_s) == (2800, 600)
+    assert variant(m, "qwen3-235b-a22b-multi-dp").env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1800"  # run.sh's export
+    config = yaml.safe_load(MULTI.read_text())
+    config["env_common"]["VLLM_ENGINE_READY_TIMEOUT_S"] = 3000
+    own = tmp_path / "Qwen3-235B-A22B.yaml"
+    own.write_text(yaml.safe_dump(config))
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path / "b", shipped, own)])
+    assert variant(m, "qwen3-235b-a22b-multi-dp").env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3000"
+
+
 def test_plans_carry_the_configs_flags_and_env_on_every_node(tmp_path, shipped):
     m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, MULTI)])
     (deployment,) = planned(m, "qwen3-235b-a22b").values()
