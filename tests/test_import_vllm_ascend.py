@@ -99,7 +99,8 @@ def test_timeouts_are_vllm_ascends_own_unless_the_config_sets_the_engines(tmp_pa
     assert (suite.startup_timeout_s, suite.request_timeout_s) == (2800, 600)
     assert variant(m, "qwen3-235b-a22b-multi-dp").env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1800"  # run.sh's export
     config = yaml.safe_load(MULTI.read_text())
-    config["env_common"]["VLLM_ENGINE_READY_TIMEOUT_S"] = 3000
+    for node in config["deployment"]:
+        node["envs"]["VLLM_ENGINE_READY_TIMEOUT_S"] = 3000
     own = tmp_path / "Qwen3-235B-A22B.yaml"
     own.write_text(yaml.safe_dump(config))
     m = load_matrix([DEFAULT_MATRICES, imported(tmp_path / "b", shipped, own)])
