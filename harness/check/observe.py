@@ -366,7 +366,9 @@ def _phase_records(
             obs.reference_error = f"reference, phase {ph.name}: the reference holds no answers for it"
         if other is not None and other.error and ref is not None and not obs.reference_error:
             obs.reference_error = f"reference, phase {ph.name}: {other.error}"
-        obs.workload.append(phase_record(ph, judged, got, other if other and not other.error else None, stages))
+        record = phase_record(ph, judged, got, other if other and not other.error else None, stages)
+        obs.workload.append(record)
+        obs.notes += [f"phase {record.name}: {stale}" for stale in record.stale_baselines]
 
 
 def _accuracy(rc: ResolvedCase, ref: ReferenceResult, obs: Observation, served: Served) -> None:

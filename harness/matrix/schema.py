@@ -249,15 +249,27 @@ class AISBenchPerf(Strict):
         return self
 
 
+PerfFigure = Literal["output_tokens_per_s", "ttft_s", "tpot_s"]
+Slack = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class PerfGate(Strict):
-    """A phase's performance against recorded numbers, as vllm-ascend's nightly gates it: output
-    tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
-    output token (inter-token latency) at most the baseline's / ``ratio``."""
+    """A phase's performance against recorded numbers, in one of two forms. vllm-ascend's nightly
+    (``ratio``): output tokens/s at least ``ratio`` x the baseline's; median time to first token
+    and median time per output token (inter-token latency) at most the baseline's / ``ratio``.
+    TensorRT-LLM's perf baselines (``rel_slack``, ``abs_slack``, as base_perf.csv's threshold and
+    absolute_threshold): a figure fails when worse than its baseline by more than
+    max(rel_slack x baseline, abs_slack of the figure). Either way, a figure better than its
+    baseline by more than the same margin says "update the baseline" (the baseline no longer
+    describes the system; a later regression back to it would pass unseen)."""
 
     output_tokens_per_s: float | None = Field(None, gt=0, le=MAX_RATE)
     ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     tpot_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     ratio: float = Field(0.97, gt=0, le=1)
+    # a fraction of each baseline, and an amount in each figure's own unit (tok/s, s)
+    rel_slack: float | None = Field(None, ge=0, lt=1)
+    abs_slack: dict[PerfFigure, Slack] | None = Field(None, min_length=1)
     source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
     # the figures come from AISBench in perf mode, run on the deployment after the phase; unset:
     # from the phase's own streamed requests
@@ -267,7 +279,24 @@ class PerfGate(Strict):
     def _something(self) -> PerfGate:
         if self.output_tokens_per_s is None and self.ttft_s is None and self.tpot_s is None:
             raise ValueError("a perf_baseline needs output_tokens_per_s, ttft_s and/or tpot_s")
+        if self.slack_form and "ratio" in self.model_fields_set:
+            raise ValueError(
+                "ratio (vllm-ascend's form) and rel_slack/abs_slack (TensorRT-LLM's) bound the same figures: set one"
+            )
+        for figure, slack in (self.abs_slack or {}).items():
+            baseline = getattr(self, figure)
+            if baseline is None:
+                raise ValueError(f"abs_slack.{figure} {slack:g}: the gate has no {figure} baseline to allow it on")
+            if figure == "output_tokens_per_s" and slack >= baseline:
+                raise ValueError(
+                    f"abs_slack.{figure} {slack:g} is not below the baseline {baseline:g}: "
+                    "any throughput, 0 included, would pass"
+                )
         return self
+
+    @property
+    def slack_form(self) -> bool:
+        return self.rel_slack is not None or self.abs_slack is not None
 
 
 class Phase(Strict):

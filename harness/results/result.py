@@ -255,6 +255,8 @@ class PhaseRecord(Part):
     not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
     problems: list[str] = []  # protocol checks and bounds that failed
     gates: list[str] = []  # each performance gate against a recorded baseline, held or not, with its numbers
+    # a figure better than its recorded baseline by more than the gate's margin: "update the baseline"
+    stale_baselines: list[str] = []
     aisbench: AISBenchPerfRun | None = None  # the gate's figures, where AISBench measured them
     metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
     reference_metrics: dict[str, float] = {}

@@ -76,17 +76,39 @@ PERF_GATES = {
 }
 
 
+def gate_bounds(gate: PerfGate, key: str, baseline: float) -> tuple[float, float, str]:
+    """A figure's bounds: past the first it fails, past the second (the other way, by the same
+    margin) its baseline is stale; and how the bound is written. vllm-ascend's form scales the
+    baseline by ``ratio``; TensorRT-LLM's allows max(rel_slack x baseline, abs_slack)."""
+    higher = PERF_GATES[key][3]
+    if gate.slack_form:
+        rel, fixed = gate.rel_slack or 0.0, (gate.abs_slack or {}).get(key, 0.0)
+        margin = max(rel * baseline, fixed)
+        how = f"baseline {baseline:g} {'-' if higher else '+'} max({rel:g} x baseline, {fixed:g})"
+    else:
+        margin = baseline - gate.ratio * baseline if higher else baseline / gate.ratio - baseline
+        how = f"{gate.ratio:g} {'x' if higher else '/'} baseline {baseline:g}"
+    if higher:
+        bound = gate.ratio * baseline if not gate.slack_form else baseline - margin
+        return bound, baseline + margin, how
+    bound = baseline / gate.ratio if not gate.slack_form else baseline + margin
+    return bound, baseline - margin, how
+
+
 def perf_gates(
     gate: PerfGate | None, perf: dict[str, float | None], measured_by: str | None = None
-) -> tuple[list[str], list[str]]:
-    """The figures against a recorded baseline: (held, failed), each naming the numbers.
-    ``perf``: a concurrent phase's own measurements, or those of ``measured_by`` (a tool's output,
-    named in each line)."""
+) -> tuple[list[str], list[str], list[str]]:
+    """The figures against a recorded baseline: (held, failed, stale), each naming the numbers;
+    stale: a figure better than its baseline by more than the gate allows the other way, "update
+    the baseline" (held too: it is no regression). ``perf``: a concurrent phase's own
+    measurements, or those of ``measured_by`` (a tool's output, named in each line)."""
     held: list[str] = []
     failed: list[str] = []
+    stale: list[str] = []
     if gate is None:
-        return held, failed
+        return held, failed, stale
     by = f" (measured by {measured_by})" if measured_by else ""
+    source = f" ({gate.source})" if gate.source else ""
     for key, (measured, label, unit, higher) in PERF_GATES.items():
         baseline = getattr(gate, key)
         if baseline is None:
@@ -99,15 +121,16 @@ def perf_gates(
             why = f"{measured_by} gives none" if measured_by else "a concurrent phase measures it"
             failed.append(f"{label} not measured ({why})")
             continue
-        bound = gate.ratio * baseline if higher else baseline / gate.ratio
+        bound, update, how = gate_bounds(gate, key, baseline)
         ok = value >= bound if higher else value <= bound
         sign = (">=" if ok else "<") if higher else ("<=" if ok else ">")
-        op = "x" if higher else "/"
-        source = f" ({gate.source})" if gate.source else ""
-        (held if ok else failed).append(
-            f"{label} {value:g} {unit}{by} {sign} {bound:g} ({gate.ratio:g} {op} baseline {baseline:g}{source})"
-        )
-    return held, failed
+        (held if ok else failed).append(f"{label} {value:g} {unit}{by} {sign} {bound:g} ({how}{source})")
+        if value > update if higher else value < update:
+            stale.append(
+                f"update the baseline: {label} {value:g} {unit}{by} is better than baseline {baseline:g}{source} "
+                f"by more than the gate allows ({'>' if higher else '<'} {update:g})"
+            )
+    return held, failed, stale
 
 
 def measured_by_aisbench(result: object) -> str:
@@ -115,13 +138,13 @@ def measured_by_aisbench(result: object) -> str:
     return f"AISBench, {result}"
 
 
-def _gates(gate: PerfGate | None, got: PhaseOutputs) -> tuple[list[str], list[str]]:
+def _gates(gate: PerfGate | None, got: PhaseOutputs) -> tuple[list[str], list[str], list[str]]:
     """The phase's gate on its own figures, or on AISBench's perf run where the gate asks for it."""
     if gate is None or gate.aisbench is None:
         return perf_gates(gate, got.perf)
     run = got.aisbench or {"error": "it did not run"}
     if run.get("error"):
-        return [], [f"AISBench's perf run gave no figures: {run['error']}"]
+        return [], [f"AISBench's perf run gave no figures: {run['error']}"], []
     return perf_gates(gate, run["figures"], measured_by=measured_by_aisbench(run["result"]))
 
 
@@ -140,10 +163,11 @@ def phase_record(
         "error": got.error,
         **stages,
     } | ({"series": got.series} if got.series else {})
-    held, failed = _gates(plan.phase.perf_baseline, got)
+    held, failed, stale = _gates(plan.phase.perf_baseline, got)
     if got.aisbench is not None:
         rec["aisbench"] = got.aisbench
     rec["gates"] = held + failed
+    rec["stale_baselines"] = stale
     if not got.error:
         rec["not_exercised"] = not_exercised(plan, got)
         rec["problems"] = failed
