@@ -251,3 +251,14 @@ def test_a_prefill_partition_the_connector_and_the_env_disagree_on_is_an_error(t
     (tmp_path / "pd.yaml").write_text(dump(config))
     with pytest.raises(MatrixError, match=r"pp_layer_partition '32,29': the prefill host's VLLM_PP_LAYER_PARTITION"):
         import_configs([tmp_path / "pd.yaml"], shipped, None)
+
+
+def test_a_slack_gate_exports_as_their_threshold_with_the_same_bound():
+    from harness.export.vllm_ascend_nightly import _threshold
+    from harness.matrix.schema import PerfGate
+
+    assert _threshold(PerfGate(output_tokens_per_s=1000.0, ratio=0.95), 1000.0) == 0.95
+    # max(0.02 x 1000, 50) = 50 tok/s below the baseline: their 0.95 x 1000
+    gate = PerfGate(output_tokens_per_s=1000.0, rel_slack=0.02, abs_slack={"output_tokens_per_s": 50})
+    assert _threshold(gate, 1000.0) == pytest.approx(0.95)
+    assert _threshold(PerfGate(output_tokens_per_s=1000.0, rel_slack=0.1), 1000.0) == pytest.approx(0.9)
