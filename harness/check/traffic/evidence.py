@@ -10,7 +10,7 @@ from harness.cases.workload import PhasePlan, kind_of
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_explicit, compare_phase
 from harness.check.traffic.phases import PhaseOutputs
-from harness.matrix.schema import Compare, PerfGate
+from harness.matrix.schema import Compare, PerfFigure, PerfGate
 from harness.results.result import PhaseRecord
 
 
@@ -69,30 +69,27 @@ def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
 
 
 # A gate's measured figure (PhaseRecord.perf), and whether more of it is better.
-PERF_GATES = {
+PERF_GATES: dict[PerfFigure, tuple[str, str, str, bool]] = {
     "output_tokens_per_s": ("output_tokens_per_s", "output throughput", "tok/s", True),
     "ttft_s": ("ttft_p50_s", "median TTFT", "s", False),
     "tpot_s": ("itl_p50_s", "median TPOT", "s", False),
 }
 
 
-def gate_bounds(gate: PerfGate, key: str, baseline: float) -> tuple[float, float, str]:
-    """A figure's bounds: past the first it fails, past the second (the other way, by the same
-    margin) its baseline is stale; and how the bound is written. vllm-ascend's form scales the
+def gate_bounds(gate: PerfGate, key: PerfFigure, baseline: float) -> tuple[float, float, str]:
+    """A figure's bounds: past the first it fails, past the second (as far from the baseline the
+    other way) its baseline is stale; and how the first is written. vllm-ascend's form scales the
     baseline by ``ratio``; TensorRT-LLM's allows max(rel_slack x baseline, abs_slack)."""
     higher = PERF_GATES[key][3]
     if gate.slack_form:
         rel, fixed = gate.rel_slack or 0.0, (gate.abs_slack or {}).get(key, 0.0)
         margin = max(rel * baseline, fixed)
+        bound = baseline - margin if higher else baseline + margin
         how = f"baseline {baseline:g} {'-' if higher else '+'} max({rel:g} x baseline, {fixed:g})"
     else:
-        margin = baseline - gate.ratio * baseline if higher else baseline / gate.ratio - baseline
+        bound = gate.ratio * baseline if higher else baseline / gate.ratio
         how = f"{gate.ratio:g} {'x' if higher else '/'} baseline {baseline:g}"
-    if higher:
-        bound = gate.ratio * baseline if not gate.slack_form else baseline - margin
-        return bound, baseline + margin, how
-    bound = baseline / gate.ratio if not gate.slack_form else baseline + margin
-    return bound, baseline - margin, how
+    return bound, 2 * baseline - bound, how
 
 
 def perf_gates(
