@@ -296,6 +296,19 @@ def test_the_settings_a_run_generates_with_are_its_evidence(kwargs, perf, want):
     assert ab.generation_evidence(aisbench_score(**kwargs), perf) == want
 
 
+def test_the_score_verdict_names_the_settings_its_requests_were_generated_with():
+    from harness.check.observe import score_verdict
+
+    spec = aisbench_score(baseline=95.0, threshold=3.0, min=None, max_out_len=7680)
+    measured = {"value": 93.5, "task": "gsm8k", "metric": "accuracy"}
+    measured["generation"] = ab.generation_evidence(spec)
+    verdict = score_verdict(measured, None, spec)
+    assert verdict.ok and verdict.generation == {"temperature": 0.6, "max_out_len": 7680}
+    assert verdict.detail.endswith("(generated with temperature 0.6, max_out_len 7680)"), verdict.detail
+    assert "generation" not in score_verdict({**measured, "generation": {}}, None, spec).to_json()
+    assert not score_verdict({"error": "boom"}, None, spec).ok
+
+
 # ---- what AISBench prints and writes ------------------------------------------------------------
 
 # `ais_bench --search` as ais-bench-benchmark 3.1.20260630 prints it (tabulate "fancy_grid",
