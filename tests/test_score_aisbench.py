@@ -584,6 +584,21 @@ def test_a_run_searches_writes_its_configs_runs_in_its_folder_and_reads_the_summ
     assert (work / "aisbench" / "tmp").is_dir()
 
 
+def test_a_dataset_config_named_with_its_folder_runs_by_its_name_and_the_run_names_its_settings(
+    tmp_path, fake_aisbench
+):
+    # the stand-in's configs are in a folder named "shipped", as AISBench's gsm8k configs are in gsm8k/
+    score = aisbench_score(dataset_config="shipped/gsm8k_gen_0_shot_cot_str", max_out_len=64)
+    got = evaluate("http://127.0.0.1:8000", "served", score, tmp_path, tmp_path / "w", 60)
+    search, run, configs = fake_aisbench.calls()
+    assert search["argv"][-2:] == ["--datasets", "gsm8k_gen_0_shot_cot_str"]
+    assert "'temperature': 0.6" in configs["configs"]["ppconf_request.py"]
+    assert got["generation"] == {"temperature": 0.6, "max_out_len": 64} and got["value"] == 62.5
+    elsewhere = aisbench_score(dataset_config="gsm8k/gsm8k_gen_0_shot_cot_str")
+    with pytest.raises(ScoreError, match=r"not in a folder gsm8k/ as 'gsm8k/gsm8k_gen_0_shot_cot_str' says"):
+        evaluate("http://127.0.0.1:8000", "served", elsewhere, tmp_path, tmp_path / "w2", 60)
+
+
 def test_config_files_from_the_matrix_need_no_search(tmp_path, fake_aisbench):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "my_data.py").write_text("")
