@@ -207,6 +207,7 @@ def test_the_gate_of_a_run_is_decided_by_aisbenchs_perf_run(tmp_path, fake_perf,
     # as vllm-ascend's tools/aisbench.py writes a perf run: greedy, to the output length, the model's path
     assert f"'path': {str(tmp_path / 'model')!r}" in request
     assert "**{'temperature': 0.0, 'ignore_eos': True}}" in request
+    assert rec.aisbench.generation == {"temperature": 0.0, "ignore_eos": True, "max_out_len": 32, "batch_size": 4}
     result = workdir / "aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
     (gate,) = rec.gates
     assert gate.startswith(f"output throughput {float(tput):g} tok/s (measured by AISBench, {result}) {sign} 2351.89")

@@ -232,6 +232,7 @@ class AISBenchPerfRun(Part):
     figures: dict[str, float | None] = {}
     result: str | None = None
     command: list[str] = []
+    generation: dict[str, Any] = {}  # what its requests were generated with (temperature, ignore_eos, ...)
     log: str | None = None
     duration_s: float | None = None
     error: str | None = None
