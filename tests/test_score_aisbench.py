@@ -713,6 +713,7 @@ families:
         request_config: vllm_api_general
         dataset: {dataset}
         max_out_len: 8
+        generation_kwargs: {{temperature: 0}}  # greedy, so that the two answer alike (0.6 by default)
         max_drop: 0.0
     variants:
       default:
