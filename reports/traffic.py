@@ -34,6 +34,15 @@ def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
         for k, v in m.items()
         if k in ("peak_running", "peak_waiting", "preemptions", "prefix_cache_hits", "spec_accepted_tokens") and v
     ]
+    # a phase that passed still names the performance gates it held, with their numbers; any
+    # verdict names a baseline the phase beat by more than its gate's margin
+    verdict = (
+        p.error
+        or (p.not_exercised and f"not exercised: {p.not_exercised}")
+        or "; ".join(p.problems)
+        or "; ".join(["ok", *p.gates])
+    )
+    verdict = "; ".join([verdict, *p.stale_baselines])
     stages = ""
     if p.stage_utilisation:
         busy = ", ".join(f"{u:.0%}" for u in p.stage_utilisation)
@@ -52,12 +61,7 @@ def phase_row(case: str, p: PhaseRecord) -> dict[str, Any]:
         "itl": _itl(perf, p.unmeasured),
         "stages": stages or "—",
         "wall": f"{_fmt(p.wall_s)} vs {_fmt(p.reference_wall_s)}",
-        # a phase that passed still names the performance gates it held, with their numbers
-        "verdict": p.error
-        or p.not_exercised
-        and f"not exercised: {p.not_exercised}"
-        or "; ".join(p.problems)
-        or "; ".join(["ok", *p.gates]),
+        "verdict": verdict,
     }
 
 

@@ -24,7 +24,7 @@ from harness.export.vllm_ascend_nightly import (
     export_suite,
     planned,
 )
-from harness.importers.vllm_ascend import import_configs
+from harness.importers.vllm_ascend import ENGINE_READY_ENV, import_configs
 from harness.launch import Deployment
 from harness.matrix.load import DEFAULT_MATRICES, load_matrix
 from harness.matrix.source import MatrixError
@@ -107,6 +107,9 @@ def test_every_exported_cell_imports_back_to_the_same_launches_and_gates(tmp_pat
     for case in (c for c in cells if c.id in by_case):
         config, imported = exported.files[by_case[case.id]], back[by_case[case.id]]
         before, after = launches(planned(shipped, case, CLUSTER)), launches(planned(m, imported, CLUSTER))
+        for role, *_, env, _port in before.values():  # their runner exports it to every vllm serve (run.sh)
+            if role != "proxy":
+                env.setdefault(*ENGINE_READY_ENV)
         if after != before:
             differ[case.id] = diff(before, after)
         # and the gates: the re-imported case's benchmarks are the ones exported
@@ -228,19 +231,20 @@ def test_their_runner_starts_the_launches_ppconf_plans(shipped, case_id):
 
 def test_an_imported_configs_gates_export_as_their_benchmarks(tmp_path, shipped):
     """The other way round: a vllm-ascend config's AISBench benchmarks, imported as ppconf's gates,
-    are written back as the same benchmarks — but for what the import keeps no more of: the
-    dataset config's folder (`gsm8k/`) and the accuracy benchmark's `dataset_path`."""
-    source = Path(__file__).parent / "data" / "vllm-ascend" / "Qwen3-235B-A22B.yaml"
-    import_configs([source], shipped, None).write(tmp_path)
-    m = load_matrix([DEFAULT_MATRICES, tmp_path])
+    are written back as the same benchmarks, the dataset config's folder (`gsm8k/`) and the data the
+    baseline was measured on (`dataset_path`, here gsm8k-lite, which their runner reads in place of
+    gsm8k) included."""
+    config = yaml.safe_load((Path(__file__).parent / "data" / "vllm-ascend" / "Qwen3-235B-A22B.yaml").read_text())
+    config["benchmarks"]["acc"]["dataset_path"] = "vllm-ascend/gsm8k-lite"
+    source = tmp_path / "Qwen3-235B-A22B.yaml"
+    source.write_text(yaml.safe_dump(config))
+    import_configs([source], shipped, None).write(tmp_path / "imported")
+    m = load_matrix([DEFAULT_MATRICES, tmp_path / "imported"])
     (case,) = expand(m, "qwen3-235b-a22b").cases
     written = benchmarks(m, case)
-    original = yaml.safe_load(source.read_text())["benchmarks"]
-    for name, bench in original.items():
-        bench = {**bench, "dataset_conf": bench["dataset_conf"].rsplit("/", 1)[-1]}
-        if bench["case_type"] == "accuracy":
-            bench.pop("dataset_path")
-        assert written[name] == bench, name
+    assert written == config["benchmarks"]
+    assert written["acc"]["dataset_path"] == "vllm-ascend/gsm8k-lite"
+    assert written["perf"]["dataset_conf"] == "gsm8k/gsm8k_gen_0_shot_cot_str_perf"
 
 
 def test_a_prefill_partition_the_connector_and_the_env_disagree_on_is_an_error(tmp_path, shipped):
@@ -251,3 +255,14 @@ def test_a_prefill_partition_the_connector_and_the_env_disagree_on_is_an_error(t
     (tmp_path / "pd.yaml").write_text(dump(config))
     with pytest.raises(MatrixError, match=r"pp_layer_partition '32,29': the prefill host's VLLM_PP_LAYER_PARTITION"):
         import_configs([tmp_path / "pd.yaml"], shipped, None)
+
+
+def test_a_slack_gate_exports_as_their_threshold_with_the_same_bound():
+    from harness.export.vllm_ascend_nightly import _threshold
+    from harness.matrix.schema import PerfGate
+
+    assert _threshold(PerfGate(output_tokens_per_s=1000.0, ratio=0.95), 1000.0) == 0.95
+    # max(0.02 x 1000, 50) = 50 tok/s below the baseline: their 0.95 x 1000
+    gate = PerfGate(output_tokens_per_s=1000.0, rel_slack=0.02, abs_slack={"output_tokens_per_s": 50})
+    assert _threshold(gate, 1000.0) == pytest.approx(0.95)
+    assert _threshold(PerfGate(output_tokens_per_s=1000.0, rel_slack=0.1), 1000.0) == pytest.approx(0.9)

@@ -249,8 +249,9 @@ def test_a_perf_gate_fails_on_a_figure_that_is_no_measurement(value):
     from harness.matrix.schema import PerfGate
 
     gate = PerfGate(output_tokens_per_s=100.0, ttft_s=0.5)
-    held, failed = perf_gates(gate, {"output_tokens_per_s": value, "ttft_p50_s": value})
-    assert not held and len(failed) == 2 and all(f"{value!r}" in f and "not a measurement" in f for f in failed)
+    held, failed, stale = perf_gates(gate, {"output_tokens_per_s": value, "ttft_p50_s": value})
+    assert not held and not stale and len(failed) == 2
+    assert all(f"{value!r}" in f and "not a measurement" in f for f in failed)
 
 
 # ---- the importer --------------------------------------------------------------------------------

@@ -63,19 +63,48 @@ def test_a_multi_node_config_becomes_family_topology_and_suite(tmp_path, shipped
     score = v.reference.score
     assert (score.tool, score.dataset_config, score.baseline, score.threshold) == (
         "aisbench",
-        "gsm8k_gen_0_shot_cot_chat_prompt",
+        "gsm8k/gsm8k_gen_0_shot_cot_chat_prompt",  # the folder of AISBench's configs kept
         95.0,
         3.0,
     )
+    assert (score.dataset, score.baseline_dataset) == (None, "vllm-ascend/gsm8k")
     perf = next(p for p in group.workload if p.label == "perf")
     assert (perf.kind, perf.requests, perf.max_tokens) == ("concurrent", 700, 1500)
     assert (perf.perf_baseline.output_tokens_per_s, perf.perf_baseline.ratio) == (2209.9211, 0.97)
     # measured as the nightly measures it: AISBench in perf mode with the benchmark's configs and load
     ais = perf.perf_baseline.aisbench
-    assert (ais.dataset_config, ais.request_config) == ("gsm8k_gen_0_shot_cot_str_perf", "vllm_api_stream_chat")
+    assert (ais.dataset_config, ais.request_config) == ("gsm8k/gsm8k_gen_0_shot_cot_str_perf", "vllm_api_stream_chat")
     assert (ais.num_prompts, ais.max_out_len, ais.batch_size, ais.request_rate) == (2800, 1500, 700, 11.2)
     # on the benchmark's dataset: no local copy yet (ppconf lint says so), its source named
     assert (ais.dataset, ais.baseline_dataset) == (None, "vllm-ascend/GSM8K-in3500-bs2800")
+
+
+def test_lint_names_the_data_an_imported_accuracy_baseline_was_measured_on(tmp_path, shipped):
+    from harness.cases.lint import _scores_without_dataset
+
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, MULTI)])
+    (finding,) = _scores_without_dataset(m)
+    assert "gsm8k/gsm8k_gen_0_shot_cot_chat_prompt's default data, not the baseline's (vllm-ascend/gsm8k)" in (
+        finding.message
+    )
+    assert finding.where is not None and finding.where.file.endswith("qwen3-235b-a22b.yaml")
+
+
+def test_timeouts_are_vllm_ascends_own_unless_the_config_sets_the_engines(tmp_path, shipped):
+    import yaml
+
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path / "a", shipped, MULTI)])
+    suite = m.suites["qwen3-235b-a22b"]
+    # their runner's health wait (max_wait_seconds=2800) and client timeout (600)
+    assert (suite.startup_timeout_s, suite.request_timeout_s) == (2800, 600)
+    assert variant(m, "qwen3-235b-a22b-multi-dp").env["VLLM_ENGINE_READY_TIMEOUT_S"] == "1800"  # run.sh's export
+    config = yaml.safe_load(MULTI.read_text())
+    for node in config["deployment"]:
+        node["envs"]["VLLM_ENGINE_READY_TIMEOUT_S"] = 3000
+    own = tmp_path / "Qwen3-235B-A22B.yaml"
+    own.write_text(yaml.safe_dump(config))
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path / "b", shipped, own)])
+    assert variant(m, "qwen3-235b-a22b-multi-dp").env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3000"
 
 
 def test_plans_carry_the_configs_flags_and_env_on_every_node(tmp_path, shipped):

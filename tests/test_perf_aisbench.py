@@ -207,6 +207,7 @@ def test_the_gate_of_a_run_is_decided_by_aisbenchs_perf_run(tmp_path, fake_perf,
     # as vllm-ascend's tools/aisbench.py writes a perf run: greedy, to the output length, the model's path
     assert f"'path': {str(tmp_path / 'model')!r}" in request
     assert "**{'temperature': 0.0, 'ignore_eos': True}}" in request
+    assert rec.aisbench.generation == {"temperature": 0.0, "ignore_eos": True, "max_out_len": 32, "batch_size": 4}
     result = workdir / "aisbench/outputs/20261202_050000/performances/ppconf/gsm8kdataset.json"
     (gate,) = rec.gates
     assert gate.startswith(f"output throughput {float(tput):g} tok/s (measured by AISBench, {result}) {sign} 2351.89")
@@ -308,3 +309,48 @@ def test_stage_busy_time_is_the_phases_own_not_the_aisbench_runs(tmp_path, monke
     phase = _gated_phase(tmp_path)
     out, stages = observe.measure_phase(None, plan_phase(phase, 2), Compare(), 2, "k", tmp_path, lambda s: None)
     assert stages == {"utilisation": 0.5} and out.aisbench == {"error": "x"}
+
+
+# ---- TensorRT-LLM's form: relative and absolute slack, and a stale baseline ---------------------
+
+
+def slack_gates(gate: PerfGate, tokens_s: float, ttft_s: float) -> tuple[list[str], list[str], list[str]]:
+    from harness.check.traffic.evidence import perf_gates
+
+    return perf_gates(gate, {"output_tokens_per_s": tokens_s, "ttft_p50_s": ttft_s})
+
+
+@pytest.mark.parametrize(
+    ("tokens_s", "ttft_s", "fails", "stale"),
+    [
+        (1000.0, 2.0, [], []),
+        # throughput: margin max(0.05 x 1000, 20) = 50; TTFT: max(0.05 x 2, 0.5) = 0.5
+        (950.0, 2.5, [], []),  # worse by exactly the margin: held
+        (949.0, 2.0, ["output throughput 949 tok/s < 950 (baseline 1000 - max(0.05 x baseline, 20))"], []),
+        (1000.0, 2.6, ["median TTFT 2.6 s > 2.5 (baseline 2 + max(0.05 x baseline, 0.5))"], []),
+        (1051.0, 2.0, [], ["update the baseline: output throughput 1051 tok/s is better than baseline 1000"]),
+        (1000.0, 1.4, [], ["update the baseline: median TTFT 1.4 s is better than baseline 2"]),
+    ],
+)
+def test_a_slack_gate_fails_past_the_larger_slack_and_says_update_past_it_the_other_way(tokens_s, ttft_s, fails, stale):
+    gate = PerfGate(
+        output_tokens_per_s=1000.0, ttft_s=2.0, rel_slack=0.05, abs_slack={"output_tokens_per_s": 20, "ttft_s": 0.5}
+    )
+    held, failed, notes = slack_gates(gate, tokens_s, ttft_s)
+    assert failed == fails
+    assert len(notes) == len(stale) and all(n.startswith(want) for n, want in zip(notes, stale, strict=True))
+    assert len(held) == 2 - len(failed)  # a stale baseline is no regression: its gate holds
+
+
+def test_a_stale_baseline_is_in_the_phase_record_and_its_report_row_and_vllm_ascends_form_says_it_too():
+    from reports.traffic import phase_row
+
+    gate = PerfGate(output_tokens_per_s=1000.0, ratio=0.97)  # margin 30 tok/s either way
+    plan = plan_phase(Phase(kind="concurrent", requests=2, perf_baseline=gate), 2)
+    rec = phase_record(plan, Compare(), PhaseOutputs([], perf={"output_tokens_per_s": 1031.0}), None, {})
+    assert not rec.problems
+    (stale,) = rec.stale_baselines
+    assert stale.startswith("update the baseline: output throughput 1031 tok/s is better than baseline 1000")
+    assert "update the baseline" in phase_row("c", rec)["verdict"]
+    rec = phase_record(plan, Compare(), PhaseOutputs([], perf={"output_tokens_per_s": 1029.0}), None, {})
+    assert not rec.stale_baselines and "update" not in phase_row("c", rec)["verdict"]

@@ -76,6 +76,7 @@ def test_shipped_score_entries_keep_their_meaning(shipped):
         ("{dataset: d.jsonl, min: 0.5}", "tool: lm-eval needs task"),
         ("{tool: aisbench, dataset_config: gsm8k-gen, min: 50}", "dataset_config 'gsm8k-gen' must be an AISBench"),
         ("{tool: aisbench, dataset_config: x, request_config: 'a b.py', min: 5}", "request_config 'a b.py' must be"),
+        ("{tool: aisbench, dataset_config: a/b/c, min: 5}", "dataset_config 'a/b/c' must be an AISBench"),
         ("{tool: aisbench, dataset_config: gsm8k_gen}", "a score needs min, max_drop and/or threshold"),
         ("{tool: aisbench, dataset_config: x, batch_size: 0, min: 1}", "batch_size: Input should be greater than"),
         ("{tool: aisbench, dataset_config: x, generation_kwargs: {top_k: [1]}, min: 1}", "generation_kwargs.top_k"),
@@ -252,13 +253,13 @@ def test_configs_import_the_users_and_set_only_the_server_model_and_data(tmp_pat
         "max_out_len": 64,
         "batch_size": 4,
     }
-    assert got["generation_kwargs"] == {"temperature": 0.6, "top_p": 0.9}  # the matrix's over ppconf's 0
+    assert got["generation_kwargs"] == {"temperature": 0.6, "top_p": 0.9}  # the matrix's over the default
     # the line break in the path stays in its string and out of the comment that names it
     assert _config_assignments(datasets)["path"] == str(tmp_path / "data\nx")
     assert datasets.read_text().splitlines()[0].endswith(f"reading {tmp_path / 'data x'}")
 
 
-def test_greedy_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
+def test_vllm_ascends_temperatures_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
     users = tmp_path / "users"
     users.mkdir()
     (users / "r.py").write_text("")
@@ -267,10 +268,45 @@ def test_greedy_by_default_and_the_configs_own_path_without_a_dataset(tmp_path):
         tmp_path / "c", users / "r.py", users / "d.py", "http://127.0.0.1:8000", "m", None, aisbench_score()
     )
     got = _config_assignments(models)
-    assert got["generation_kwargs"] == {"temperature": 0.0}
+    # as vllm-ascend's tools/aisbench.py writes an accuracy case's request config: temperature 0.6
+    assert got["generation_kwargs"] == {"temperature": 0.6}
+    perf, _ = ab.write_aisbench_configs(
+        tmp_path / "p", users / "r.py", users / "d.py", "http://127.0.0.1:8000", "m", None, aisbench_score(), perf=True
+    )
+    assert _config_assignments(perf)["generation_kwargs"] == {"temperature": 0.0, "ignore_eos": True}
     assert "max_out_len" not in got["update"] and "enable_ssl" not in got["update"]
     assert (got["update"]["host_ip"], got["update"]["host_port"]) == ("127.0.0.1", 8000)
     assert "path" not in datasets.read_text()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "perf", "want"),
+    [
+        ({}, False, {"temperature": 0.6}),
+        ({"max_out_len": 7680, "batch_size": 512}, False, {"temperature": 0.6, "max_out_len": 7680, "batch_size": 512}),
+        ({"generation_kwargs": {"temperature": 0.0, "top_k": 20}}, False, {"temperature": 0.0, "top_k": 20}),
+        (
+            {"generation_kwargs": {"temperature": 0.3, "ignore_eos": False}},
+            True,
+            {"temperature": 0.3, "ignore_eos": True},
+        ),
+    ],
+)
+def test_the_settings_a_run_generates_with_are_its_evidence(kwargs, perf, want):
+    assert ab.generation_evidence(aisbench_score(**kwargs), perf) == want
+
+
+def test_the_score_verdict_names_the_settings_its_requests_were_generated_with():
+    from harness.check.observe import score_verdict
+
+    spec = aisbench_score(baseline=95.0, threshold=3.0, min=None, max_out_len=7680)
+    measured = {"value": 93.5, "task": "gsm8k", "metric": "accuracy"}
+    measured["generation"] = ab.generation_evidence(spec)
+    verdict = score_verdict(measured, None, spec)
+    assert verdict.ok and verdict.generation == {"temperature": 0.6, "max_out_len": 7680}
+    assert verdict.detail.endswith("(generated with temperature 0.6, max_out_len 7680)"), verdict.detail
+    assert "generation" not in score_verdict({**measured, "generation": {}}, None, spec).to_json()
+    assert not score_verdict({"error": "boom"}, None, spec).ok
 
 
 # ---- what AISBench prints and writes ------------------------------------------------------------
@@ -287,6 +323,18 @@ SEARCH = """\
 │ --datasets  │ gsm8k_gen_0_shot_cot_str │ /venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py │
 ╘═════════════╧══════════════════════════╧═════════════════════════════════════════════════════════╛
 """
+
+
+def test_a_config_named_with_its_folder_is_searched_by_name_and_must_be_in_that_folder():
+    found = ab.parse_search(SEARCH)
+    argv = ab.aisbench_search_argv("ais_bench", None, "gsm8k/gsm8k_gen_0_shot_cot_str")
+    assert argv[-1] == "gsm8k_gen_0_shot_cot_str"
+    want = Path("/venv/ais_bench/configs/datasets/gsm8k/gsm8k_gen_0_shot_cot_str.py")
+    assert ab.searched_config(found, "--datasets", "gsm8k/gsm8k_gen_0_shot_cot_str") == want
+    assert ab.searched_config(found, "--datasets", "gsm8k_gen_0_shot_cot_str") == want
+    with pytest.raises(ScoreError, match=r"gsm8k_gen_0_shot_cot_str is /venv/.*, not in a folder mmlu/"):
+        ab.searched_config(found, "--datasets", "mmlu/gsm8k_gen_0_shot_cot_str")
+    assert ab.searched_config(found, "--datasets", "gsm8k/other") is None
 
 
 def test_search_table_gives_each_configs_file():
@@ -536,6 +584,21 @@ def test_a_run_searches_writes_its_configs_runs_in_its_folder_and_reads_the_summ
     assert (work / "aisbench" / "tmp").is_dir()
 
 
+def test_a_dataset_config_named_with_its_folder_runs_by_its_name_and_the_run_names_its_settings(
+    tmp_path, fake_aisbench
+):
+    # the stand-in's configs are in a folder named "shipped", as AISBench's gsm8k configs are in gsm8k/
+    score = aisbench_score(dataset_config="shipped/gsm8k_gen_0_shot_cot_str", max_out_len=64)
+    got = evaluate("http://127.0.0.1:8000", "served", score, tmp_path, tmp_path / "w", 60)
+    search, run, configs = fake_aisbench.calls()
+    assert search["argv"][-2:] == ["--datasets", "gsm8k_gen_0_shot_cot_str"]
+    assert "'temperature': 0.6" in configs["configs"]["ppconf_request.py"]
+    assert got["generation"] == {"temperature": 0.6, "max_out_len": 64} and got["value"] == 62.5
+    elsewhere = aisbench_score(dataset_config="gsm8k/gsm8k_gen_0_shot_cot_str")
+    with pytest.raises(ScoreError, match=r"not in a folder gsm8k/ as 'gsm8k/gsm8k_gen_0_shot_cot_str' says"):
+        evaluate("http://127.0.0.1:8000", "served", elsewhere, tmp_path, tmp_path / "w2", 60)
+
+
 def test_config_files_from_the_matrix_need_no_search(tmp_path, fake_aisbench):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "my_data.py").write_text("")
@@ -588,11 +651,12 @@ def test_real_aisbench_scores_what_the_servers_answers_decide(tmp_path):
     score = aisbench_score(dataset_config="gsm8k_gen_0_shot_cot_chat_prompt", dataset=str(ARITH), max_out_len=32)
     with AnswerStub(model="tiny") as stub:
         got = evaluate(stub.base_url, "tiny", score, tmp_path, tmp_path / "w", timeout_s=600)
-    # the default request config (vllm-ascend's) asks the chat API, greedy, as the matrix said
+    # the default request config (vllm-ascend's) asks the chat API at vllm-ascend's accuracy temperature
     paths = {path for path, _ in stub.requests}
     assert paths == {"/v1/chat/completions"}
     body = stub.requests[-1][1]
-    assert body["model"] == "tiny" and body["temperature"] == 0.0 and body["max_tokens"] == 32
+    assert body["model"] == "tiny" and body["temperature"] == 0.6 and body["max_tokens"] == 32
+    assert got["generation"] == {"temperature": 0.6, "max_out_len": 32}
     assert (got["tool"], got["dataset_abbr"], got["metric"]) == ("aisbench", "gsm8k", "accuracy")
     assert got["value"] == pytest.approx(expected) and got["samples"] == 12
     assert Path(got["summary_file"]).is_file() and Path(got["results_file"]).is_file()
@@ -649,6 +713,7 @@ families:
         request_config: vllm_api_general
         dataset: {dataset}
         max_out_len: 8
+        generation_kwargs: {{temperature: 0}}  # greedy, so that the two answer alike (0.6 by default)
         max_drop: 0.0
     variants:
       default:

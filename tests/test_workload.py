@@ -135,6 +135,34 @@ def test_bad_phases_are_refused_with_their_position(matrix_dir, workload, words)
     assert words in text, text
 
 
+@pytest.mark.parametrize(
+    "gate,words",
+    [
+        ("{output_tokens_per_s: 9, rel_slack: 1}", "rel_slack: Input should be less than 1"),
+        ("{output_tokens_per_s: 9, rel_slack: -0.1}", "rel_slack: Input should be greater than or equal to 0"),
+        ("{output_tokens_per_s: 9, abs_slack: {output_tokens_per_s: -1}}", "abs_slack.output_tokens_per_s"),
+        ("{output_tokens_per_s: 9, abs_slack: {output_tokens_per_s: .inf}}", "abs_slack.output_tokens_per_s"),
+        ("{output_tokens_per_s: 9, abs_slack: {itl_s: 1}}", "abs_slack.itl_s"),
+        ("{output_tokens_per_s: 9, abs_slack: {ttft_s: 1}}", "abs_slack.ttft_s 1: the gate has no ttft_s baseline"),
+        ("{output_tokens_per_s: 9, abs_slack: {output_tokens_per_s: 9}}", "not below the baseline 9"),
+        ("{output_tokens_per_s: 9, ratio: 0.9, rel_slack: 0.1}", "ratio (vllm-ascend's form) and rel_slack/abs_slack"),
+    ],
+)
+def test_bad_slack_values_are_refused_at_their_gate(matrix_dir, gate, words):
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_dir.root)
+    (error,) = [str(e) for e in err.value.errors]
+    assert "cpu/mine.yaml:5:" in error and "perf_baseline" in error and words in error, error
+
+
+def test_a_slack_gate_loads_with_its_two_slacks(matrix_dir):
+    gate = "{output_tokens_per_s: 900, ttft_s: 2, rel_slack: 0.05, abs_slack: {output_tokens_per_s: 20}}"
+    matrix_dir("cpu/mine.yaml", _suite_with(f"[{{kind: concurrent, perf_baseline: {gate}}}]"))
+    (phase,) = load_matrix(matrix_dir.root).suites["mine"].workload
+    assert (phase.perf_baseline.rel_slack, phase.perf_baseline.abs_slack) == (0.05, {"output_tokens_per_s": 20.0})
+
+
 def test_files_a_phase_names_are_relative_to_the_matrix_file_declaring_the_workload(matrix_dir):
     matrix_dir("cpu/deeper/mine.yaml", _suite_with("[{kind: concurrent}]"))
     m = load_matrix(matrix_dir.root)

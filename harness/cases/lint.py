@@ -11,7 +11,7 @@ from harness.cases.expand import expand
 from harness.cases.workload import workload_problems
 from harness.matrix.load import Matrix
 from harness.matrix.pattern import PATTERN_BUDGET_S, Pattern, backtracking_shape
-from harness.matrix.schema import Phase
+from harness.matrix.schema import Phase, Reference
 from harness.matrix.source import Where
 from harness.outcomes import NEEDS_REFERENCE
 from harness.target.assertions import engine_assertions
@@ -120,6 +120,38 @@ def _perf_gates_without_dataset(m: Matrix) -> list[Finding]:
     return out
 
 
+def _references(m: Matrix) -> list[tuple[Reference, Where | None]]:
+    """Every reference the matrix declares, with the position of its entry."""
+    out: list[tuple[Reference, Where | None]] = []
+    for fname, family in m.families.items():
+        if family.reference is not None:
+            out.append((family.reference, m.at("families", fname, "reference")))
+        for vname, variant in family.variants.items():
+            if variant.reference is not None:
+                out.append((variant.reference, m.at("families", fname, "variants", vname, "reference")))
+    for name, suite in m.suites.items():
+        out.append((suite.reference, m.at("suites", name, "reference")))
+    for entry in m.rules:
+        if entry.rule.reference is not None:
+            out.append((entry.rule.reference, entry.where))
+    return out
+
+
+def _scores_without_dataset(m: Matrix) -> list[Finding]:
+    """An AISBench score whose baseline was measured on a named dataset (vllm-ascend's
+    ``dataset_path``: their runner copies it where the dataset config reads, gsm8k-lite in place of
+    gsm8k) run on its dataset config's default data: two different question sets."""
+    return [
+        Finding(
+            f"its AISBench score names no local dataset, so it reads {score.dataset_config}'s default data, not "
+            f"the baseline's ({score.baseline_dataset}): set score.dataset to a local copy of {score.baseline_dataset}",
+            at,
+        )
+        for ref, at in _references(m)
+        if (score := ref.score) is not None and score.baseline_dataset and score.dataset is None
+    ]
+
+
 def lint(m: Matrix) -> LintReport:
     report = LintReport()
     # keyed by suite too: one case id in two suites may be claimed differently (a `suite` condition)
@@ -176,6 +208,7 @@ def lint(m: Matrix) -> LintReport:
             report.errors.append(Finding(f"{rule} repeats the condition of the rule at {seen[text]}", where))
         seen.setdefault(text, entry.where)
     report.warnings += _perf_gates_without_dataset(m)
+    report.warnings += _scores_without_dataset(m)
     for name, feature in m.features.items():
         for i, pattern in enumerate(feature.silent_disable):
             if shape := backtracking_shape(pattern):

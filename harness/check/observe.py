@@ -366,7 +366,9 @@ def _phase_records(
             obs.reference_error = f"reference, phase {ph.name}: the reference holds no answers for it"
         if other is not None and other.error and ref is not None and not obs.reference_error:
             obs.reference_error = f"reference, phase {ph.name}: {other.error}"
-        obs.workload.append(phase_record(ph, judged, got, other if other and not other.error else None, stages))
+        record = phase_record(ph, judged, got, other if other and not other.error else None, stages)
+        obs.workload.append(record)
+        obs.notes += [f"phase {record.name}: {stale}" for stale in record.stale_baselines]
 
 
 def _accuracy(rc: ResolvedCase, ref: ReferenceResult, obs: Observation, served: Served) -> None:
@@ -387,14 +389,24 @@ def _accuracy(rc: ResolvedCase, ref: ReferenceResult, obs: Observation, served: 
         obs.accuracy = accuracy
     spec = ref.ref.spec.score
     if spec is not None:
-        from harness.check.scores.evaluate import judge_score
+        obs.score = score_verdict(served.scores.get(_score_key(rc)) or {}, ref.score, spec)
 
-        measured = served.scores.get(_score_key(rc)) or {}
-        if "error" in measured or "value" not in measured:
-            obs.score = ScoreVerdict(ok=False, detail=f"task score failed: {measured.get('error', 'not measured')}")
-        else:
-            verdict = judge_score(measured["value"], ref.score, spec)
-            obs.score = ScoreVerdict.of(verdict | {"task": measured.get("task"), "metric": measured.get("metric")})
+
+def score_verdict(measured: dict[str, Any], reference_value: float | None, spec: Any) -> ScoreVerdict:
+    """The task score a tool ``measured`` judged against the reference's (or ``spec``'s
+    baseline), naming the settings its requests were generated with where the tool says: a score
+    is only comparable with one measured at the same settings."""
+    from harness.check.scores.evaluate import judge_score
+
+    if "error" in measured or "value" not in measured:
+        return ScoreVerdict(ok=False, detail=f"task score failed: {measured.get('error', 'not measured')}")
+    verdict = judge_score(measured["value"], reference_value, spec)
+    verdict |= {"task": measured.get("task"), "metric": measured.get("metric")}
+    generation = measured.get("generation")
+    if generation:
+        verdict["detail"] += " (generated with " + ", ".join(f"{k} {v}" for k, v in generation.items()) + ")"
+        verdict["generation"] = generation
+    return ScoreVerdict.of(verdict)
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,18 @@ CASE_KEYS = (
 # only". Other entries (images, EPD) have no mapping and are errors at their line.
 TEST_CONTENT = {"completion": "completions", "chat_completion": "chat"}
 PLATFORM = "ascend"
+# vllm-ascend's own timeouts, as their nightly runner sets them for every test:
+# - the health wait: how long the runner waits for /health before it fails the test,
+#   `RemoteOpenAIServer(..., max_wait_seconds=2800)` in
+#   tests/e2e/nightly/multi_node/internal_dp/scripts/test_multi_node.py (and `max_wait_seconds or
+#   2800` in tests/e2e/conftest.py, which the single-node runner leaves at its default);
+STARTUP_TIMEOUT_S = 2800
+# - a request: the OpenAI client's `timeout=600` of RemoteOpenAIServer.get_client (tests/e2e/conftest.py);
+REQUEST_TIMEOUT_S = 600
+# - the engine-ready timeout (vLLM's own wait for its engine cores, 600 s by default):
+#   `export VLLM_ENGINE_READY_TIMEOUT_S=1800` in tests/e2e/nightly/multi_node/scripts/run.sh, in the
+#   env of every process it starts; a config's own env (3000 in several) wins.
+ENGINE_READY_ENV = ("VLLM_ENGINE_READY_TIMEOUT_S", "1800")
 
 
 @dataclass
@@ -228,8 +240,8 @@ def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -
             suite: {
                 "title": f"vllm-ascend nightly: {title}",
                 "platform": PLATFORM,
-                "startup_timeout_s": 1800,
-                "request_timeout_s": 600,
+                "startup_timeout_s": STARTUP_TIMEOUT_S,
+                "request_timeout_s": REQUEST_TIMEOUT_S,
                 "groups": groups,
             }
         },
@@ -457,6 +469,11 @@ def _test(test: Test, base: Matrix, parser: Any | None, topologies: dict) -> tup
             raise SourceError(f.where, "--kv-transfer-config without disaggregated_prefill: not mapped")
     flags = [_json_normalised(f) for f in flags]
     sides = {role: ([_json_normalised(f) for f in own], own_env) for role, (own, own_env) in sides.items()}
+    name, value = ENGINE_READY_ENV  # their runner's, where the config sets none
+    if name not in env and not any(name in own_env for _, own_env in sides.values()):
+        env = {**env, name: value}
+    elif name not in env:  # one instance of a P/D pair sets its own: the other runs with the runner's
+        sides = {role: (own, {name: value, **own_env}) for role, (own, own_env) in sides.items()}
     # a feature one instance's own flags express is the case's too (its rules and cells apply),
     # and the other instance runs without it, as the config has it
     features = _features(flags, base)
@@ -825,13 +842,15 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
                 )
             score = {
                 "tool": "aisbench",
-                "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                "dataset_config": str(bench["dataset_conf"]),
                 "request_config": str(bench["request_conf"]),
                 "max_out_len": int(bench["max_out_len"]),
                 "batch_size": int(bench["batch_size"]),
                 "baseline": float(bench.get("baseline", 1)),
                 "threshold": float(bench.get("threshold", 1)),
             }
+            if bench.get("dataset_path"):
+                score["baseline_dataset"] = str(bench["dataset_path"])
             if "num_prompts" in bench:
                 score["limit"] = int(bench["num_prompts"])
             kwargs = {k: bench[k] for k in GENERATION if k in bench}
@@ -849,7 +868,7 @@ def _scores(test: Test) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
             if baseline > 0:  # a baseline of 0 is a warm-up: vllm-ascend's gate holds at once
                 # measured as they measure it: AISBench in perf mode with the case's configs and load
                 aisbench: dict[str, Any] = {
-                    "dataset_config": str(bench["dataset_conf"]).rsplit("/", 1)[-1],
+                    "dataset_config": str(bench["dataset_conf"]),
                     "request_config": str(bench["request_conf"]),
                     "max_out_len": int(bench["max_out_len"]),
                     "batch_size": int(bench["batch_size"]),

@@ -188,10 +188,13 @@ class StageBounds(Strict):
     )
 
 
-# An AISBench config named as `ais_bench --models/--datasets` take it, or a .py file relative to
-# the matrix file; either way ppconf's generated config imports it as a module, so its name is a
-# Python identifier.
-AISBENCH_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py")
+# An AISBench config named as `ais_bench --models/--datasets` take it, optionally after the folder
+# of AISBench's configs it is in (`gsm8k/gsm8k_gen_0_shot_cot_str_perf`, as vllm-ascend's nightly
+# names it), or a .py file relative to the matrix file; either way ppconf's generated config imports
+# it as a module, so its name is a Python identifier.
+AISBENCH_CONFIG = re.compile(
+    r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z_][A-Za-z0-9_]*|(?:.*/)?[A-Za-z_][A-Za-z0-9_]*\.py"
+)
 GenerationValue = bool | int | float | str | None
 
 
@@ -246,15 +249,27 @@ class AISBenchPerf(Strict):
         return self
 
 
+PerfFigure = Literal["output_tokens_per_s", "ttft_s", "tpot_s"]
+Slack = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class PerfGate(Strict):
-    """A phase's performance against recorded numbers, as vllm-ascend's nightly gates it: output
-    tokens/s at least ``ratio`` x the baseline's; median time to first token and median time per
-    output token (inter-token latency) at most the baseline's / ``ratio``."""
+    """A phase's performance against recorded numbers, in one of two forms. vllm-ascend's nightly
+    (``ratio``): output tokens/s at least ``ratio`` x the baseline's; median time to first token
+    and median time per output token (inter-token latency) at most the baseline's / ``ratio``.
+    TensorRT-LLM's perf baselines (``rel_slack``, ``abs_slack``, as base_perf.csv's threshold and
+    absolute_threshold): a figure fails when worse than its baseline by more than
+    max(rel_slack x baseline, abs_slack of the figure). Either way, a figure better than its
+    baseline by more than the same margin says "update the baseline" (the baseline no longer
+    describes the system; a later regression back to it would pass unseen)."""
 
     output_tokens_per_s: float | None = Field(None, gt=0, le=MAX_RATE)
     ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     tpot_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     ratio: float = Field(0.97, gt=0, le=1)
+    # a fraction of each baseline, and an amount in each figure's own unit (tok/s, s)
+    rel_slack: float | None = Field(None, ge=0, lt=1)
+    abs_slack: dict[PerfFigure, Slack] | None = Field(None, min_length=1)
     source: str = ""  # where the baseline was measured (a tool, a dataset, a run)
     # the figures come from AISBench in perf mode, run on the deployment after the phase; unset:
     # from the phase's own streamed requests
@@ -264,7 +279,24 @@ class PerfGate(Strict):
     def _something(self) -> PerfGate:
         if self.output_tokens_per_s is None and self.ttft_s is None and self.tpot_s is None:
             raise ValueError("a perf_baseline needs output_tokens_per_s, ttft_s and/or tpot_s")
+        if self.slack_form and "ratio" in self.model_fields_set:
+            raise ValueError(
+                "ratio (vllm-ascend's form) and rel_slack/abs_slack (TensorRT-LLM's) bound the same figures: set one"
+            )
+        for figure, slack in (self.abs_slack or {}).items():
+            baseline = getattr(self, figure)
+            if baseline is None:
+                raise ValueError(f"abs_slack.{figure} {slack:g}: the gate has no {figure} baseline to allow it on")
+            if figure == "output_tokens_per_s" and slack >= baseline:
+                raise ValueError(
+                    f"abs_slack.{figure} {slack:g} is not below the baseline {baseline:g}: "
+                    "any throughput, 0 included, would pass"
+                )
         return self
+
+    @property
+    def slack_form(self) -> bool:
+        return self.rel_slack is not None or self.abs_slack is not None
 
 
 class Phase(Strict):
@@ -350,7 +382,15 @@ class Accuracy(Strict):
 SCORE_TOOL_NAMES = SCORE_TOOLS.names  # harness.check.scores: one module per tool
 
 # Fields of a score that only AISBench reads (harness.check.scores.evaluate).
-AISBENCH_ONLY = ("dataset_config", "request_config", "dataset_abbr", "max_out_len", "batch_size", "generation_kwargs")
+AISBENCH_ONLY = (
+    "dataset_config",
+    "request_config",
+    "dataset_abbr",
+    "max_out_len",
+    "batch_size",
+    "generation_kwargs",
+    "baseline_dataset",
+)
 
 
 class Score(Strict):
@@ -379,6 +419,10 @@ class Score(Strict):
     max_out_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     batch_size: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     generation_kwargs: dict[str, GenerationValue] | None = None
+    # The data the baseline was measured on, where it came from (vllm-ascend's dataset_path, a
+    # ModelScope dataset such as vllm-ascend/gsm8k-lite): ``ppconf lint`` names it while `dataset`
+    # is not set, and ``ppconf export`` writes it back.
+    baseline_dataset: str | None = None
     # Judged by an absolute floor and/or the drop allowed against the reference's score: measured
     # on the reference launch, read from a golden, or this recorded `baseline`. In the tool's own
     # units: lm-eval's metrics are fractions (0.75), AISBench's are points (75.0).

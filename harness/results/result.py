@@ -232,6 +232,7 @@ class AISBenchPerfRun(Part):
     figures: dict[str, float | None] = {}
     result: str | None = None
     command: list[str] = []
+    generation: dict[str, Any] = {}  # what its requests were generated with (temperature, ignore_eos, ...)
     log: str | None = None
     duration_s: float | None = None
     error: str | None = None
@@ -255,6 +256,8 @@ class PhaseRecord(Part):
     not_exercised: str | None = None  # the engine's metrics show the phase did not do what it names
     problems: list[str] = []  # protocol checks and bounds that failed
     gates: list[str] = []  # each performance gate against a recorded baseline, held or not, with its numbers
+    # a figure better than its recorded baseline by more than the gate's margin: "update the baseline"
+    stale_baselines: list[str] = []
     aisbench: AISBenchPerfRun | None = None  # the gate's figures, where AISBench measured them
     metrics: dict[str, float] = {}  # counter deltas and gauge peaks on the case
     reference_metrics: dict[str, float] = {}
@@ -285,6 +288,8 @@ class ScoreVerdict(Part):
     reference: float | None = None
     max_drop: float | None = None
     threshold: float | None = None
+    # what the tool's requests were generated with (AISBench: temperature, output length, batch)
+    generation: dict[str, Any] = {}
 
 
 class FeatureCheck(Part):

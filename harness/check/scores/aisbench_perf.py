@@ -137,6 +137,7 @@ def measure_aisbench_perf(
         "figures": figures,
         "result": str(result),
         "command": ran["command"],
+        "generation": ran["generation"],
         "log": ran["log"],
         "duration_s": round(time.monotonic() - ran["started"], 3),
     }

@@ -10,7 +10,7 @@ from harness.cases.workload import PhasePlan, kind_of
 from harness.check.traffic import metrics
 from harness.check.traffic.compare import compare_explicit, compare_phase
 from harness.check.traffic.phases import PhaseOutputs
-from harness.matrix.schema import Compare, PerfGate
+from harness.matrix.schema import Compare, PerfFigure, PerfGate
 from harness.results.result import PhaseRecord
 
 
@@ -69,11 +69,27 @@ def _bounds(plan: PhasePlan, got: PhaseOutputs, ref: PhaseOutputs) -> list[str]:
 
 
 # A gate's measured figure (PhaseRecord.perf), and whether more of it is better.
-PERF_GATES = {
+PERF_GATES: dict[PerfFigure, tuple[str, str, str, bool]] = {
     "output_tokens_per_s": ("output_tokens_per_s", "output throughput", "tok/s", True),
     "ttft_s": ("ttft_p50_s", "median TTFT", "s", False),
     "tpot_s": ("itl_p50_s", "median TPOT", "s", False),
 }
+
+
+def gate_bounds(gate: PerfGate, key: PerfFigure, baseline: float) -> tuple[float, float, str]:
+    """A figure's bounds: past the first it fails, past the second (as far from the baseline the
+    other way) its baseline is stale; and how the first is written. vllm-ascend's form scales the
+    baseline by ``ratio``; TensorRT-LLM's allows max(rel_slack x baseline, abs_slack)."""
+    higher = PERF_GATES[key][3]
+    if gate.slack_form:
+        rel, fixed = gate.rel_slack or 0.0, (gate.abs_slack or {}).get(key, 0.0)
+        margin = max(rel * baseline, fixed)
+        bound = baseline - margin if higher else baseline + margin
+        how = f"baseline {baseline:g} {'-' if higher else '+'} max({rel:g} x baseline, {fixed:g})"
+    else:
+        bound = gate.ratio * baseline if higher else baseline / gate.ratio
+        how = f"{gate.ratio:g} {'x' if higher else '/'} baseline {baseline:g}"
+    return bound, 2 * baseline - bound, how
 
 
 def perf_gates(
@@ -81,15 +97,19 @@ def perf_gates(
     perf: dict[str, float | None],
     measured_by: str | None = None,
     unmeasured: dict[str, str] | None = None,
-) -> tuple[list[str], list[str]]:
-    """The figures against a recorded baseline: (held, failed), each naming the numbers.
-    ``perf``: a concurrent phase's own measurements, or those of ``measured_by`` (a tool's output,
-    named in each line); ``unmeasured``: figures left out, and why (a gate on one fails saying so)."""
+) -> tuple[list[str], list[str], list[str]]:
+    """The figures against a recorded baseline: (held, failed, stale), each naming the numbers;
+    stale: a figure better than its baseline by more than the gate allows the other way, "update
+    the baseline" (held too: it is no regression). ``perf``: a concurrent phase's own
+    measurements, or those of ``measured_by`` (a tool's output, named in each line);
+    ``unmeasured``: figures left out, and why (a gate on one fails saying so)."""
     held: list[str] = []
     failed: list[str] = []
+    stale: list[str] = []
     if gate is None:
-        return held, failed
+        return held, failed, stale
     by = f" (measured by {measured_by})" if measured_by else ""
+    source = f" ({gate.source})" if gate.source else ""
     for key, (measured, label, unit, higher) in PERF_GATES.items():
         baseline = getattr(gate, key)
         if baseline is None:
@@ -105,15 +125,16 @@ def perf_gates(
             why = f"{measured_by} gives none" if measured_by else "a concurrent phase measures it"
             failed.append(f"{label} not measured ({why})")
             continue
-        bound = gate.ratio * baseline if higher else baseline / gate.ratio
+        bound, update, how = gate_bounds(gate, key, baseline)
         ok = value >= bound if higher else value <= bound
         sign = (">=" if ok else "<") if higher else ("<=" if ok else ">")
-        op = "x" if higher else "/"
-        source = f" ({gate.source})" if gate.source else ""
-        (held if ok else failed).append(
-            f"{label} {value:g} {unit}{by} {sign} {bound:g} ({gate.ratio:g} {op} baseline {baseline:g}{source})"
-        )
-    return held, failed
+        (held if ok else failed).append(f"{label} {value:g} {unit}{by} {sign} {bound:g} ({how}{source})")
+        if value > update if higher else value < update:
+            stale.append(
+                f"update the baseline: {label} {value:g} {unit}{by} is better than baseline {baseline:g}{source} "
+                f"by more than the gate allows ({'>' if higher else '<'} {update:g})"
+            )
+    return held, failed, stale
 
 
 def measured_by_aisbench(result: object) -> str:
@@ -121,13 +142,13 @@ def measured_by_aisbench(result: object) -> str:
     return f"AISBench, {result}"
 
 
-def _gates(gate: PerfGate | None, got: PhaseOutputs) -> tuple[list[str], list[str]]:
+def _gates(gate: PerfGate | None, got: PhaseOutputs) -> tuple[list[str], list[str], list[str]]:
     """The phase's gate on its own figures, or on AISBench's perf run where the gate asks for it."""
     if gate is None or gate.aisbench is None:
         return perf_gates(gate, got.perf, unmeasured=got.unmeasured)
     run = got.aisbench or {"error": "it did not run"}
     if run.get("error"):
-        return [], [f"AISBench's perf run gave no figures: {run['error']}"]
+        return [], [f"AISBench's perf run gave no figures: {run['error']}"], []
     return perf_gates(gate, run["figures"], measured_by=measured_by_aisbench(run["result"]))
 
 
@@ -148,10 +169,11 @@ def phase_record(
         "error": got.error,
         **stages,
     } | ({"series": got.series} if got.series else {})
-    held, failed = _gates(plan.phase.perf_baseline, got)
+    held, failed, stale = _gates(plan.phase.perf_baseline, got)
     if got.aisbench is not None:
         rec["aisbench"] = got.aisbench
     rec["gates"] = held + failed
+    rec["stale_baselines"] = stale
     if not got.error:
         rec["not_exercised"] = not_exercised(plan, got)
         rec["problems"] = failed
