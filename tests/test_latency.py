@@ -85,10 +85,10 @@ def test_well_spaced_streams_are_measured():
 def test_a_gate_on_an_unmeasured_figure_says_so_and_fails():
     gate = PerfGate(tpot_s=0.05, ratio=0.97)
     why = unmeasured_itl([COALESCED], ENGINE, 1.0)
-    held, failed = perf_gates(gate, {"itl_p50_s": None}, unmeasured={"itl_p50_s": why})
+    held, failed, _ = perf_gates(gate, {"itl_p50_s": None}, unmeasured={"itl_p50_s": why})
     assert held == [] and failed == [f"median TPOT not measured: {why}"]
     # the coalesced figure itself (20 µs) would have held the gate
-    held, failed = perf_gates(gate, {"itl_p50_s": 0.00002})
+    held, failed, _ = perf_gates(gate, {"itl_p50_s": 0.00002})
     assert failed == [] and held[0].startswith("median TPOT 2e-05 s <=")
 
 

@@ -25,8 +25,12 @@ def _run(suite, run_dir):
 def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
     record = _run("requests-cpu", tmp_path / "run")
     assert record["outcome"] == "PASS", record["reason"]
-    (phase,) = [p for p in record["observation"]["workload"] if p["kind"] == "explicit"]
+    phases = {p["name"]: p for p in record["observation"]["workload"] if p["kind"] == "explicit"}
+    phase = phases["explicit"]
     assert (phase["requests"], phase["exact"], phase["mismatched"]) == (12, 12, 0), phase
+    # the peers' request sets (peers-cpu) on the same launches: upstream's nine, vllm-ascend's two
+    peers = [(phases[n]["requests"], phases[n]["exact"]) for n in ("compare-two-settings", "vllm-ascend-pp")]
+    assert peers == [(9, 9), (2, 2)], phases
     (ref_file,) = (tmp_path / "run" / "references").glob("*.json")
     answers = json.loads(ref_file.read_text())["outputs"]["phases"]["explicit"]["answers"]
     assert {a["endpoint"] for a in answers} == {"completions", "chat", "tokenize", "reset-prefix-cache"}

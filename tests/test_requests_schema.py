@@ -166,6 +166,7 @@ def test_lint_refuses_what_cannot_be_compared(shipped, matrix_dir):
 def test_the_shipped_request_suite_lints_clean(shipped):
     (case,) = expand(shipped, "requests-cpu").cases
     assert [e.message for e in workload_problems(shipped, case)] == []
-    (phase,) = [p for p in shipped.suites["requests-cpu"].workload or [] if p.kind == "explicit"]
-    kinds = {r.endpoint for r in phase.explicit or []}
+    phases = [p for p in shipped.suites["requests-cpu"].workload or [] if p.kind == "explicit"]
+    assert [p.name for p in phases] == [None, "compare-two-settings", "vllm-ascend-pp"]
+    kinds = {r.endpoint for r in phases[0].explicit or []}
     assert {"completions", "chat", "tokenize", "reset-prefix-cache"} <= kinds
