@@ -130,6 +130,7 @@ EXTERNAL_NODE_KEYS = (
     "sp_size",
     "dp_address",
 )
+TEMPLATE_KEYS = ("node_index", "envs", "server_cmd_template")
 CASE_KEYS = (
     "name",
     "model",
@@ -412,9 +413,10 @@ def _external_dp(doc: Document, data: dict) -> Test:
     """An external-DP test: each node's DP ranks expanded as their runner expands them (one
     `vllm serve` per rank, its template filled with the rank's sizes, rank, port and devices),
     the ranks in DP-rank order. P/D over external-DP ranks is an error at `routing.type`."""
-    _check_keys(doc, (), data, EXTERNAL_DP_KEYS, ("model", "routing", "config", "templates"))
-    routing = data["routing"]
-    kind = routing.get("type") if isinstance(routing, dict) else None
+    routing = data.get("routing")
+    if not isinstance(routing, dict):
+        raise SourceError(doc.where(("routing",) if "routing" in data else ()), "needs routing (its type and proxy)")
+    kind = routing.get("type")
     if kind != "generic_dp":
         raise SourceError(
             doc.value_where(("routing", "type")) or doc.where(("routing",)),
@@ -422,6 +424,7 @@ def _external_dp(doc: Document, data: dict) -> Test:
             "external-DP instances (a server per DP rank on each side, a proxy over prefillers and decoders) "
             "is not planned: ppconf's P/D topology (decode) takes no dp_mode",
         )
+    _check_keys(doc, (), data, EXTERNAL_DP_KEYS, ("model", "routing", "config", "templates"))
     nodes, templates = data["config"], data["templates"]
     for key, entries in (("config", nodes), ("templates", templates)):
         if not isinstance(entries, list) or len(entries) != int(data.get("num_nodes") or len(nodes)):
@@ -430,7 +433,7 @@ def _external_dp(doc: Document, data: dict) -> Test:
     sizes = None
     for i, (node, template) in enumerate(zip(nodes, templates, strict=True)):
         _check_keys(doc, ("config", i), node, EXTERNAL_NODE_KEYS, ("port_start", "dp_rpc_port", "dp_address"))
-        _check_keys(doc, ("templates", i), template, ("envs", "server_cmd_template"), ("server_cmd_template",))
+        _check_keys(doc, ("templates", i), template, TEMPLATE_KEYS, ("server_cmd_template",))
         for key in ("cp_size", "sp_size"):
             if int(node.get(key, 1)) != 1:
                 raise SourceError(doc.value_where(("config", i, key)), f"{key} {node[key]}: not mapped (ppconf maps 1)")
