@@ -435,15 +435,15 @@ def _external_dp(doc: Document, data: dict) -> Test:
         _check_keys(doc, ("config", i), node, EXTERNAL_NODE_KEYS, ("port_start", "dp_rpc_port", "dp_address"))
         _check_keys(doc, ("templates", i), template, TEMPLATE_KEYS, ("server_cmd_template",))
         for key in ("cp_size", "sp_size"):
-            if int(node.get(key, 1)) != 1:
+            if _number(doc, ("config", i), node, key, 1) != 1:
                 raise SourceError(doc.value_where(("config", i, key)), f"{key} {node[key]}: not mapped (ppconf maps 1)")
-        mine = {k: int(node.get(k, 1)) for k in ("dp_size", "dp_size_local", "tp_size", "pp_size")}
+        mine = {k: _number(doc, ("config", i), node, k, 1) for k in ("dp_size", "dp_size_local", "tp_size", "pp_size")}
         sizes = sizes or mine
         if mine != sizes:
             raise SourceError(
                 doc.where(("config", i)), f"sizes {mine}, node 0 has {sizes}: ppconf gives every node one"
             )
-        start = int(node.get("dp_rank_start", 0))
+        start = _number(doc, ("config", i), node, "dp_rank_start", 0)
         if start != i * mine["dp_size_local"] or mine["dp_size"] != len(nodes) * mine["dp_size_local"]:
             raise SourceError(
                 doc.where(("config", i)),
@@ -457,7 +457,7 @@ def _external_dp(doc: Document, data: dict) -> Test:
         for local in range(mine["dp_size_local"]):
             values = {
                 "HOST": str(node.get("host", "0.0.0.0")),
-                "PORT": str(int(node["port_start"]) + local),
+                "PORT": str(_number(doc, ("config", i), node, "port_start", 0) + local),
                 "PORT_START": str(node["port_start"]),
                 "DP_SIZE": str(mine["dp_size"]),
                 "DP_SIZE_LOCAL": str(mine["dp_size_local"]),
@@ -494,6 +494,16 @@ def _external_dp(doc: Document, data: dict) -> Test:
             f"{doc.where(('routing',))}): ppconf's plan has none; its client sends to DP rank 0's API server"
         ],
     )
+
+
+def _number(doc: Document, loc: tuple, node: dict, key: str, default: int) -> int:
+    """A whole number of a node's entry (a size, a rank, a port), or an error at its line."""
+    value = node.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SourceError(
+            doc.value_where((*loc, key)) or doc.where(loc), f"{key} {value!r}: a whole number is expected"
+        )
+    return value
 
 
 def _fill(pattern: re.Pattern[str], text: str, values: dict[str, str]) -> str:
