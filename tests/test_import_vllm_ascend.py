@@ -391,6 +391,7 @@ def test_an_external_dp_config_plans_a_server_per_dp_rank_with_its_flags_devices
         (("dp_rank_start: 2", "dp_rank_start: 1"), "DP ranks 1..2 of 4 on node 1: ppconf plans dp_size / num_nodes"),
         (("    tp_size: 1\n    pp_size: 1\n    dp_address", "    tp_size: 2\n    pp_size: 1\n    dp_address"), "sizes"),
         (("  dp_rpc_port: 12321", "  dp_rpc_port: 12321\n  cp_size: 2"), "cp_size 2: not mapped"),
+        (("      - ${TP_SIZE}", "      - 2"), "--tensor-parallel-size 2 but the node's tp_size is 1"),
         (
             ("dp_size_local: 2\n    dp_rank_start: 2", "dp_size_local: two\n    dp_rank_start: 2"),
             "dp_size_local 'two': a whole",

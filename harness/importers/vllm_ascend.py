@@ -478,6 +478,7 @@ def _external_dp(doc: Document, data: dict) -> Test:
                 text = _fill(TEMPLATE_VAR, str(word), values)
                 text = _fill(ENV_VAR, text, words)
                 tokens.append((text, doc.value_where(("templates", i, "server_cmd_template", j))))
+            _same_sizes(tokens, mine, doc.where(("config", i)))
             kept = {k: v for k, v in env.items() if k not in own}
             ranks.append((start + local, ConfigNode(tokens, kept, doc.where(("config", i)), own)))
     script = routing.get("proxy_script", "its proxy")
@@ -494,6 +495,20 @@ def _external_dp(doc: Document, data: dict) -> Test:
             f"{doc.where(('routing',))}): ppconf's plan has none; its client sends to DP rank 0's API server"
         ],
     )
+
+
+def _same_sizes(tokens: list[tuple[str, Where | None]], sizes: dict[str, int], where: Where) -> None:
+    """The sizes a rank's filled template gives vLLM are its node entry's (from which their runner
+    slices the rank's devices, and ppconf plans it)."""
+    given = _sizes(flags_of(tokens, None))
+    for flag, key in PARALLEL.items():
+        if given[key] != sizes[f"{key}_size"]:
+            f = next((f for f in flags_of(tokens, None) if f.name == flag), None)
+            raise SourceError(
+                f.value_where if f else where,
+                f"{flag} {given[key]} but the node's {key}_size is {sizes[f'{key}_size']}: the rank's devices "
+                f"are sliced by {key}_size",
+            )
 
 
 def _number(doc: Document, loc: tuple, node: dict, key: str, default: int) -> int:
