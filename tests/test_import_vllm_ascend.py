@@ -20,7 +20,9 @@ MULTI = DATA / "Qwen3-235B-A22B.yaml"
 PD = DATA / "Qwen3-235B-disagg-pd.yaml"
 EAGLE3 = DATA / "Qwen3-32B-QuaRot-eagle3.yaml"
 INT8 = DATA / "Qwen3-32B-Int8.yaml"
-KEPT = [MULTI, PD, EAGLE3, INT8]
+EXTERNAL_DP = DATA / "generic_dp_smoke.yaml"
+EXTERNAL_DP_PD = DATA / "refused" / "disaggregated_prefill_smoke.yaml"
+KEPT = [MULTI, PD, EAGLE3, INT8, EXTERNAL_DP]
 A3_PD = Path(__file__).parents[1] / "clusters" / "a3-pd.yaml"
 
 
@@ -357,6 +359,65 @@ def vllm_parser():
     return eng.parser
 
 
+def test_an_external_dp_config_plans_a_server_per_dp_rank_with_its_flags_devices_and_port(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, EXTERNAL_DP)])
+    v = variant(m, "generic-external-dp")
+    assert v.serve_args == ["--trust-remote-code"] and v.env["OMP_NUM_THREADS"] == "10"
+    assert not {"SERVER_PORT", "ASCEND_RT_VISIBLE_DEVICES"} & set(v.env)
+    (group,) = m.suites["generic_dp_smoke"].groups
+    topology = m.topologies[group.topologies[0]]
+    assert (topology.tp, topology.pp, topology.dp, topology.nnodes, topology.dp_mode) == (1, 1, 4, 2, "external")
+    (d,) = planned(m, "generic_dp_smoke").values()
+    # as their runner starts them: ranks 0, 1 on the first node, 2, 3 on the second, each on
+    # its own device (its local rank's slice) and its own API port
+    assert [(launch.name, launch.node) for launch in d.launches] == [
+        ("dp0", "node0"),
+        ("dp1", "node0"),
+        ("dp2", "node1"),
+        ("dp3", "node1"),
+    ]
+    for rank, launch in enumerate(d.launches):
+        argv = " ".join(launch.argv)
+        assert f"--data-parallel-size 4 --data-parallel-rank {rank} " in argv and "--trust-remote-code" in argv
+        assert "--data-parallel-address 192.0.2.10" in argv and "--headless" not in argv
+        assert launch.env_dict()["ASCEND_RT_VISIBLE_DEVICES"] == str(rank % 2)
+        assert launch.env_dict()["OMP_NUM_THREADS"] == "10"
+    assert len({launch.port for launch in d.launches}) == 4
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("dp_rank_start: 2", "dp_rank_start: 1"), "DP ranks 1..2 of 4 on node 1: ppconf plans dp_size / num_nodes"),
+        (("    tp_size: 1\n    pp_size: 1\n    dp_address", "    tp_size: 2\n    pp_size: 1\n    dp_address"), "sizes"),
+        (("  dp_rpc_port: 12321", "  dp_rpc_port: 12321\n  cp_size: 2"), "cp_size 2: not mapped"),
+        (("      - ${TP_SIZE}", "      - 2"), "--tensor-parallel-size 2 but the node's tp_size is 1"),
+        (
+            ("dp_size_local: 2\n    dp_rank_start: 2", "dp_size_local: two\n    dp_rank_start: 2"),
+            "dp_size_local 'two': a whole",
+        ),
+        (('type: "generic_dp"', 'type: "round_robin"'), "routing.type 'round_robin'"),
+    ],
+)
+def test_what_an_external_dp_config_cannot_map_is_an_error_at_its_line(tmp_path, shipped, edit, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(EXTERNAL_DP.read_text().replace(*edit, 1))
+    with pytest.raises(MatrixError) as err:
+        import_configs([config], shipped, None)
+    (e,) = err.value.errors
+    assert message in str(e)
+    assert re.match(rf"{re.escape(str(config))}:\d+:\d+: ", str(e)), e
+
+
+def test_pd_over_external_dp_ranks_is_refused_at_its_routing_type(shipped):
+    with pytest.raises(MatrixError) as err:
+        import_configs([EXTERNAL_DP_PD], shipped, None)
+    (e,) = err.value.errors
+    line = int(re.match(rf"{re.escape(str(EXTERNAL_DP_PD))}:(\d+):", str(e)).group(1))
+    assert 'type: "disaggregated_prefill"' in EXTERNAL_DP_PD.read_text().splitlines()[line - 1]
+    assert "a P/D pair of external-DP instances" in str(e) and "takes no dp_mode" in str(e)
+
+
 @pytest.mark.slow  # builds vLLM's own serve parser (imports vLLM)
 @pytest.mark.needs_vllm
 def test_the_kept_configs_import_with_vllms_parser_and_pass_lint_plans(tmp_path, vllm_parser):
@@ -364,7 +425,8 @@ def test_the_kept_configs_import_with_vllms_parser_and_pass_lint_plans(tmp_path,
 
     out = tmp_path / "imported"
     assert main(["import", "vllm-ascend-nightly", *map(str, KEPT), "--out", str(out)]) == 0
-    suites = [s for f in sorted(out.glob("qwen3*.yaml")) for s in ("--suite", f.stem)]
+    suites = [s for f in sorted(out.glob("*.yaml")) if f.name != "topologies.yaml" for s in ("--suite", f.stem)]
+    assert len(suites) == 2 * len(KEPT)
     args = ["lint", "--plans", "--matrices", str(DEFAULT_MATRICES), "--matrices", str(out), *suites]
     assert main([*args, "--cluster", str(A3_PD)]) == 0
 

@@ -80,7 +80,9 @@ def _explain(args: argparse.Namespace, m, sources: list[Path], eng) -> None:
 def add_import(add) -> None:
     p = add("import", cmd_import, "turn another suite's test configs into a matrix directory to layer over this one")
     p.add_argument("source", choices=SOURCES, help="the configs' format: vllm-ascend's nightly test YAML")
-    p.add_argument("files", type=Path, nargs="+", metavar="FILE", help="config files (multi-node or test_cases)")
+    p.add_argument(
+        "files", type=Path, nargs="+", metavar="FILE", help="config files (multi-node, external DP or test_cases)"
+    )
     p.add_argument("--out", type=Path, required=True, help="matrix directory to write (one file per config)")
     add_force(p, "replace files in --out that an earlier import did not write (hand-written or edited)")
     p.add_argument(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.importers.argv import Flag, flags_of
-from harness.importers.vllm_ascend import PARALLEL, PLANNED, PLANNED_ENV, ConfigNode, Test
+from harness.importers.vllm_ascend import PARALLEL, PLANNED, PLANNED_ENV, RANK_ENV, ConfigNode, Test
 from harness.launch import Deployment, LaunchSpec
 from harness.matrix.schema import JSON_FLAGS
 
@@ -33,7 +33,10 @@ DROPPED = {
     },
     "--kv-transfer-config": "the P/D connector: ppconf's P/D plan writes it (connector, role, ports, sizes)",
 }
-ENV_DROPPED = {name: "the runner's port variable: ppconf picks the ports" for name in PLANNED_ENV}
+ENV_DROPPED = {
+    **{name: "the runner's port variable: ppconf picks the ports" for name in PLANNED_ENV},
+    **{name: "the DP rank's devices: ppconf gives each rank its slice of the node's lease" for name in RANK_ENV},
+}
 PLANNED_BY = "planned by ppconf for this node"
 SERVE_ROLES = ("api", "headless", "dp-rank", "prefill", "decode")  # the launches that run `vllm serve`
 
@@ -109,7 +112,12 @@ def node_lines(node: ConfigNode, launch: LaunchSpec, parser: Any | None) -> list
             out.append(Line("added", "flag", name, None, value, ", ".join(origins.get(name, ())) or PLANNED_BY))
     env = {k: v for k, (v, _) in node.env.items()}
     plan_env = launch.env_dict()
-    out += [Line("dropped", "env", name, value, None, ENV_DROPPED[name]) for name, value in node.planned_env.items()]
+    for name, value in node.planned_env.items():
+        if plan_env.get(name) == value:  # planned, and to the config's own value
+            out.append(Line("kept", "env", name, value, value, ""))
+            continue
+        why = ENV_DROPPED[name] + (f"; planned: {plan_env[name]}" if name in plan_env else "")
+        out.append(Line("dropped", "env", name, value, None, why))
     env_origins = dict(launch.env_origins)
     for name, value in env.items():
         if plan_env.get(name) == value:
@@ -119,7 +127,7 @@ def node_lines(node: ConfigNode, launch: LaunchSpec, parser: Any | None) -> list
         else:
             out.append(Line("dropped", "env", name, value, None, ENV_DROPPED.get(name, "not in the plan")))
     for name, value in plan_env.items():
-        if name not in env and name not in ENV_DROPPED:
+        if name not in env and name not in node.planned_env:
             out.append(Line("added", "env", name, None, value, ", ".join(env_origins.get(name, ())) or PLANNED_BY))
     return out
 
@@ -151,6 +159,7 @@ def explain(path: Path, test: Test, case_id: str, d: Deployment, parser: Any | N
         lines.append("   config: " + " ".join(words))
         lines.append("   plan:   " + " ".join(launch.argv))
         lines += [line.render() for line in node_lines(node, launch, parser)]
+    lines += [f"-- not planned by ppconf: {what}" for what in test.unplanned]
     others = [launch for launch in d.launches if launch not in [p[1] for p in pairs]]
     for launch in others:
         lines.append(f"-- added by ppconf: {launch.name} ({launch.role} on {launch.node}): " + " ".join(launch.argv))

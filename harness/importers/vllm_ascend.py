@@ -59,6 +59,9 @@ PLANNED = frozenset(
 )
 # Env that only fed the flags above (vllm-ascend's runner fills $SERVER_PORT into --port).
 PLANNED_ENV = frozenset({"SERVER_PORT"})
+# External DP: the env each DP rank's server gets of its own (its slice of the node's devices),
+# planned by ppconf from the node's lease.
+RANK_ENV = frozenset({"ASCEND_RT_VISIBLE_DEVICES"})
 # A custom split of the layers, kept as the env it is (the partition oracle needs the model's layer
 # count, which a config does not give); ppconf's P/D plan also writes it into the connector's config.
 PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
@@ -97,6 +100,37 @@ MULTI_NODE_KEYS = (
     "benchmarks",
     "disaggregated_prefill",
 )
+# vllm-ascend's external-DP format (tests/e2e/nightly/multi_node/external_dp): per node a `config`
+# entry (its DP ranks, sizes, ports) and a `templates` entry (env and serve argv with ${VAR}s their
+# runner fills per DP rank), and a `routing` naming the proxy over all the ranks.
+EXTERNAL_DP_KEYS = (
+    "test_name",
+    "model",
+    "num_nodes",
+    "npu_per_node",
+    "env_common",
+    "config_common",
+    "routing",
+    "config",
+    "templates",
+    "benchmarks",
+)
+EXTERNAL_NODE_KEYS = (
+    "node_index",
+    "host",
+    "port_start",
+    "dp_rpc_port",
+    "dp_group",
+    "dp_size",
+    "dp_size_local",
+    "dp_rank_start",
+    "tp_size",
+    "pp_size",
+    "cp_size",
+    "sp_size",
+    "dp_address",
+)
+TEMPLATE_KEYS = ("node_index", "envs", "server_cmd_template")
 CASE_KEYS = (
     "name",
     "model",
@@ -199,22 +233,30 @@ def config_tests(path: Path) -> tuple[str, list[Test]]:
     """The suite a config imports as and its tests as written (``--explain`` sets them beside the
     plans); the config is read as the import reads it, so a bad one raises the same errors."""
     doc = load_document(path, str(path))
-    data = doc.root
-    if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
-        raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
-    return slug(doc.path.stem), _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
+    return slug(doc.path.stem), _tests(doc, doc.root)
+
+
+def _tests(doc: Document, data: Any) -> list[Test]:
+    """The tests of a config in any of vllm-ascend's formats: single-node `test_cases`, a
+    multi-node `deployment`, or external DP (`routing`, `config`, `templates`)."""
+    if isinstance(data, dict) and "test_cases" in data:
+        return _single_node(doc, data)
+    if isinstance(data, dict) and "deployment" in data:
+        return [_multi_node(doc, data)]
+    if isinstance(data, dict) and "templates" in data:
+        return [_external_dp(doc, data)]
+    raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases, deployment nor templates")
 
 
 def _config(doc: Document, base: Matrix, parser: Any | None, topologies: dict) -> tuple[str, dict[str, Any]]:
     data = doc.root
-    if not isinstance(data, dict) or not ("test_cases" in data or "deployment" in data):
-        raise SourceError(doc.where(), "not a vllm-ascend nightly config: no test_cases nor deployment")
-    try:
-        config_model(data).model_validate(data)
-    except ValidationError as err:
-        raise MatrixError(validation_errors(doc, config_model(data), (), err)) from None
+    if isinstance(data, dict):
+        try:
+            config_model(data).model_validate(data)
+        except ValidationError as err:
+            raise MatrixError(validation_errors(doc, config_model(data), (), err)) from None
     suite = slug(doc.path.stem)
-    tests = _single_node(doc, data) if "test_cases" in data else [_multi_node(doc, data)]
+    tests = _tests(doc, data)
     families: dict[str, Any] = {}
     groups: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []
@@ -274,6 +316,8 @@ class Test:
     prefill: list[int] = field(default_factory=list)  # P/D: host indexes of each instance
     decode: list[int] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)  # single-node request tests
+    hosts: int = 0  # external DP: the hosts its servers (one per DP rank) run on; else one per node
+    unplanned: list[str] = field(default_factory=list)  # what the config runs that ppconf's plan has not
 
 
 def _check_keys(doc: Document, loc: tuple, data: Any, known: tuple[str, ...], needs: tuple[str, ...]) -> None:
@@ -357,6 +401,137 @@ def _multi_node(doc: Document, data: dict) -> Test:
                 doc.where(("disaggregated_prefill",)), "needs prefiller_host_index and decoder_host_index"
             )
     return test
+
+
+# The ${VAR}s vllm-ascend's external-DP runner fills in a template, from a DP rank's place
+# (tests/e2e/nightly/multi_node/external_dp/scripts: `_build_variables`, `RankResolver`).
+TEMPLATE_VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+ENV_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _external_dp(doc: Document, data: dict) -> Test:
+    """An external-DP test: each node's DP ranks expanded as their runner expands them (one
+    `vllm serve` per rank, its template filled with the rank's sizes, rank, port and devices),
+    the ranks in DP-rank order. P/D over external-DP ranks is an error at `routing.type`."""
+    routing = data.get("routing")
+    if not isinstance(routing, dict):
+        raise SourceError(doc.where(("routing",) if "routing" in data else ()), "needs routing (its type and proxy)")
+    kind = routing.get("type")
+    if kind != "generic_dp":
+        raise SourceError(
+            doc.value_where(("routing", "type")) or doc.where(("routing",)),
+            f"routing.type {kind!r}: ppconf plans external DP as one instance (generic_dp); a P/D pair of "
+            "external-DP instances (a server per DP rank on each side, a proxy over prefillers and decoders) "
+            "is not planned: ppconf's P/D topology (decode) takes no dp_mode",
+        )
+    _check_keys(doc, (), data, EXTERNAL_DP_KEYS, ("model", "routing", "config", "templates"))
+    nodes, templates = data["config"], data["templates"]
+    for key, entries in (("config", nodes), ("templates", templates)):
+        if not isinstance(entries, list) or len(entries) != int(data.get("num_nodes") or len(nodes)):
+            raise SourceError(doc.where((key,)), f"{key} needs one entry per node (num_nodes {data.get('num_nodes')})")
+    ranks: list[tuple[int, ConfigNode]] = []
+    sizes = None
+    for i, (node, template) in enumerate(zip(nodes, templates, strict=True)):
+        _check_keys(doc, ("config", i), node, EXTERNAL_NODE_KEYS, ("port_start", "dp_rpc_port", "dp_address"))
+        _check_keys(doc, ("templates", i), template, TEMPLATE_KEYS, ("server_cmd_template",))
+        for key in ("cp_size", "sp_size"):
+            if _number(doc, ("config", i), node, key, 1) != 1:
+                raise SourceError(doc.value_where(("config", i, key)), f"{key} {node[key]}: not mapped (ppconf maps 1)")
+        mine = {k: _number(doc, ("config", i), node, k, 1) for k in ("dp_size", "dp_size_local", "tp_size", "pp_size")}
+        sizes = sizes or mine
+        if mine != sizes:
+            raise SourceError(
+                doc.where(("config", i)), f"sizes {mine}, node 0 has {sizes}: ppconf gives every node one"
+            )
+        start = _number(doc, ("config", i), node, "dp_rank_start", 0)
+        if start != i * mine["dp_size_local"] or mine["dp_size"] != len(nodes) * mine["dp_size_local"]:
+            raise SourceError(
+                doc.where(("config", i)),
+                f"DP ranks {start}..{start + mine['dp_size_local'] - 1} of {mine['dp_size']} on node {i}: ppconf "
+                f"plans dp_size / num_nodes ranks per node, node i holding ranks from i * dp_size_local",
+            )
+        argv = template["server_cmd_template"]
+        if not isinstance(argv, list):
+            raise SourceError(doc.where(("templates", i, "server_cmd_template")), "server_cmd_template must be a list")
+        per_rank = mine["tp_size"] * mine["pp_size"]
+        for local in range(mine["dp_size_local"]):
+            values = {
+                "HOST": str(node.get("host", "0.0.0.0")),
+                "PORT": str(_number(doc, ("config", i), node, "port_start", 0) + local),
+                "PORT_START": str(node["port_start"]),
+                "DP_SIZE": str(mine["dp_size"]),
+                "DP_SIZE_LOCAL": str(mine["dp_size_local"]),
+                "DP_RANK_START": str(start),
+                "DP_RANK": str(start + local),
+                "LOCAL_RANK": str(local),
+                "TP_SIZE": str(mine["tp_size"]),
+                "PP_SIZE": str(mine["pp_size"]),
+                "DP_ADDRESS": str(node["dp_address"]),
+                "DP_RPC_PORT": str(node["dp_rpc_port"]),
+                "VISIBLE_DEVICES": ",".join(str(d) for d in range(local * per_rank, (local + 1) * per_rank)),
+            }
+            env = {k: (_fill(TEMPLATE_VAR, v, values), w) for k, (v, w) in _raw_env(doc, i, template).items()}
+            own = {k: v for k, (v, _) in env.items() if k in PLANNED_ENV | RANK_ENV}
+            words = {k: v for k, (v, _) in env.items()}
+            tokens = []
+            for j, word in enumerate(argv):
+                text = _fill(TEMPLATE_VAR, str(word), values)
+                text = _fill(ENV_VAR, text, words)
+                tokens.append((text, doc.value_where(("templates", i, "server_cmd_template", j))))
+            _same_sizes(tokens, mine, doc.where(("config", i)))
+            kept = {k: v for k, v in env.items() if k not in own}
+            ranks.append((start + local, ConfigNode(tokens, kept, doc.where(("config", i)), own)))
+    script = routing.get("proxy_script", "its proxy")
+    return Test(
+        family=slug(str(data.get("test_name") or doc.path.stem)),
+        title=str(data.get("test_name") or doc.path.stem),
+        model=str(data["model"]),
+        nodes=[n for _, n in sorted(ranks, key=lambda r: r[0])],
+        benchmarks=_benchmarks(doc, ("benchmarks",), data.get("benchmarks")),
+        where=doc.where(("test_name",)) if "test_name" in data else doc.where(),
+        hosts=len(nodes),
+        unplanned=[
+            f"the config's proxy over all DP ranks ({script}, port {routing.get('proxy_port')}, "
+            f"{doc.where(('routing',))}): ppconf's plan has none; its client sends to DP rank 0's API server"
+        ],
+    )
+
+
+def _same_sizes(tokens: list[tuple[str, Where | None]], sizes: dict[str, int], where: Where) -> None:
+    """The sizes a rank's filled template gives vLLM are its node entry's (from which their runner
+    slices the rank's devices, and ppconf plans it)."""
+    given = _sizes(flags_of(tokens, None))
+    for flag, key in PARALLEL.items():
+        if given[key] != sizes[f"{key}_size"]:
+            f = next((f for f in flags_of(tokens, None) if f.name == flag), None)
+            raise SourceError(
+                f.value_where if f else where,
+                f"{flag} {given[key]} but the node's {key}_size is {sizes[f'{key}_size']}: the rank's devices "
+                f"are sliced by {key}_size",
+            )
+
+
+def _number(doc: Document, loc: tuple, node: dict, key: str, default: int) -> int:
+    """A whole number of a node's entry (a size, a rank, a port), or an error at its line."""
+    value = node.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SourceError(
+            doc.value_where((*loc, key)) or doc.where(loc), f"{key} {value!r}: a whole number is expected"
+        )
+    return value
+
+
+def _fill(pattern: re.Pattern[str], text: str, values: dict[str, str]) -> str:
+    """``text`` with the variables ``values`` gives filled in; others (a host's IP) left as written."""
+    return pattern.sub(lambda m: values.get(m[1], m[0]), text)
+
+
+def _raw_env(doc: Document, i: int, template: dict) -> dict[str, tuple[str, Where]]:
+    """A template's env as written, the runner's port variable included (the argv refers to it)."""
+    envs = template.get("envs") or {}
+    if not isinstance(envs, dict):
+        raise SourceError(doc.where(("templates", i, "envs")), "envs must be a mapping of NAME: value")
+    return {str(k): (str(v), doc.value_where(("templates", i, "envs", k))) for k, v in envs.items()}
 
 
 def _single_node(doc: Document, data: dict) -> list[Test]:
@@ -611,7 +786,7 @@ def _sizes(flags: list[Flag]) -> dict[str, int]:
 
 
 def _topology(test: Test, flags: list[Flag]) -> dict[str, Any]:
-    out: dict[str, Any] = {**_sizes(flags), "nnodes": len(test.nodes)}
+    out: dict[str, Any] = {**_sizes(flags), "nnodes": test.hosts or len(test.nodes)}
     backend = next((f for f in flags if f.name == "--distributed-executor-backend"), None)
     if backend is not None:
         if backend.value not in ("mp", "ray"):
