@@ -473,7 +473,7 @@ def _external_dp(doc: Document, data: dict) -> Test:
             env = {k: (_fill(TEMPLATE_VAR, v, values), w) for k, (v, w) in _raw_env(doc, i, template).items()}
             own = {k: v for k, (v, _) in env.items() if k in PLANNED_ENV | RANK_ENV}
             words = {k: v for k, (v, _) in env.items()}
-            tokens = []
+            tokens: list[tuple[str, Where | None]] = []
             for j, word in enumerate(argv):
                 text = _fill(TEMPLATE_VAR, str(word), values)
                 text = _fill(ENV_VAR, text, words)
