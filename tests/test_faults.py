@@ -148,7 +148,8 @@ def _ask(runner, live):
 
 
 def test_api_port_already_taken_is_an_infrastructure_error(tmp_path):
-    runner = _runner(tmp_path, "bert-tiny/pp2-tp1-mp/auto/none")
+    # a served case: a claimed config refusal is checked without a server and binds no port
+    runner = _runner(tmp_path, "qwen3-tiny/pp2-tp1-mp/auto/none")
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
