@@ -433,10 +433,14 @@ def test_an_empty_error_pattern_is_refused(matrix_dir):
 @pytest.mark.parametrize(
     "old, new, field",
     [
-        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, requests: 100000000}", "requests"),
+        ("{kind: concurrent, requests: 8, deadline_s: 120}", "{kind: concurrent, requests: 100000000}", "requests"),
         ("{kind: long-prompt, prompt_tokens: 200,", "{kind: long-prompt, prompt_tokens: 1000000000,", "prompt_tokens"),
-        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, deadline_s: .inf}", "deadline_s"),
-        ("{kind: concurrent, deadline_s: 120}", "{kind: concurrent, max_ttft_s: .nan}", "max_ttft_s"),
+        (
+            "{kind: concurrent, requests: 8, deadline_s: 120}",
+            "{kind: concurrent, requests: 8, deadline_s: .inf}",
+            "deadline_s",
+        ),
+        ("{kind: concurrent, requests: 8, deadline_s: 120}", "{kind: concurrent, max_ttft_s: .nan}", "max_ttft_s"),
         ("startup_timeout_s: 300\n", "startup_timeout_s: .inf\n", "startup_timeout_s"),
     ],
 )

@@ -67,7 +67,7 @@ def lint_errors(root: Path) -> list[str]:
     [
         # within the schema's bounds each, but 100,000 requests of 96 tokens is 9.6M token ids
         (
-            "{kind: concurrent, deadline_s: 120}",
+            "{kind: concurrent, requests: 8, deadline_s: 120}",
             "{kind: concurrent, requests: 100000, deadline_s: 120}",
             "would hold 9600096 token ids",
         ),

@@ -3,6 +3,7 @@ their source and commit in its README.txt) as matrices that layer over the shipp
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -21,8 +22,8 @@ PD = DATA / "Qwen3-235B-disagg-pd.yaml"
 EAGLE3 = DATA / "Qwen3-32B-QuaRot-eagle3.yaml"
 INT8 = DATA / "Qwen3-32B-Int8.yaml"
 EXTERNAL_DP = DATA / "generic_dp_smoke.yaml"
-EXTERNAL_DP_PD = DATA / "refused" / "disaggregated_prefill_smoke.yaml"
-KEPT = [MULTI, PD, EAGLE3, INT8, EXTERNAL_DP]
+EXTERNAL_DP_PD = DATA / "disaggregated_prefill_smoke.yaml"
+KEPT = [MULTI, PD, EAGLE3, INT8, EXTERNAL_DP, EXTERNAL_DP_PD]
 A3_PD = Path(__file__).parents[1] / "clusters" / "a3-pd.yaml"
 
 
@@ -388,7 +389,10 @@ def test_an_external_dp_config_plans_a_server_per_dp_rank_with_its_flags_devices
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (("dp_rank_start: 2", "dp_rank_start: 1"), "DP ranks 1..2 of 4 on node 1: ppconf plans dp_size / num_nodes"),
+        (
+            ("dp_rank_start: 2", "dp_rank_start: 1"),
+            "DP ranks 1..2 of 4 on node 1: ppconf plans dp_size / (its nodes) ranks per node",
+        ),
         (("    tp_size: 1\n    pp_size: 1\n    dp_address", "    tp_size: 2\n    pp_size: 1\n    dp_address"), "sizes"),
         (("  dp_rpc_port: 12321", "  dp_rpc_port: 12321\n  cp_size: 2"), "cp_size 2: not mapped"),
         (("      - ${TP_SIZE}", "      - 2"), "--tensor-parallel-size 2 but the node's tp_size is 1"),
@@ -409,13 +413,68 @@ def test_what_an_external_dp_config_cannot_map_is_an_error_at_its_line(tmp_path,
     assert re.match(rf"{re.escape(str(config))}:\d+:\d+: ", str(e)), e
 
 
-def test_pd_over_external_dp_ranks_is_refused_at_its_routing_type(shipped):
+def test_pd_over_external_dp_ranks_plans_a_server_per_rank_on_each_side_and_a_proxy_over_all(tmp_path, shipped):
+    m = load_matrix([DEFAULT_MATRICES, imported(tmp_path, shipped, EXTERNAL_DP_PD)])
+    (group,) = m.suites["disaggregated_prefill_smoke"].groups
+    topology = m.topologies[group.topologies[0]]
+    assert (topology.tp, topology.dp, topology.nnodes, topology.dp_mode) == (1, 2, 1, "external")
+    assert topology.decode is not None and (topology.decode.dp, topology.decode.dp_mode) == (2, "external")
+    (d,) = planned(m, "disaggregated_prefill_smoke").values()
+    # as their runner starts them: the prefiller group's node runs prefill ranks 0 and 1, the
+    # decoder group's node decode ranks 0 and 1, each rank on its own device and API port
+    serving = [launch for launch in d.launches if launch.role != "proxy"]
+    assert [(launch.name, launch.role, launch.node) for launch in serving] == [
+        ("prefill-dp0", "prefill", "node0"),
+        ("prefill-dp1", "prefill", "node0"),
+        ("decode-dp0", "decode", "node1"),
+        ("decode-dp1", "decode", "node1"),
+    ]
+    kv_ports = {}
+    for launch in serving:
+        argv = list(launch.argv)
+        rank = int(launch.name[-1])
+        assert argv[argv.index("--data-parallel-size") + 1] == "2"
+        assert argv[argv.index("--data-parallel-rank") + 1] == str(rank)
+        # each side's ranks meet at its own first node
+        head = "192.0.2.10" if launch.role == "prefill" else "192.0.2.11"
+        assert argv[argv.index("--data-parallel-address") + 1] == head
+        assert launch.env_dict()["ASCEND_RT_VISIBLE_DEVICES"] == str(rank)
+        kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+        assert kv["kv_role"] == ("kv_producer" if launch.role == "prefill" else "kv_consumer")
+        assert kv["kv_connector_extra_config"]["decode"] == {"dp_size": 2, "tp_size": 1, "pp_size": 1}
+        kv_ports.setdefault(launch.role, set()).add(kv["kv_port"])
+    # the ranks of a side share its kv_port (the connector offsets each rank's own), the sides do not
+    assert all(len(ports) == 1 for ports in kv_ports.values()) and kv_ports["prefill"] != kv_ports["decode"]
+    assert len({launch.port for launch in serving}) == 4
+    proxy = list(d.launch("proxy").argv)
+    at = proxy.index("--prefiller-ports")
+    assert proxy[at + 1 : at + 3] == [str(serving[0].port), str(serving[1].port)]
+    at = proxy.index("--decoder-hosts")
+    assert proxy[at + 1 : at + 3] == ["192.0.2.11", "192.0.2.11"]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("    decoder: [1]", "    decoder: [0]"), "groups.decoder [0]: node indexes 0..1, each node in one group"),
+        (("    decoder: [1]", "    decode: [1]"), "disaggregated_prefill routing needs groups prefiller and decoder"),
+        (
+            ("    dp_group: decode", "    dp_group: prefill"),
+            "dp_group 'prefill' on a node routing.groups puts in decode",
+        ),
+        (('type: "disaggregated_prefill"', 'type: "pd"'), "routing.type 'pd': not mapped"),
+    ],
+)
+def test_what_an_external_dp_pd_config_cannot_map_is_an_error_at_its_line(tmp_path, shipped, edit, message):
+    config = tmp_path / "bad.yaml"
+    text = EXTERNAL_DP_PD.read_text()
+    assert edit[0] in text
+    config.write_text(text.replace(*edit, 1))
     with pytest.raises(MatrixError) as err:
-        import_configs([EXTERNAL_DP_PD], shipped, None)
+        import_configs([config], shipped, None)
     (e,) = err.value.errors
-    line = int(re.match(rf"{re.escape(str(EXTERNAL_DP_PD))}:(\d+):", str(e)).group(1))
-    assert 'type: "disaggregated_prefill"' in EXTERNAL_DP_PD.read_text().splitlines()[line - 1]
-    assert "a P/D pair of external-DP instances" in str(e) and "takes no dp_mode" in str(e)
+    assert message in str(e)
+    assert re.match(rf"{re.escape(str(config))}:\d+:\d+: ", str(e)), e
 
 
 @pytest.mark.slow  # builds vLLM's own serve parser (imports vLLM)

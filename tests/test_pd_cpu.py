@@ -148,9 +148,9 @@ class _Client:
 class _Live:
     def __init__(self, decode_after: dict[str, float]):
         zero = {"local_compute": 0.0, "local_cache_hit": 0.0, "external_kv_transfer": 0.0}
-        self.instances = {
-            "decode": _Instance([zero, decode_after]),
-            "prefill": _Instance([zero, {**zero, "local_compute": 200.0}]),
+        self.sides = {
+            "decode": [_Instance([zero, decode_after])],
+            "prefill": [_Instance([zero, {**zero, "local_compute": 200.0}])],
         }
         self.client = _Client()
         self.model_name = "m"

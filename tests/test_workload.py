@@ -39,7 +39,8 @@ def test_the_shipped_smoke_cases_send_the_phases_the_suite_names(shipped):
     c = case(shipped, "smoke-cpu", PP2)
     assert [p.kind for p in workload_of(shipped, c)] == ["sequential", "concurrent", "long-prompt", "shared-prefix"]
     plans = {p.kind: p for p in plan_workload(shipped, c)}
-    assert len(plans["concurrent"].requests) == 4  # 2 x PP, so every stage has a batch of its own
+    # 4 x PP: each of PP=2's micro-batches samples several sequences in a step
+    assert len(plans["concurrent"].requests) == 8
     # mixed prompt and output lengths
     assert len({len(r.prompt) for r in plans["concurrent"].requests}) == 4
     assert len({r.max_tokens for r in plans["concurrent"].requests}) > 1

@@ -317,6 +317,7 @@ class Test:
     decode: list[int] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)  # single-node request tests
     hosts: int = 0  # external DP: the hosts its servers (one per DP rank) run on; else one per node
+    side_hosts: dict[str, int] = field(default_factory=dict)  # external-DP P/D: the hosts of each side
     unplanned: list[str] = field(default_factory=list)  # what the config runs that ppconf's plan has not
 
 
@@ -409,31 +410,98 @@ TEMPLATE_VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
 ENV_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+ROUTINGS = ("generic_dp", "disaggregated_prefill")
+DP_GROUPS = {"prefiller": "prefill", "decoder": "decode"}  # routing.groups' names, by P/D side
+
+
 def _external_dp(doc: Document, data: dict) -> Test:
     """An external-DP test: each node's DP ranks expanded as their runner expands them (one
     `vllm serve` per rank, its template filled with the rank's sizes, rank, port and devices),
-    the ranks in DP-rank order. P/D over external-DP ranks is an error at `routing.type`."""
+    the ranks in DP-rank order. ``generic_dp`` routing is one instance over all the nodes; with
+    ``disaggregated_prefill`` the routing's groups name the nodes of each P/D side, every side an
+    instance of its own DP ranks (the prefill's servers, then the decode's), the proxy over all."""
     routing = data.get("routing")
     if not isinstance(routing, dict):
         raise SourceError(doc.where(("routing",) if "routing" in data else ()), "needs routing (its type and proxy)")
     kind = routing.get("type")
-    if kind != "generic_dp":
+    if kind not in ROUTINGS:
         raise SourceError(
             doc.value_where(("routing", "type")) or doc.where(("routing",)),
-            f"routing.type {kind!r}: ppconf plans external DP as one instance (generic_dp); a P/D pair of "
-            "external-DP instances (a server per DP rank on each side, a proxy over prefillers and decoders) "
-            "is not planned: ppconf's P/D topology (decode) takes no dp_mode",
+            f"routing.type {kind!r}: not mapped (ppconf maps {', '.join(ROUTINGS)})",
         )
     _check_keys(doc, (), data, EXTERNAL_DP_KEYS, ("model", "routing", "config", "templates"))
     nodes, templates = data["config"], data["templates"]
     for key, entries in (("config", nodes), ("templates", templates)):
         if not isinstance(entries, list) or len(entries) != int(data.get("num_nodes") or len(nodes)):
             raise SourceError(doc.where((key,)), f"{key} needs one entry per node (num_nodes {data.get('num_nodes')})")
+    groups = _dp_groups(doc, routing, len(nodes)) if kind == "disaggregated_prefill" else {"": list(range(len(nodes)))}
+    test = Test(
+        family=slug(str(data.get("test_name") or doc.path.stem)),
+        title=str(data.get("test_name") or doc.path.stem),
+        model=str(data["model"]),
+        nodes=[],
+        benchmarks=_benchmarks(doc, ("benchmarks",), data.get("benchmarks")),
+        where=doc.where(("test_name",)) if "test_name" in data else doc.where(),
+        hosts=len(nodes),
+    )
+    for role, members in groups.items():
+        ranks = _group_ranks(doc, nodes, templates, members, role)
+        first = len(test.nodes)
+        test.nodes += [n for _, n in sorted(ranks, key=lambda r: r[0])]
+        if role:
+            getattr(test, role).extend(range(first, len(test.nodes)))
+            test.side_hosts[role] = len(members)
+    proxy = f"{routing.get('proxy_script', 'its proxy')}, port {routing.get('proxy_port')}, {doc.where(('routing',))}"
+    if kind == "generic_dp":
+        test.unplanned.append(
+            f"the config's proxy over all DP ranks ({proxy}): ppconf's plan has none; its client sends to DP "
+            "rank 0's API server"
+        )
+    return test
+
+
+def _dp_groups(doc: Document, routing: dict, count: int) -> dict[str, list[int]]:
+    """The node indexes of each P/D side, from ``routing.groups``."""
+    groups = routing.get("groups")
+    if not isinstance(groups, dict) or set(groups) != set(DP_GROUPS):
+        raise SourceError(
+            doc.where(("routing", "groups") if "groups" in routing else ("routing",)),
+            f"disaggregated_prefill routing needs groups {' and '.join(DP_GROUPS)} (lists of node indexes)",
+        )
+    out: dict[str, list[int]] = {}
+    seen: set[int] = set()
+    for name, role in DP_GROUPS.items():
+        members = groups[name]
+        bad = not isinstance(members, list) or not members
+        bad = bad or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < count for i in members)
+        if bad or seen & set(members):
+            raise SourceError(
+                doc.value_where(("routing", "groups", name)) or doc.where(("routing", "groups", name)),
+                f"groups.{name} {members!r}: node indexes 0..{count - 1}, each node in one group",
+            )
+        seen |= set(members)
+        out[role] = list(members)
+    if len(seen) != count:
+        raise SourceError(doc.where(("routing", "groups")), f"nodes {sorted(set(range(count)) - seen)} in no group")
+    return out
+
+
+def _group_ranks(
+    doc: Document, nodes: list, templates: list, members: list[int], role: str
+) -> list[tuple[int, ConfigNode]]:
+    """The DP ranks of one instance (all the nodes, or one P/D side's): a ConfigNode per rank."""
     ranks: list[tuple[int, ConfigNode]] = []
     sizes = None
-    for i, (node, template) in enumerate(zip(nodes, templates, strict=True)):
+    for j, i in enumerate(members):
+        node, template = nodes[i], templates[i]
         _check_keys(doc, ("config", i), node, EXTERNAL_NODE_KEYS, ("port_start", "dp_rpc_port", "dp_address"))
         _check_keys(doc, ("templates", i), template, TEMPLATE_KEYS, ("server_cmd_template",))
+        group = node.get("dp_group")
+        if role and group is not None and group != role:
+            raise SourceError(
+                doc.value_where(("config", i, "dp_group")),
+                f"dp_group {group!r} on a node routing.groups puts in {role}",
+            )
         for key in ("cp_size", "sp_size"):
             if _number(doc, ("config", i), node, key, 1) != 1:
                 raise SourceError(doc.value_where(("config", i, key)), f"{key} {node[key]}: not mapped (ppconf maps 1)")
@@ -441,14 +509,16 @@ def _external_dp(doc: Document, data: dict) -> Test:
         sizes = sizes or mine
         if mine != sizes:
             raise SourceError(
-                doc.where(("config", i)), f"sizes {mine}, node 0 has {sizes}: ppconf gives every node one"
+                doc.where(("config", i)),
+                f"sizes {mine}, node {members[0]} has {sizes}: ppconf gives every node of an instance one",
             )
         start = _number(doc, ("config", i), node, "dp_rank_start", 0)
-        if start != i * mine["dp_size_local"] or mine["dp_size"] != len(nodes) * mine["dp_size_local"]:
+        if start != j * mine["dp_size_local"] or mine["dp_size"] != len(members) * mine["dp_size_local"]:
             raise SourceError(
                 doc.where(("config", i)),
                 f"DP ranks {start}..{start + mine['dp_size_local'] - 1} of {mine['dp_size']} on node {i}: ppconf "
-                f"plans dp_size / num_nodes ranks per node, node i holding ranks from i * dp_size_local",
+                f"plans dp_size / (its nodes) ranks per node of an instance, its j-th node holding ranks from "
+                f"j * dp_size_local",
             )
         argv = template["server_cmd_template"]
         if not isinstance(argv, list):
@@ -474,27 +544,14 @@ def _external_dp(doc: Document, data: dict) -> Test:
             own = {k: v for k, (v, _) in env.items() if k in PLANNED_ENV | RANK_ENV}
             words = {k: v for k, (v, _) in env.items()}
             tokens: list[tuple[str, Where | None]] = []
-            for j, word in enumerate(argv):
+            for k, word in enumerate(argv):
                 text = _fill(TEMPLATE_VAR, str(word), values)
                 text = _fill(ENV_VAR, text, words)
-                tokens.append((text, doc.value_where(("templates", i, "server_cmd_template", j))))
+                tokens.append((text, doc.value_where(("templates", i, "server_cmd_template", k))))
             _same_sizes(tokens, mine, doc.where(("config", i)))
             kept = {k: v for k, v in env.items() if k not in own}
             ranks.append((start + local, ConfigNode(tokens, kept, doc.where(("config", i)), own)))
-    script = routing.get("proxy_script", "its proxy")
-    return Test(
-        family=slug(str(data.get("test_name") or doc.path.stem)),
-        title=str(data.get("test_name") or doc.path.stem),
-        model=str(data["model"]),
-        nodes=[n for _, n in sorted(ranks, key=lambda r: r[0])],
-        benchmarks=_benchmarks(doc, ("benchmarks",), data.get("benchmarks")),
-        where=doc.where(("test_name",)) if "test_name" in data else doc.where(),
-        hosts=len(nodes),
-        unplanned=[
-            f"the config's proxy over all DP ranks ({script}, port {routing.get('proxy_port')}, "
-            f"{doc.where(('routing',))}): ppconf's plan has none; its client sends to DP rank 0's API server"
-        ],
-    )
+    return ranks
 
 
 def _same_sizes(tokens: list[tuple[str, Where | None]], sizes: dict[str, int], where: Where) -> None:
@@ -806,8 +863,12 @@ def _pd_topology(test: Test, per_node: list[list[Flag]], base: Matrix) -> tuple[
         if i >= len(per_node):
             raise SourceError(test.where, f"disaggregated_prefill names host {i}, the config has {len(per_node)}")
     prefill, decode = per_node[test.prefill[0]], per_node[test.decode[0]]
-    out: dict[str, Any] = {**_sizes(prefill), "nnodes": len(test.prefill)}
-    out["decode"] = {**_sizes(decode), "nnodes": len(test.decode)}
+    out: dict[str, Any] = {**_sizes(prefill), "nnodes": test.side_hosts.get("prefill", len(test.prefill))}
+    out["decode"] = {**_sizes(decode), "nnodes": test.side_hosts.get("decode", len(test.decode))}
+    for side, flags in ((out, prefill), (out["decode"], decode)):
+        # a server per DP rank (external DP): the side's ranks are ppconf's dp_mode external
+        if side["dp"] > 1 and any(f.name == "--data-parallel-rank" for f in flags):
+            side["dp_mode"] = "external"
     connector = None
     by_feature: dict[str, list[str]] = {"prefill": [], "decode": []}
     for role, hosts in (("prefill", test.prefill), ("decode", test.decode)):

@@ -720,11 +720,34 @@ class Feature(Strict):
         return parse_requirements(self.effective)
 
 
+DpMode = Literal["internal", "external"]
+
+
+def _dp_layout_error(dp_mode: DpMode | None, dp: int, nnodes: int) -> str | None:
+    if dp_mode is not None and (dp < 2 or dp % nnodes):
+        return (
+            f"dp_mode {dp_mode} needs dp > 1 and a multiple of nnodes "
+            f"(dp={dp}, nnodes={nnodes}): each node holds whole DP ranks"
+        )
+    return None
+
+
 class Instance(Strict):
+    """The decode instance of a P/D pair (the topology's own sizes are the prefill's)."""
+
     tp: int = Field(1, ge=1, le=MAX_RANKS)
     pp: int = Field(1, ge=1, le=MAX_RANKS)
     dp: int = Field(1, ge=1, le=MAX_RANKS)
     nnodes: int = Field(1, ge=1, le=MAX_RANKS)
+    # as the topology's: external runs one `vllm serve` per DP rank of this instance
+    dp_mode: DpMode | None = None
+
+    @model_validator(mode="after")
+    def _dp_layout(self) -> Instance:
+        error = _dp_layout_error(self.dp_mode, self.dp, self.nnodes)
+        if error:
+            raise ValueError(error)
+        return self
 
 
 class Topology(Strict):
@@ -739,7 +762,9 @@ class Topology(Strict):
     # the head, --data-parallel-address/--data-parallel-rpc-port/--data-parallel-start-rank);
     # external — one engine per DP rank (--data-parallel-rank), each on its own device slice and
     # API port. None: vLLM's multi-node launch of the whole world (--nnodes, --node-rank).
-    dp_mode: Literal["internal", "external"] | None = None
+    # With P/D, the prefill instance's (the decode instance says its own): external P/D runs a
+    # server per DP rank on each such side, the proxy over all of them.
+    dp_mode: DpMode | None = None
     # Present for P/D disaggregation: this topology's tp/pp/dp describe the prefill instance.
     decode: Instance | None = None
     connector: str | None = None
@@ -758,14 +783,19 @@ class Topology(Strict):
 
     @model_validator(mode="after")
     def _dp_layout(self) -> Topology:
-        if self.dp_mode is not None:
-            if self.dp < 2 or self.dp % self.nnodes:
-                raise ValueError(
-                    f"dp_mode {self.dp_mode} needs dp > 1 and a multiple of nnodes "
-                    f"(dp={self.dp}, nnodes={self.nnodes}): each node holds whole DP ranks"
-                )
-            if self.decode is not None or self.backend == "ray":
-                raise ValueError("dp_mode applies to an mp (or default) topology without P/D")
+        error = _dp_layout_error(self.dp_mode, self.dp, self.nnodes)
+        if error:
+            raise ValueError(error)
+        if self.dp_mode is not None and self.backend == "ray":
+            raise ValueError("dp_mode applies to an mp (or default) topology")
+        if self.decode is not None:
+            # a P/D side spans nodes only as DP ranks of their own (one server per rank)
+            for side, inst in (("prefill", self), ("decode", self.decode)):
+                if inst.nnodes > 1 and inst.dp_mode != "external":
+                    raise ValueError(
+                        f"the {side} instance spans {inst.nnodes} nodes: a P/D side is planned on one node, "
+                        f"or over several as external DP ranks (dp_mode: external)"
+                    )
         return self
 
 

@@ -101,8 +101,13 @@ def topology_slots(topo: Topology) -> tuple[int, ...]:
     for P/D the prefill instance, then the decode instance."""
     if topo.decode is not None:
         d = topo.decode
-        return (topo.world, d.tp * d.pp * d.dp)
+        return (*pd_side_slots(topo.tp, topo.pp, topo.dp, topo.nnodes), *pd_side_slots(d.tp, d.pp, d.dp, d.nnodes))
     return (topo.world // topo.nnodes,) * topo.nnodes
+
+
+def pd_side_slots(tp: int, pp: int, dp: int, nnodes: int) -> tuple[int, ...]:
+    """Devices per node of one P/D side: its DP ranks spread evenly over its nodes."""
+    return (tp * pp * dp // nnodes,) * nnodes
 
 
 def need_of(d: Deployment, topology: Topology | None = None) -> Need:

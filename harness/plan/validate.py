@@ -522,7 +522,12 @@ def _world_errors(m: Matrix, case: Case, d: Deployment, parsed: dict[str, tuple[
     instances: list[tuple[str, list[str], str]] = []  # (label, device-holding launches, launch parsed)
     roles = {l.role for l in d.launches}
     if "prefill" in roles:
-        instances = [("prefill instance", ["prefill"], "prefill"), ("decode instance", ["decode"], "decode")]
+        # each side whole, or one engine per DP rank of a side with external DP
+        instances = [
+            (f"{l.role} instance" if l.name == l.role else f"{l.role} DP rank engine {l.name}", [l.name], l.name)
+            for l in d.launches
+            if l.role in ("prefill", "decode")
+        ]
     elif "dp-rank" in roles or any(l.name.startswith("dp") for l in d.launches):
         instances = [(f"DP rank engine {l.name}", [l.name], l.name) for l in d.launches if l.name in parsed]
     elif "ray-head" in roles:
@@ -534,7 +539,7 @@ def _world_errors(m: Matrix, case: Case, d: Deployment, parsed: dict[str, tuple[
     for label, holders, name in instances:
         if name not in parsed:
             continue
-        want, how = world(name, per_dp_rank=label.startswith("DP rank"))
+        want, how = world(name, per_dp_rank="DP rank" in label)
         have = devices(holders)
         total += have
         if want != have:
@@ -561,7 +566,8 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
     for l in d.launches:
         args = list(l.argv)
         ports = [l.port] if l.port else []
-        if l.role == "api":  # the head binds the rendezvous ports the other nodes connect to
+        # the head (and an external-DP side's rank 0) binds the rendezvous ports the others connect to
+        if l.role == "api" or (l.role in ("prefill", "decode") and _value(args, ("--data-parallel-rank",)) == "0"):
             for flag in ("--master-port", "--data-parallel-rpc-port"):
                 v = _value(args, (flag,))
                 if (
@@ -584,6 +590,10 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
                 port = 0
             if port:
                 span = max(1, len(l.env_dict().get("ASCEND_RT_VISIBLE_DEVICES", "0").split(",")))
+                # a DP rank's engine binds its devices' ports past the lower ranks' (the connector
+                # offsets kv_port by DP rank x its world), so the ranks of one side share kv_port
+                rank = _value(args, ("--data-parallel-rank",))
+                port += int(rank) * span if rank and rank.isdigit() else 0
                 used[l.node].append((port, port + span - 1, f"{l.name} (kv ports)"))
     out = []
     for node, spans in used.items():

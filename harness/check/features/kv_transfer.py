@@ -15,15 +15,17 @@ BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 
 
-def prompt_sources(client: Client) -> dict[str, float]:
-    """The instance's prompt tokens so far, per source (summed over engines)."""
+def prompt_sources(*clients: Client) -> dict[str, float]:
+    """An instance's prompt tokens so far, per source (summed over its engines and servers: each
+    DP rank of a side with external DP serves on its own)."""
     out = dict.fromkeys(SOURCES, 0.0)
-    for line in client.metrics().splitlines():
-        if line.startswith(BY_SOURCE + "{"):
-            labels, value = line.rsplit(" ", 1)
-            for source in SOURCES:
-                if f'source="{source}"' in labels:
-                    out[source] += float(value)
+    for client in clients:
+        for line in client.metrics().splitlines():
+            if line.startswith(BY_SOURCE + "{"):
+                labels, value = line.rsplit(" ", 1)
+                for source in SOURCES:
+                    if f'source="{source}"' in labels:
+                        out[source] += float(value)
     return out
 
 
@@ -32,14 +34,14 @@ def kv_transfer_check(live: LiveDeployment, block: int = 128) -> dict[str, Any]:
     through the proxy: the decode instance must receive at least one block of it over the KV
     connector rather than compute it, so a pair whose decode side recomputed everything (the same
     text, no transfer) fails here whatever its outputs."""
-    decode, prefill = live.instances.get("decode"), live.instances.get("prefill")
-    if decode is None or prefill is None:
+    decode, prefill = live.sides.get("decode"), live.sides.get("prefill")
+    if not decode or not prefill:
         return {"ok": False, "detail": "not a P/D deployment: no prefill and decode instance to read"}
     prompt = [(11 * i + 3) % 500 + 1 for i in range(block + 72)]
     try:
-        d0, p0 = prompt_sources(decode), prompt_sources(prefill)
+        d0, p0 = prompt_sources(*decode), prompt_sources(*prefill)
         live.client.complete(live.model_name or "", prompt, 4)
-        d1, p1 = prompt_sources(decode), prompt_sources(prefill)
+        d1, p1 = prompt_sources(*decode), prompt_sources(*prefill)
     except Exception as err:  # noqa: BLE001 — a failed check is evidence, not a crash
         return {"ok": False, "detail": f"{type(err).__name__}: {err}"}
     moved = d1["external_kv_transfer"] - d0["external_kv_transfer"]

@@ -53,11 +53,19 @@ class LiveDeployment:
         self.client = Client(self._url(api.node, api.port), timeout_s)
         # a P/D pair: each instance on its own (readiness, metrics, the stage probe), never through
         # the proxy, which serves only completions, its model list and its own readiness path
-        self.instances = {
-            s.role: Client(self._url(s.node, s.port), timeout_s)
+        # Every server besides the API's (a P/D side, each DP rank of an external-DP side or
+        # deployment) must be ready before the deployment is; a P/D side is asked through its
+        # first server (its DP rank 0 when it has several)
+        self.servers = {
+            s.name: Client(self._url(s.node, s.port), timeout_s)
             for s in deployment.launches
-            if s.role in PD_ROLES and s.port is not None
+            if s.role in (*PD_ROLES, "dp-rank") and s.port is not None
         }
+        self.sides: dict[str, list[Client]] = {}  # every server of each P/D side
+        for s in deployment.launches:
+            if s.role in PD_ROLES and s.name in self.servers:
+                self.sides.setdefault(s.role, []).append(self.servers[s.name])
+        self.instances = {role: clients[0] for role, clients in self.sides.items()}
         self.ready_path = cluster.pd_proxy_ready if cluster and self.instances else "/health"
         self.model_name: str | None = None
         self._stop_lock = threading.Lock()
@@ -121,7 +129,7 @@ class LiveDeployment:
             if self.exited():
                 return "exited", elapsed
             name = None
-            if all(c.ready() is not None for c in self.instances.values()):
+            if all(c.ready() is not None for c in self.servers.values()):
                 name = self.client.ready(self.ready_path)
             if name is not None:
                 self.model_name = name
@@ -157,5 +165,5 @@ class LiveDeployment:
             for runner in self.runners.values():
                 runner.close()
             self.client.close()
-            for c in self.instances.values():
+            for c in self.servers.values():
                 c.close()
