@@ -1,13 +1,22 @@
 """Images a request carries, made where the request is sent: a seeded image of random pixels as a
 PNG in a ``data:`` URL, the same bytes for the same seed and size on every host (standard library
-only: no imaging package is needed where ppconf runs)."""
+only: no imaging package is needed where ppconf runs).
+
+What is kept of an image (in evidence, in a reference's key) is its description, not its bytes: a
+generated image's seed, size and digest; an image given as a ``data:`` URL, its media type, length
+and digest (``describe_data_url``). Only what is sent to a server holds the bytes."""
 
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
+import hashlib
 import random
 import struct
+import urllib.parse
 import zlib
+from typing import Any
 
 MAX_SIDE = 4096
 
@@ -27,3 +36,29 @@ def noise_png(seed: int, width: int, height: int) -> bytes:
 
 def noise_url(seed: int, width: int, height: int) -> str:
     return "data:image/png;base64," + base64.b64encode(noise_png(seed, width, height)).decode("ascii")
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def noise_digest(seed: int, width: int, height: int) -> str:
+    """The digest of ``noise_png(seed, width, height)`` (kept per image: a key is built often)."""
+    return digest(noise_png(seed, width, height))
+
+
+def describe_data_url(url: str) -> dict[str, Any]:
+    """A ``data:`` URL as kept instead of its bytes: its media type, the length of its data and
+    their digest. The data are the decoded bytes (``base64``: true) where the URL says base64 and
+    its payload decodes, else the payload as written, percent-escapes undone."""
+    head, _, payload = url.partition(",")
+    params = head.removeprefix("data:").split(";")
+    data = urllib.parse.unquote_to_bytes(payload)
+    decoded = False
+    if "base64" in params[1:]:
+        try:
+            data, decoded = base64.b64decode(payload, validate=True), True
+        except (binascii.Error, ValueError):
+            pass
+    return {"media_type": params[0] or "text/plain", "bytes": len(data), "digest": digest(data), "base64": decoded}

@@ -12,13 +12,24 @@ has a known length.
 
 A phase's ``explicit`` is a list of requests, or the name of a YAML file beside the matrix file
 (``requests: [...]``), validated the same way with positions in that file.
+
+A request dumped as it is (``model_dump``: a plan's JSON, evidence, a reference's key) describes
+its images instead of holding their bytes (``harness.matrix.images``); only ``body()``, what is
+sent, holds them (serialised with ``SENT`` as its context).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from harness.matrix import images
 from harness.matrix.strict import Strict
@@ -26,6 +37,12 @@ from harness.matrix.strict import Strict
 MAX_TOKENS = 2_097_152
 MAX_ITEMS = 100_000
 DEFAULT_MAX_TOKENS = 16
+# the serialisation context of what is sent to a server: images as their bytes
+SENT: dict[str, Any] = {"sent": True}
+
+
+def _sent(info: SerializationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get("sent"))
 
 
 class TextPart(Strict):
@@ -36,6 +53,14 @@ class TextPart(Strict):
 class ImageUrl(Strict):
     url: str = Field(pattern=r"^(data:image/|https?://)")
     detail: Literal["auto", "low", "high"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _described(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """Sent as written; kept with a ``data:`` URL's description in place of the URL."""
+        out: dict[str, Any] = handler(self)
+        if not _sent(info) and self.url.startswith("data:"):
+            out = {"data": images.describe_data_url(self.url), **{k: v for k, v in out.items() if k != "url"}}
+        return out
 
 
 class ImageUrlPart(Strict):
@@ -55,8 +80,12 @@ class GeneratedImagePart(Strict):
     height: int = Field(32, ge=1, le=images.MAX_SIDE)
 
     @model_serializer
-    def _as_sent(self) -> dict[str, Any]:
-        return {"type": "image_url", "image_url": {"url": images.noise_url(self.seed, self.width, self.height)}}
+    def _as_sent(self, info: SerializationInfo) -> dict[str, Any]:
+        """Sent as an ``image_url`` part holding the PNG; kept as its seed, size and digest."""
+        if _sent(info):
+            return {"type": "image_url", "image_url": {"url": images.noise_url(self.seed, self.width, self.height)}}
+        digest = images.noise_digest(self.seed, self.width, self.height)
+        return {"type": self.type, "seed": self.seed, "width": self.width, "height": self.height, "digest": digest}
 
 
 ContentPart = Annotated[TextPart | ImageUrlPart | GeneratedImagePart, Field(discriminator="type")]
@@ -127,7 +156,7 @@ class _Request(Strict):
 
     def body(self) -> dict[str, Any]:
         """The request's JSON body as vLLM takes it (the served model is added by the sender)."""
-        return self.model_dump(exclude=set(self.OWN), exclude_none=True, by_alias=True)
+        return self.model_dump(exclude=set(self.OWN), exclude_none=True, by_alias=True, context=SENT)
 
     def tokens(self) -> int:
         """Tokens asked of the model beyond the prompt (what the model's length must also hold)."""

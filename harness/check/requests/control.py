@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.check.requests.endpoint import Endpoint, RuleVerdict, answer_json
-from harness.check.serving.client import Answer, Client
+from harness.check.serving.client import Client
 from harness.matrix.requests import ExplicitRequest
 from harness.matrix.schema import Compare
 
@@ -37,12 +37,7 @@ class _Models(Endpoint):
     path = "/v1/models"
 
     def send(self, client: Client, model: str, req: ExplicitRequest) -> dict[str, Any]:
-        r = client.http.get(f"{client.base}{self.path}")
-        try:
-            content: Any = r.json()
-        except ValueError:
-            content = r.text
-        return answer_json(req.name or "", req.endpoint, Answer(r.status_code, content))
+        return answer_json(req.name or "", req.endpoint, client.models_answer())
 
     def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
         def served(a: dict[str, Any]) -> list[tuple[Any, Any]]:

@@ -14,6 +14,7 @@ what is sampled.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -124,13 +125,6 @@ def structure_problem(kind: str, spec: Any, text: str) -> str | None:
     return None
 
 
-def _content(r: Any) -> Any:
-    try:
-        return r.json()
-    except ValueError:
-        return r.text
-
-
 def _head(ids: tuple[int, ...], n: int = 16) -> str:
     return f"[{', '.join(map(str, ids[:n]))}{', …' if len(ids) > n else ''}]"
 
@@ -179,25 +173,25 @@ def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
 
 
 class _Generate(Endpoint):
-    def __init__(self, path: str, choice: Any):
+    """A generating endpoint: where it is, how a choice of its answer is read, and whether it is
+    chat (a streamed choice's text arrives in ``delta.content``, kept as the message's content)."""
+
+    def __init__(self, path: str, choice: Callable[[dict[str, Any], str], Completion], chat: bool):
         self.path = path
         self.choice = choice
+        self.chat = chat
 
-    def body(self, req: ExplicitRequest, model: str) -> dict[str, Any] | None:
+    def body(self, req: ExplicitRequest, model: str) -> dict[str, Any]:
         return {"model": model, **ADDED, **req.body()}
 
     def send(self, client: Client, model: str, req: ExplicitRequest) -> dict[str, Any]:
         if not getattr(req, "stream", None):
             return super().send(client, model, req)
-        events: list[dict[str, Any]] = []
-        with client.http.stream("POST", f"{client.base}{self.path}", json=self.body(req, model)) as r:
-            if not 200 <= r.status_code < 300:
-                r.read()
-                return answer_json(req.name or "", req.endpoint, Answer(r.status_code, _content(r)))
-            for line in r.iter_lines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    events.append(json.loads(line[6:]))
-        answer = Answer(r.status_code, assemble(events, self.choice is chat_choice))
+        with client.call_streamed(self.path, self.body(req, model)) as stream:
+            if not stream.ok:
+                return answer_json(req.name or "", req.endpoint, stream.answer())
+            events = list(stream)
+        answer = Answer(stream.status, assemble(events, self.chat))
         return answer_json(req.name or "", req.endpoint, answer, events=len(events))
 
     def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
@@ -246,5 +240,5 @@ class _Generate(Endpoint):
         return out
 
 
-COMPLETIONS = _Generate("/v1/completions", completion_choice)
-CHAT = _Generate("/v1/chat/completions", chat_choice)
+COMPLETIONS = _Generate("/v1/completions", completion_choice, chat=False)
+CHAT = _Generate("/v1/chat/completions", chat_choice, chat=True)

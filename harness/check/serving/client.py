@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +105,38 @@ class Answer:
         return 200 <= self.status < 300
 
 
+def _answer(r: httpx.Response) -> Answer:
+    """A read response as an answer: its status, its body as JSON, else as text."""
+    try:
+        content: Any = r.json()
+    except ValueError:
+        content = r.text
+    return Answer(r.status_code, content)
+
+
+class EventStream:
+    """A streamed POST's answer as it arrives: its status, and the server-sent events of a success
+    (HTTP 2xx), each event's data parsed as JSON, up to ``data: [DONE]``."""
+
+    def __init__(self, response: httpx.Response):
+        self._response = response
+        self.status = response.status_code
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def answer(self) -> Answer:
+        """The whole answer read at once (what an error status carries), as ``Client.call`` has it."""
+        self._response.read()
+        return _answer(self._response)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for line in self._response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                yield json.loads(line[6:])
+
+
 @dataclass(frozen=True)
 class Batch:
     """The answer to one /v1/completions request with several prompts."""
@@ -135,18 +169,22 @@ def _completion(prompt: str, choice: dict[str, Any], label: str) -> Completion:
 
 
 class Client:
-    def __init__(self, base_url: str, timeout_s: float, connections: int = 10):
+    def __init__(
+        self, base_url: str, timeout_s: float, connections: int = 10, transport: httpx.BaseTransport | None = None
+    ):
+        """``transport``: httpx's own (None), or one standing in for the server (a test's)."""
         self.base = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.transport = transport
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         # a plain-HTTP server needs no TLS context (loading the CA bundle costs about 0.5 s of CPU
         # per client, taken from the servers starting beside it)
         verify = not self.base.startswith("http://")
-        self.http = httpx.Client(timeout=timeout_s, trust_env=False, limits=limits, verify=verify)
+        self.http = httpx.Client(timeout=timeout_s, trust_env=False, limits=limits, verify=verify, transport=transport)
 
     def sibling(self, connections: int) -> Client:
         """Another client of the same server, for requests in flight at once (closed by the caller)."""
-        return Client(self.base, self.timeout_s, connections)
+        return Client(self.base, self.timeout_s, connections, self.transport)
 
     def close(self) -> None:
         self.http.close()
@@ -199,6 +237,11 @@ class Client:
             tuple(_completion(str(p), c, lab) for p, c, lab in zip(prompts, choices, labels, strict=True)),
             {k: int(v) for k, v in (body.get("usage") or {}).items() if isinstance(v, int)},
         )
+
+    def models_answer(self) -> Answer:
+        """GET /v1/models: its status and its answer (JSON, else the text), an error status not
+        raised (as ``call``): the list is compared like any answer."""
+        return _answer(self.http.get(f"{self.base}/v1/models"))
 
     def models(self) -> list[dict[str, Any]]:
         r = self.http.get(f"{self.base}/v1/models")
@@ -287,12 +330,15 @@ class Client:
     def call(self, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None) -> Answer:
         """POST ``path``: its status and its answer (JSON, else the text). An error status is
         an answer too, not raised: a request's refusal is compared like its output."""
-        r = self.http.post(f"{self.base}{path}", json=body, params=params)
-        try:
-            content: Any = r.json()
-        except ValueError:
-            content = r.text
-        return Answer(r.status_code, content)
+        return _answer(self.http.post(f"{self.base}{path}", json=body, params=params))
+
+    @contextmanager
+    def call_streamed(self, path: str, body: dict[str, Any]) -> Iterator[EventStream]:
+        """POST ``path`` for a streamed answer: its status and its events as they arrive (iterate
+        the stream), or with an error status its whole answer (``EventStream.answer``), not
+        raised (as ``call``). The response is closed when the block ends."""
+        with self.http.stream("POST", f"{self.base}{path}", json=body) as r:
+            yield EventStream(r)
 
     def embed(self, model: str, text: str) -> list[float]:
         r = self.http.post(f"{self.base}/v1/embeddings", json={"model": model, "input": text})
