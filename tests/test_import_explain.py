@@ -54,18 +54,21 @@ def test_a_pd_pair_names_the_proxy_ppconf_adds(tmp_path, capsys):
     assert "dropped flag --kv-transfer-config" in out and "ppconf's P/D plan writes it" in out
 
 
-def test_an_external_dp_config_is_explained_rank_by_rank_and_names_the_proxy_not_planned(tmp_path, capsys):
+def test_an_external_dp_config_is_explained_rank_by_rank_and_its_proxy_planned(tmp_path, capsys):
     out = explained(tmp_path, capsys, DATA / "generic_dp_smoke.yaml")
     for rank, node in enumerate(["node0", "node0", "node1", "node1"]):
-        assert f"-> dp{rank} ({'api' if rank == 0 else 'dp-rank'} on {node})" in out
+        assert f"-> dp{rank} (dp-rank on {node})" in out
     ranks = out.split("-- config node ")[1:]
     assert len(ranks) == 4 and "the config has" not in out
     for rank, text in enumerate(ranks):
         assert re.search(rf"kept +flag --data-parallel-rank {rank}\n", text)
         assert re.search(rf"kept +env  ASCEND_RT_VISIBLE_DEVICES={rank % 2}\n", text)
         assert f"dropped flag --port {7100 + rank % 2}  # the port: ppconf picks" in text
-    assert "-- not planned by ppconf: the config's proxy over all DP ranks" in out
-    assert "dp_load_balance_proxy_server.py, port 1999" in out
+    # the cluster's DP proxy over the four ranks' API servers, where their runner starts theirs
+    assert "-- not planned by ppconf" not in out
+    (proxy,) = [line for line in out.splitlines() if line.startswith("-- added by ppconf: proxy (proxy on node0)")]
+    assert "external_online_dp/dp_load_balance_proxy_server.py" in proxy
+    assert "--dp-hosts 192.0.2.10 192.0.2.10 192.0.2.11 192.0.2.11 --dp-ports 8001 8002 8003 8004" in proxy
 
 
 def test_a_flag_the_plan_lost_is_an_unexplained_difference():

@@ -376,14 +376,18 @@ def test_an_external_dp_config_plans_a_server_per_dp_rank_with_its_flags_devices
         ("dp1", "node0"),
         ("dp2", "node1"),
         ("dp3", "node1"),
+        ("proxy", "node0"),  # the cluster's DP proxy over all four, where the client connects
     ]
-    for rank, launch in enumerate(d.launches):
+    assert d.api == "proxy"
+    proxy = list(d.launch("proxy").argv)
+    assert proxy[proxy.index("--dp-ports") + 1 :] == [str(launch.port) for launch in d.launches[:4]]
+    for rank, launch in enumerate(d.launches[:4]):
         argv = " ".join(launch.argv)
         assert f"--data-parallel-size 4 --data-parallel-rank {rank} " in argv and "--trust-remote-code" in argv
         assert "--data-parallel-address 192.0.2.10" in argv and "--headless" not in argv
         assert launch.env_dict()["ASCEND_RT_VISIBLE_DEVICES"] == str(rank % 2)
         assert launch.env_dict()["OMP_NUM_THREADS"] == "10"
-    assert len({launch.port for launch in d.launches}) == 4
+    assert len({launch.port for launch in d.launches}) == 5
 
 
 @pytest.mark.parametrize(

@@ -175,12 +175,17 @@ def test_external_dp_one_engine_per_rank(dp_matrix):
     cluster = load_cluster("a3-2node")
     (case,) = select(expand(dp_matrix, "dp").cases, ids=["guide-61-layer/tp2-pp2-dp4-2node-external/auto/none"])
     d = plan(dp_matrix, case, cluster)
-    assert [l.name for l in d.launches] == ["dp0", "dp1", "dp2", "dp3"] and d.api == "dp0"
-    assert [value(l.argv, "--data-parallel-rank") for l in d.launches] == ["0", "1", "2", "3"]
-    assert [l.port for l in d.launches] == [8000, 8001, 8002, 8003]
-    assert [l.node for l in d.launches] == ["node0", "node0", "node1", "node1"]
-    assert [l.env_dict()["ASCEND_RT_VISIBLE_DEVICES"] for l in d.launches] == ["0,1,2,3", "4,5,6,7"] * 2
-    assert all(value(l.argv, "--data-parallel-size") == "4" for l in d.launches)
+    # the ranks, then the cluster's DP proxy over them on the API port, where the client connects
+    assert [l.name for l in d.launches] == ["dp0", "dp1", "dp2", "dp3", "proxy"] and d.api == "proxy"
+    ranks, proxy = d.launches[:4], d.launch("proxy")
+    assert [value(l.argv, "--data-parallel-rank") for l in ranks] == ["0", "1", "2", "3"]
+    assert [l.port for l in ranks] == [8001, 8002, 8003, 8004] and proxy.port == 8000
+    assert [l.node for l in ranks] == ["node0", "node0", "node1", "node1"]
+    assert [l.env_dict()["ASCEND_RT_VISIBLE_DEVICES"] for l in ranks] == ["0,1,2,3", "4,5,6,7"] * 2
+    assert all(value(l.argv, "--data-parallel-size") == "4" for l in ranks)
+    assert list(proxy.argv)[-10:] == [
+        "--dp-hosts", *[cluster.node(l.node).address for l in ranks], "--dp-ports", "8001", "8002", "8003", "8004",
+    ]  # fmt: skip
     assert check_deployment(dp_matrix, case, d, cluster).errors == []
 
 

@@ -451,12 +451,6 @@ def _external_dp(doc: Document, data: dict) -> Test:
         if role:
             getattr(test, role).extend(range(first, len(test.nodes)))
             test.side_hosts[role] = len(members)
-    proxy = f"{routing.get('proxy_script', 'its proxy')}, port {routing.get('proxy_port')}, {doc.where(('routing',))}"
-    if kind == "generic_dp":
-        test.unplanned.append(
-            f"the config's proxy over all DP ranks ({proxy}): ppconf's plan has none; its client sends to DP "
-            "rank 0's API server"
-        )
     return test
 
 

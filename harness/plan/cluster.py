@@ -149,6 +149,12 @@ class Cluster(Strict):
     # is the one that proxy serves; both serve /healthcheck.
     pd_proxy: list[str] = ["python3", "load_balance_proxy_server_example.py"]
     pd_proxy_ready: str = "/healthcheck"
+    # The proxy over the API servers of external DP (one per DP rank), run on the first node with
+    # --host, --port, --dp-hosts and --dp-ports appended: vllm-ascend's
+    # examples/external_online_dp/dp_load_balance_proxy_server.py on Ascend, ppconf's own
+    # (harness.target.dp_proxy) on the local CPU target; both serve /healthcheck.
+    dp_proxy: list[str] = ["python3", "dp_load_balance_proxy_server.py"]
+    dp_proxy_ready: str = "/healthcheck"
     kubernetes: Kubernetes = Kubernetes()
 
     def node(self, name: str) -> Node:
@@ -180,6 +186,7 @@ def local_cluster() -> Cluster:
         ],
         network="loopback",
         pd_proxy=[sys.executable, "-m", "harness.target.pd_proxy"],
+        dp_proxy=[sys.executable, "-m", "harness.target.dp_proxy"],
     )
 
 

@@ -189,7 +189,16 @@ class DeploymentPlanner(InstancePlanner):
             else:
                 for slot in range(local):
                     launches.append(self.dp_rank(mg, node, devices, index * local + slot, slot, per_rank, dp_net))
-        return Deployment((self.case.id,), tuple(launches), launches[0].name, self.model, self.model, placement)
+        if topo.dp_mode == "internal":
+            return Deployment((self.case.id,), tuple(launches), launches[0].name, self.model, self.model, placement)
+        # external: the cluster's DP proxy over every rank's API server, where the client connects
+        proxy = [*self.cluster.dp_proxy, "--host", head.client_address, "--port", str(self.ports.api)]
+        proxy += ["--dp-hosts", *(self.cluster.node(l.node).address for l in launches)]
+        proxy += ["--dp-ports", *(str(l.port) for l in launches)]
+        launches.append(
+            LaunchSpec("proxy", "proxy", head.name, head.host, tuple(proxy), (), self.ports.api, head.set_env)
+        )
+        return Deployment((self.case.id,), tuple(launches), "proxy", self.model, self.model, placement)
 
     def dp_node(
         self, mg: Merged, node: Node, devices: tuple[int, ...], index: int, ranks: int, dp_net: list[str]
@@ -221,18 +230,18 @@ class DeploymentPlanner(InstancePlanner):
     def dp_rank(
         self, mg: Merged, node: Node, devices: tuple[int, ...], rank: int, slot: int, per_rank: int, dp_net: list[str]
     ) -> LaunchSpec:
-        """External DP: one engine (and API server) per DP rank, on its slot of the node's devices."""
-        port = self.ports.api + rank
+        """External DP: one engine (and API server) per DP rank, on its slot of the node's devices;
+        the DP proxy takes the API port, the ranks the ports after it."""
+        port = self.ports.api + 1 + rank
         extra = ["--data-parallel-rank", str(rank), *dp_net]
         if node.bind:
             extra += ["--host", node.bind]
-        if port != API_PORT:
-            extra += ["--port", str(port)]
+        extra += ["--port", str(port)]
         argv = (*node.vllm, "serve", self.model, *mg.args("head"), *extra, *mg.args("tail"), *json_args(mg.configs))
         mine = devices[slot * per_rank : (slot + 1) * per_rank]
         return LaunchSpec(
             f"dp{rank}",
-            "api" if rank == 0 else "dp-rank",
+            "dp-rank",
             node.name,
             node.host,
             argv,

@@ -567,7 +567,9 @@ def _port_errors(case: Case, d: Deployment) -> list[str]:
         args = list(l.argv)
         ports = [l.port] if l.port else []
         # the head (and an external-DP side's rank 0) binds the rendezvous ports the others connect to
-        if l.role == "api" or (l.role in ("prefill", "decode") and _value(args, ("--data-parallel-rank",)) == "0"):
+        if l.role == "api" or (
+            l.role in ("prefill", "decode", "dp-rank") and _value(args, ("--data-parallel-rank",)) == "0"
+        ):
             for flag in ("--master-port", "--data-parallel-rpc-port"):
                 v = _value(args, (flag,))
                 if (

@@ -189,6 +189,13 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
+    def healthy(self, path: str) -> bool:
+        """Whether ``path`` (a proxy's own readiness path) answers 200."""
+        try:
+            return self.http.get(f"{self.base}{path}", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def ready(self, health: str = "/health") -> str | None:
         """The served model name once ``health`` (vLLM's /health, or a P/D proxy's own path) and
         /v1/models both answer, else None."""

@@ -51,11 +51,10 @@ class LiveDeployment:
         self.t0 = time.monotonic()
         api = deployment.launch(deployment.api)
         self.client = Client(self._url(api.node, api.port), timeout_s)
-        # a P/D pair: each instance on its own (readiness, metrics, the stage probe), never through
-        # the proxy, which serves only completions, its model list and its own readiness path
-        # Every server besides the API's (a P/D side, each DP rank of an external-DP side or
-        # deployment) must be ready before the deployment is; a P/D side is asked through its
-        # first server (its DP rank 0 when it has several)
+        # Behind a proxy each server is asked on its own (readiness, metrics, the stage probe),
+        # never through the proxy, which serves little more than completions. Every server
+        # besides the API's (a P/D side, each DP rank of external DP) must be ready before the
+        # deployment is; a P/D side is asked through its first server (its DP rank 0)
         self.servers = {
             s.name: Client(self._url(s.node, s.port), timeout_s)
             for s in deployment.launches
@@ -66,7 +65,16 @@ class LiveDeployment:
             if s.role in PD_ROLES and s.name in self.servers:
                 self.sides.setdefault(s.role, []).append(self.servers[s.name])
         self.instances = {role: clients[0] for role, clients in self.sides.items()}
-        self.ready_path = cluster.pd_proxy_ready if cluster and self.instances else "/health"
+        # behind a proxy (P/D, external DP) the client connects to the proxy: its own readiness
+        # path, and the model's name from a server (vllm-ascend's DP proxy lists no models)
+        self.proxied = api.role == "proxy"
+        self.ranks = [c for name, c in self.servers.items() if deployment.launch(name).role == "dp-rank"]
+        if not self.proxied:
+            self.ready_path = "/health"
+        elif self.instances:
+            self.ready_path = cluster.pd_proxy_ready if cluster else "/healthcheck"
+        else:
+            self.ready_path = cluster.dp_proxy_ready if cluster else "/healthcheck"
         self.model_name: str | None = None
         self._stop_lock = threading.Lock()
 
@@ -76,14 +84,15 @@ class LiveDeployment:
 
     @property
     def stage_client(self) -> Client:
-        """The instance whose workers the stage probe asks: a P/D pair's prefill (its PP side)."""
-        return self.instances.get("prefill", self.client)
+        """The instance whose workers the stage probe asks: a P/D pair's prefill (its PP side);
+        behind a DP proxy, DP rank 0's server."""
+        return self.instances.get("prefill") or (self.ranks[0] if self.proxied and self.ranks else self.client)
 
     @property
     def metrics_client(self) -> Client:
         """The instance whose /metrics say what the requests did: a P/D pair's decode side, which
-        serves every token after the first."""
-        return self.instances.get("decode", self.client)
+        serves every token after the first; behind a DP proxy, DP rank 0's server."""
+        return self.instances.get("decode") or (self.ranks[0] if self.proxied and self.ranks else self.client)
 
     def _reach(self, node_name: str) -> str:
         return self.cluster.node(node_name).reach if self.cluster else "local"
@@ -129,8 +138,12 @@ class LiveDeployment:
             if self.exited():
                 return "exited", elapsed
             name = None
-            if all(c.ready() is not None for c in self.servers.values()):
-                name = self.client.ready(self.ready_path)
+            names = [c.ready() for c in self.servers.values()]
+            if all(n is not None for n in names):
+                if not self.proxied:
+                    name = self.client.ready(self.ready_path)
+                elif self.client.healthy(self.ready_path):
+                    name = names[0] if names else self.client.ready(self.ready_path)
             if name is not None:
                 self.model_name = name
                 return "ready", elapsed

@@ -1,0 +1,95 @@
+"""ppconf's DP proxy (the CPU target's stand-in for vllm-ascend's dp_load_balance_proxy_server.py):
+requests pass whole to the DP ranks' servers in turn, answers (streams too) relayed as they come,
+its own /healthcheck answers while it runs. The ranks here are two tiny HTTP servers that say who
+they are: this tests the proxy's forwarding only."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+from harness.target import dp_proxy
+
+
+class _Rank(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    name = ""
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        self._answer(json.dumps({"rank": self.name, "path": self.path}).encode())
+
+    def do_POST(self):  # noqa: N802
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(raw)
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (f'data: {{"rank": "{self.name}"}}\n\n', "data: [DONE]\n\n"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part.encode()))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self._answer(json.dumps({"rank": self.name, "path": self.path, "got": body}).encode())
+
+
+@contextmanager
+def _serving(server: ThreadingHTTPServer) -> Iterator[int]:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def _ranks_and_proxy() -> Iterator[str]:
+    handlers = [type(f"Rank{i}", (_Rank,), {"name": f"dp{i}"}) for i in range(2)]
+    with _serving(ThreadingHTTPServer(("127.0.0.1", 0), handlers[0])) as p0:
+        with _serving(ThreadingHTTPServer(("127.0.0.1", 0), handlers[1])) as p1:
+            args = dp_proxy.parse(
+                ["--port", "0", "--dp-hosts", "127.0.0.1", "127.0.0.1", "--dp-ports", str(p0), str(p1)]
+            )
+            with _serving(dp_proxy.serve(args)) as port:
+                yield f"http://127.0.0.1:{port}"
+
+
+def test_requests_go_to_the_ranks_in_turn_whole_and_streams_stay_streams():
+    with _ranks_and_proxy() as url, httpx.Client(timeout=10) as http:
+        health = http.get(f"{url}/healthcheck")
+        assert health.status_code == 200 and health.json()["dp_instances"] == 2
+        answers = [http.post(f"{url}/v1/completions", json={"prompt": [1, 2], "n": i}).json() for i in range(4)]
+        assert [a["rank"] for a in answers] == ["dp0", "dp1", "dp0", "dp1"]
+        assert all(
+            a["path"] == "/v1/completions" and a["got"] == {"prompt": [1, 2], "n": i} for i, a in enumerate(answers)
+        )
+        # any path is passed on (the tokenizer, the models list, a control endpoint)
+        assert http.get(f"{url}/v1/models").json()["path"] == "/v1/models"
+        assert http.post(f"{url}/tokenize", json={"prompt": "a"}).json()["path"] == "/tokenize"
+        with http.stream("POST", f"{url}/v1/completions", json={"stream": True}) as r:
+            lines = [line for line in r.iter_lines() if line]
+        assert lines[-1] == "data: [DONE]" and json.loads(lines[0][6:])["rank"] in ("dp0", "dp1")
+
+
+def test_a_rank_that_does_not_answer_is_a_502_naming_it():
+    args = dp_proxy.parse(["--port", "0", "--dp-hosts", "127.0.0.1", "--dp-ports", "9", "--timeout-s", "2"])
+    with _serving(dp_proxy.serve(args)) as port, httpx.Client(timeout=10) as http:
+        r = http.post(f"http://127.0.0.1:{port}/v1/completions", json={})
+        assert r.status_code == 502 and "DP rank http://127.0.0.1:9/v1/completions" in r.json()["error"]["message"]
