@@ -6,13 +6,18 @@ they are: this tests the proxy's forwarding only."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 
+from harness.check.serving.live import LiveDeployment, free_port
+from harness.launch import Deployment, LaunchSpec
+from harness.plan.cluster import local_cluster
 from harness.target import dp_proxy
 
 
@@ -93,3 +98,48 @@ def test_a_rank_that_does_not_answer_is_a_502_naming_it():
     with _serving(dp_proxy.serve(args)) as port, httpx.Client(timeout=10) as http:
         r = http.post(f"http://127.0.0.1:{port}/v1/completions", json={})
         assert r.status_code == 502 and "DP rank http://127.0.0.1:9/v1/completions" in r.json()["error"]["message"]
+
+
+STUB = str(Path(__file__).with_name("pd_instance_stub.py"))
+
+
+def _external_dp(rank1_health: int = 200) -> Deployment:
+    """Two stand-in DP rank servers and ppconf's DP proxy on fresh ports, as an external-DP plan names them."""
+    r0, r1, api = free_port(), free_port(), free_port()
+    proxy = (sys.executable, "-m", "harness.target.dp_proxy", "--port", str(api))
+    proxy += ("--dp-hosts", "127.0.0.1", "127.0.0.1", "--dp-ports", str(r0), str(r1))
+    return Deployment(
+        ("c",),
+        (
+            LaunchSpec("dp0", "dp-rank", "local", "localhost", (sys.executable, STUB, str(r0)), (), r0),
+            LaunchSpec(
+                "dp1", "dp-rank", "local", "localhost", (sys.executable, STUB, str(r1), str(rank1_health)), (), r1
+            ),
+            LaunchSpec("proxy", "proxy", "local", "localhost", proxy, (), api),
+        ),
+        "proxy",
+    )
+
+
+def test_external_dp_is_ready_when_every_rank_and_the_proxy_are_and_is_read_from_rank_0(tmp_path):
+    live = LiveDeployment(_external_dp(), tmp_path, {}, 10, local_cluster())
+    live.start()
+    try:
+        state, _ = live.wait_ready(deadline_s=30)
+        assert state == "ready" and live.ready_path == "/healthcheck"
+        assert live.model_name in {f"stub-{live.deployment.launch(n).port}" for n in ("dp0", "dp1")}
+        # metrics and the stage probe go to DP rank 0's own server, not through the proxy
+        rank0 = f"http://127.0.0.1:{live.deployment.launch('dp0').port}"
+        assert live.metrics_client.base == rank0 and live.stage_client.base == rank0
+    finally:
+        live.stop()
+
+
+def test_external_dp_with_an_unhealthy_rank_is_not_ready_though_the_proxy_answers(tmp_path):
+    live = LiveDeployment(_external_dp(rank1_health=503), tmp_path, {}, 10, local_cluster())
+    live.start()
+    try:
+        state, _ = live.wait_ready(deadline_s=4)
+        assert state == "timeout"
+    finally:
+        live.stop()

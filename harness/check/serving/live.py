@@ -140,10 +140,10 @@ class LiveDeployment:
             name = None
             names = [c.ready() for c in self.servers.values()]
             if all(n is not None for n in names):
-                if not self.proxied:
-                    name = self.client.ready(self.ready_path)
-                elif self.client.healthy(self.ready_path):
-                    name = names[0] if names else self.client.ready(self.ready_path)
+                # the name the client's endpoint lists; a proxy that lists none, a server's
+                name = self.client.ready(self.ready_path)
+                if name is None and self.proxied and names and self.client.healthy(self.ready_path):
+                    name = names[0]
             if name is not None:
                 self.model_name = name
                 return "ready", elapsed
