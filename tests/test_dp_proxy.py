@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from harness.check.serving.client import Client, ServerGroup
 from harness.check.serving.live import LiveDeployment, free_port
 from harness.launch import Deployment, LaunchSpec
 from harness.plan.cluster import local_cluster
@@ -128,9 +129,11 @@ def test_external_dp_is_ready_when_every_rank_and_the_proxy_are_and_is_read_from
         state, _ = live.wait_ready(deadline_s=30)
         assert state == "ready" and live.ready_path == "/healthcheck"
         assert live.model_name in {f"stub-{live.deployment.launch(n).port}" for n in ("dp0", "dp1")}
-        # metrics and the stage probe go to DP rank 0's own server, not through the proxy
-        rank0 = f"http://127.0.0.1:{live.deployment.launch('dp0').port}"
-        assert live.metrics_client.base == rank0 and live.stage_client.base == rank0
+        # the stage probe goes to DP rank 0's own server, metrics to every rank's, not through the proxy
+        ranks = [f"http://127.0.0.1:{live.deployment.launch(n).port}" for n in ("dp0", "dp1")]
+        assert live.stage_client.base == ranks[0]
+        group = live.metrics_client
+        assert isinstance(group, ServerGroup) and [c.base for c in group.clients] == ranks
     finally:
         live.stop()
 
@@ -143,3 +146,21 @@ def test_external_dp_with_an_unhealthy_rank_is_not_ready_though_the_proxy_answer
         assert state == "timeout"
     finally:
         live.stop()
+
+
+def test_a_group_of_servers_reads_as_one_their_counters_and_gauges_summed():
+    pages = {
+        "http://a": 'vllm:generation_tokens_total{engine="0"} 30.0\nvllm:num_requests_running 2.0\n',
+        "http://b": 'vllm:generation_tokens_total{engine="0"} 12.0\nvllm:num_requests_running 1.0\n',
+    }
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=pages[f"http://{request.url.host}"]))
+    group = ServerGroup([Client(base, 5, transport=transport) for base in pages])
+    from harness.check.traffic import metrics
+
+    assert group.metric("vllm:generation_tokens_total") == 42.0
+    parsed = metrics.parse(group.metrics())
+    assert parsed["generation_tokens"] == 42.0 and parsed["num_requests_running"] == 3.0
+    sibling = group.sibling(1)
+    assert [c.base for c in sibling.clients] == list(pages)
+    sibling.close()
+    group.close()

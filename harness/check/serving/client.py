@@ -351,3 +351,30 @@ class Client:
         r = self.http.post(f"{self.base}/v1/embeddings", json={"model": model, "input": text})
         r.raise_for_status()
         return r.json()["data"][0]["embedding"]
+
+
+class ServerGroup:
+    """Several servers of one deployment read as one: their /metrics pages together (a page's
+    samples are summed by name, so counters and gauges add up over the servers) and a counter
+    summed over them. The DP ranks of external DP, or the servers of one P/D side."""
+
+    def __init__(self, clients: list[Client]):
+        self.clients = clients
+
+    @property
+    def base(self) -> str:
+        return self.clients[0].base
+
+    def metrics(self) -> str:
+        return "\n".join(c.metrics() for c in self.clients)
+
+    def metric(self, name: str) -> float:
+        return sum(c.metric(name) for c in self.clients)
+
+    def sibling(self, connections: int) -> ServerGroup:
+        return ServerGroup([c.sibling(connections) for c in self.clients])
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from harness.check import logs
-from harness.check.serving.client import Client
+from harness.check.serving.client import Client, ServerGroup
 from harness.launch import Deployment
 from harness.plan.cluster import Cluster
 from harness.plan.launch import Ports
@@ -89,10 +89,13 @@ class LiveDeployment:
         return self.instances.get("prefill") or (self.ranks[0] if self.proxied and self.ranks else self.client)
 
     @property
-    def metrics_client(self) -> Client:
-        """The instance whose /metrics say what the requests did: a P/D pair's decode side, which
-        serves every token after the first; behind a DP proxy, DP rank 0's server."""
-        return self.instances.get("decode") or (self.ranks[0] if self.proxied and self.ranks else self.client)
+    def metrics_client(self) -> Client | ServerGroup:
+        """What the requests did, from /metrics: a P/D pair's decode side, which serves every token
+        after the first; behind a DP proxy, the DP ranks' servers, summed (each served some)."""
+        servers = self.sides.get("decode") or (self.ranks if self.proxied else [])
+        if not servers:
+            return self.client
+        return servers[0] if len(servers) == 1 else ServerGroup(servers)
 
     def _reach(self, node_name: str) -> str:
         return self.cluster.node(node_name).reach if self.cluster else "local"
