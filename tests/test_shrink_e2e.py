@@ -8,7 +8,8 @@ both): when each ran in a micro-batch of its own ("not exercised"), three are th
 smallest run fails the same way, and its standalone client, run with plain Python (no ppconf on its path) against the
 server its commands.sh starts, exits 1: reproduced.
 
-About an hour here (each candidate is a case launch and its reference's): run it with
+About half an hour to an hour here (each candidate is a case launch and its reference's; 29.6 minutes
+alone on the lock on 2026-12-06): run it with
 PPCONF_SHRINK=1, inside `flock /tmp/ppconf-vllm.lock` on a shared machine. Not part of CI."""
 
 import json
