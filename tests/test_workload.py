@@ -293,7 +293,7 @@ vllm:num_requests_running{engine="1"} 1.0
 @pytest.mark.parametrize(
     "kind,measured,why",
     [
-        ("concurrent", {"peak_running": 1.0}, "never had two requests running"),
+        ("concurrent", {"peak_running": 1.0}, "no sign of two requests running"),
         ("concurrent", {}, "engine gauge peak 0, 0 tokens generated in 0 engine steps"),
         ("pressure", {"preemptions": 0.0}, "no request was preempted"),
         ("shared-prefix", {"prefix_cache_hits": 0.0}, "no prefix-cache hit"),

@@ -89,6 +89,46 @@ def partition_error(num_layers: int, pp_size: int, partition: str | None, rules:
     return ""
 
 
+def least_layers(counts: Sequence[int]) -> int:
+    """The fewest hidden layers ``fit_partition`` can refit ``counts`` to: one per positive entry,
+    and what the others (zero or negative) hold as they are."""
+    return sum(1 if c > 0 else c for c in counts)
+
+
+def fit_partition(counts: Sequence[int], num_layers: int, pp_size: int) -> list[int]:
+    """``counts`` (a valid custom partition) refit to ``num_layers`` layers over ``pp_size <=
+    len(counts)`` stages, keeping what sets it apart from an auto split: an entry of zero (or
+    below) stays as it is for as long as a stage with layers is left, and every positive entry
+    keeps at least one layer, the rest shared in proportion (largest remainders first). Fewer
+    stages merge the last positive entry into the one before it while there are two, else drop
+    the last non-positive one: ``[0, 5]`` to 3 layers is ``[0, 3]``, over one stage ``[3]``."""
+    parts = list(counts)
+    if not 1 <= pp_size <= len(parts):
+        raise PartitionError(f"pp_size={pp_size}: a partition of {len(parts)} stages refits to 1 to {len(parts)}.")
+    while len(parts) > pp_size:
+        positive = [i for i, c in enumerate(parts) if c > 0]
+        if len(positive) > 1:
+            last = positive[-1]
+            parts[positive[-2]] += parts.pop(last)
+        else:
+            parts.pop(max(i for i, c in enumerate(parts) if c <= 0))
+    positive = [i for i, c in enumerate(parts) if c > 0]
+    held = sum(c for c in parts if c <= 0)
+    if not positive or num_layers < least_layers(parts):
+        raise PartitionError(f"{','.join(map(str, counts))} cannot be refit to {num_layers} layers.")
+    total, want = sum(parts[i] for i in positive), num_layers - held
+    shares = {i: parts[i] * want / total for i in positive}
+    for i in positive:
+        parts[i] = max(1, int(shares[i]))
+    by_remainder = sorted(positive, key=lambda i: (-(shares[i] - int(shares[i])), i))
+    while sum(parts) < num_layers:
+        parts[by_remainder[0]] += 1
+        by_remainder = by_remainder[1:] + by_remainder[:1]
+    while sum(parts) > num_layers:  # the floor of one per entry overshot: take from the largest
+        parts[max(positive, key=lambda i: (parts[i], -i))] -= 1
+    return parts
+
+
 def propose_rebalance(counts: list[int], stage_cost: list[float]) -> list[int] | None:
     """The guide's tuning step: move one layer from the slowest stage toward a cheaper neighbour.
 

@@ -20,7 +20,7 @@ from harness.commands.bisect import turn_lock
 from harness.commands.common import CliError, matrix_of_run
 from harness.results import store
 from harness.shrink import overlay, search
-from harness.shrink.failure import same_failure, signature
+from harness.shrink.failure import before_traffic, same_failure, signature
 from harness.shrink.search import Candidate, Shrink, Try
 from harness.stacks.stack import Stack
 
@@ -39,7 +39,7 @@ def _oracle(args: argparse.Namespace, m, case, original: tuple[str, list[str]], 
         here = directory / f"try-{n}"
         shutil.rmtree(here, ignore_errors=True)  # an interrupted try's: run again from the start
         layer = overlay.write_layer(m, case, c.shape, here / "matrices")
-        out, cid = here / "run", overlay.case_of(case, c.shape)
+        out, cid = here / "run", overlay.case_of(m, case, c.shape)
         argv = [
             sys.executable,
             "-m",
@@ -95,6 +95,8 @@ def describe(answer: dict[str, Any]) -> str:
         lines.append(f"  phase {search.label(p)}{': ' + sizes if sizes else ''}")
     s = answer["smallest"]
     lines.append(f"  features {'+'.join(s['features']) or 'none'}, topology {s['topology']}, layers {s['layers']}")
+    if answer.get("smallest_case"):
+        lines.append(f"  smallest case: {answer['smallest_case']}")
     lines.append(f"  smallest run: {answer['run_dir']}")
     if answer.get("repro"):
         lines.append(f"  standalone repro: {answer['repro']} (commands.sh, then python3 client.py)")
@@ -123,7 +125,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         needed = [f"feature {f}" for f in case.features]
         needed += [f"topology {t}" for t in overlay.smaller_topologies(m, shape)]
         shape["layers"] = None
-    fresh = Shrink(str(run_dir), case.id, sig, shape, args.resolution, needed=needed)
+    fresh = Shrink(str(run_dir), case.id, sig, shape, args.resolution, before_traffic(r), needed=needed)
     try:
         s = search.load_or_start(directory, fresh)
     except ValueError as err:
@@ -133,7 +135,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     answer = search.shrink(
         s, oracle, lambda shape: overlay.smaller_topologies(m, shape), lambda s: search.save(directory, s, args.force)
     )
-    answer["repro"] = _repro(answer, directory, overlay.case_of(case, answer["smallest"]))
+    answer["smallest_case"] = overlay.case_of(m, case, answer["smallest"])
+    answer["repro"] = _repro(answer, directory, answer["smallest_case"])
     safe_write.write_text(directory / "answer.json", json.dumps(answer, indent=2) + "\n", force=args.force)
     print(json.dumps(answer, indent=2) if args.format == "json" else describe(answer))
     return 0

@@ -140,6 +140,11 @@ class Planner:
         return self._m.root
 
     @property
+    def roots(self) -> tuple[Path, ...]:
+        """Every matrices directory the run layers, in order (a private suite's over the shipped)."""
+        return self._m.roots or (self._m.root,)
+
+    @property
     def diagnosis(self) -> list[DiagnosisRule]:
         return self._m.diagnosis
 

@@ -8,12 +8,19 @@ every number taken out, since a smaller case has other counts and timings by des
 - a workload phase's answers that differ from the reference's: ``accuracy: a <kind> phase's
   answers differ`` (its kind, not how many differ);
 - a phase's requests that failed: ``request: a <kind> phase's requests failed``;
-- a startup failure or a crash: the root cause's exception, else the text;
+- a startup failure or a crash: the root cause's exception with its message (an
+  ``AssertionError`` is any failed assertion until its message says which), what differs
+  between two occurrences taken out as triage does (``reports.triage.normalise``), numbers too;
 - any other check (a performance gate, a partition, a disabled feature): its text, numbers out.
 
 A candidate fails the same way when its outcome is the original's and its signature is the
 original's, entry for entry: a candidate that fails more checks, or fewer, or another check
-(a phase "not exercised", an ERROR of the harness) is not the same failure.
+(an ERROR of the harness) is not the same failure. A phase's "not exercised" is no failing check:
+the judge reads it only where every check passed (then the case is ERROR, which says nothing of
+the product), and its evidence is the engine's counters, which can miss a step that sampled
+several sequences (steps that only prefilled a chunk count as steps too): a real run of the
+planted case flagged a concurrent phase "never had two requests running at once" whose answers
+differed by the fault that fires only in such steps.
 """
 
 from __future__ import annotations
@@ -22,12 +29,19 @@ import re
 
 from harness.check.verdict.judge import failed_checks
 from harness.results.result import Result
+from reports.triage import normalise
 
 _NUMBER = re.compile(r"\d+(\.\d+)?(e-?\d+)?")
 
 
 def _class(text: str) -> str:
     return _NUMBER.sub("N", " ".join(text.split()))
+
+
+def _crash(exception: str, text: str) -> str:
+    """A root cause's class of evidence: its exception and message, without what varies."""
+    text = _class(normalise(text))
+    return text if text.startswith(exception) else f"{exception}: {text}"
 
 
 def signature(r: Result) -> list[str]:
@@ -43,17 +57,20 @@ def signature(r: Result) -> list[str]:
         elif kind and check == "request":
             out.add(f"request: a {kind} phase's requests failed")
         elif check in ("startup", "request") and obs.root_cause and obs.root_cause.exception:
-            out.add(f"{check}: {obs.root_cause.exception}")
+            out.add(f"{check}: {_crash(obs.root_cause.exception, obs.root_cause.text)}")
         elif kind and m:
             out.add(f"{check}: a {kind} phase: {_class(why[m.end() :])}")
         else:
             out.add(f"{check}: {_class(why)}")
     if r.harness_error or obs.harness_error or obs.infra_error:
         out.add("harness: the harness or the infrastructure failed")
-    for p in obs.workload:
-        if p.not_exercised:
-            out.add(f"workload: a {p.kind} phase was not exercised")
     return sorted(out)
+
+
+def before_traffic(r: Result) -> bool:
+    """Whether ``r`` failed before any request was sent: the engine exited or never became ready
+    (a crash or a refusal at startup), so no traffic made it fail."""
+    return r.observation.failed_phase == "startup"
 
 
 def same_failure(original: tuple[str, list[str]], r: Result | None) -> tuple[bool | None, str]:

@@ -5,7 +5,8 @@ The layer keeps every name the case's claim is matched on: it replaces the case'
 name) by one with a single group, the candidate's own, whose workload is the candidate's
 phases and whose sequential prompts are the first of the suite's, as many as the candidate's;
 with fewer layers it also replaces the case's family (same name) by one whose variant serves a
-tiny zoo model rebuilt with that many layers (``zoo:PATH.json``). The rule that
+tiny zoo model rebuilt with that many layers (``zoo:PATH.json``), and a custom partition refit
+to them and to the topology's PP size (``partition_of``). The rule that
 decides the case's claim is the original's, unless the rule itself declares the workload (then
 the layer could not change it, and ``shape_of`` refuses).
 """
@@ -20,6 +21,7 @@ import yaml
 
 from harness import safe_write
 from harness.cases.case import Case, case_id
+from harness.cases.partition import fit_partition
 from harness.cases.workload import declared, kind_of
 from harness.matrix.load import Matrix
 from harness.shrink.search import SEQUENTIAL
@@ -48,7 +50,9 @@ def _zoo(m: Matrix, case: Case) -> str | None:
 
 def shape_of(m: Matrix, case: Case) -> dict[str, Any]:
     """The failing case's shape: its phases with every size written out (a kind's defaults
-    too), its features, topology and, for a tiny zoo model with an auto partition, its layers.
+    too), its features, topology, partition and, for a tiny zoo model with an auto partition or a
+    custom one vLLM accepts, its layers (a partition vLLM refuses is not refit: its sum against
+    the layers is the failure).
     The first phase is always the sequential one: the suite's prompts (``accuracy``), which
     every case is sent whether its workload names the phase or not, as requests and max_tokens."""
     phases, at = declared(m, case)
@@ -72,7 +76,8 @@ def shape_of(m: Matrix, case: Case) -> dict[str, Any]:
         "phases": out,
         "features": list(case.features),
         "topology": case.topology,
-        "layers": layers if zoo and case.partition == "auto" else None,
+        "partition": case.partition,
+        "layers": layers if zoo and not case.attrs.get("partition_error") else None,
     }
 
 
@@ -96,9 +101,24 @@ def smaller_topologies(m: Matrix, shape: dict[str, Any]) -> list[str]:
     return [name for _, name in sorted(found, reverse=True)]
 
 
-def case_of(case: Case, shape: dict[str, Any]) -> str:
+def partition_of(m: Matrix, case: Case, shape: dict[str, Any]) -> str:
+    """The candidate's partition: the shape's (refit to its layers by the search), refit again to
+    the PP size of a smaller topology (auto for one stage: a matrix names no partition there);
+    one the search does not refit (auto, or a partition vLLM refuses) as the case has it."""
+    partition = shape.get("partition", case.partition)
+    if partition == "auto" or shape.get("layers") is None:
+        return partition
+    counts = [int(e) for e in partition.split(",")]
+    pp = m.topologies[shape["topology"]].pp
+    if pp == 1:
+        return "auto"
+    return ",".join(map(str, fit_partition(counts, shape["layers"], pp))) if pp != len(counts) else partition
+
+
+def case_of(m: Matrix, case: Case, shape: dict[str, Any]) -> str:
     """The id of the candidate's case."""
-    return case_id(case.family, case.variant, shape["topology"], case.partition, tuple(shape["features"]))
+    partition = partition_of(m, case, shape)
+    return case_id(case.family, case.variant, shape["topology"], partition, tuple(shape["features"]))
 
 
 def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path:
@@ -112,7 +132,7 @@ def write_layer(m: Matrix, case: Case, shape: dict[str, Any], out: Path) -> Path
     group.update(
         families=[case.family],
         topologies=[shape["topology"]],
-        partitions=[case.partition],
+        partitions=[partition_of(m, case, shape)],
         features=["+".join(sorted(shape["features"])) or "none"],
         workload=[{"kind": SEQUENTIAL}, *(p for p in shape["phases"] if p is not sequential)],
     )

@@ -2,9 +2,13 @@
 
 A case's **shape** is what can be made smaller: each phase's sizes (requests, prompt_tokens,
 max_tokens), the phases themselves, the stacked features, the topology (a smaller PP x TP among
-the matrix's) and the model's hidden layers. Every candidate changes one dimension of the
-current shape:
+the matrix's) and the model's hidden layers (a custom partition refit to them: a zero entry
+stays zero, ``harness.cases.partition.fit_partition``). Every candidate changes one dimension
+of the current shape:
 
+- the whole traffic at its least at once (every phase but the sequential one dropped, one
+  request of one token), first, when the original failed before any request was sent (a crash
+  at startup): no traffic can matter then, and one run says so instead of one per size;
 - a phase (not the sequential one, which every case is sent) or a feature dropped, or the
   topology swapped for a smaller one; a part whose drop did not fail the same way is needed,
   and is not dropped again from a smaller shape;
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import safe_write
+from harness.cases.partition import fit_partition, least_layers
 
 STATE = "shrink.json"
 # The suite's sequential requests are sent to every case: that phase is made smaller (fewer
@@ -73,19 +78,47 @@ def _numbers(shape: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
+def _counts(shape: dict[str, Any]) -> list[int] | None:
+    """The shape's custom partition as layer counts (None for an auto split)."""
+    partition = shape.get("partition")
+    return [int(e) for e in partition.split(",")] if partition and partition != "auto" else None
+
+
 def _set(shape: dict[str, Any], dim: str, value: int) -> dict[str, Any]:
     new = json.loads(json.dumps(shape))
     if dim == "layers":
         new["layers"] = value
+        counts = _counts(shape)
+        if counts is not None:  # the same stages, refit to the layers
+            new["partition"] = ",".join(map(str, fit_partition(counts, value, len(counts))))
     else:
         name, k = dim[len("phase ") :].split(": ")
         next(p for p in new["phases"] if label(p) == name)[k] = value
     return new
 
 
-def floor_of(dim: str, floors: dict[str, int]) -> int:
+def least(shape: dict[str, Any], dim: str) -> int:
+    """The least value of ``dim``: one, or for the layers under a custom partition the fewest it
+    refits to (one per stage with layers)."""
+    counts = _counts(shape)
+    if dim == "layers" and counts is not None:
+        return max(1, least_layers(counts))
+    return LEAST[dim.rsplit(" ", 1)[-1]]
+
+
+def floor_of(dim: str, floors: dict[str, int], shape: dict[str, Any]) -> int:
     """The largest value of ``dim`` known not to fail (one below its least value at first)."""
-    return floors.get(dim, LEAST[dim.rsplit(" ", 1)[-1]] - 1)
+    return floors.get(dim, least(shape, dim) - 1)
+
+
+TRAFFIC = "traffic"  # the dimension of the candidate that sets the whole traffic to its least
+
+
+def least_traffic(shape: dict[str, Any]) -> dict[str, Any]:
+    """``shape`` with every phase but the sequential one dropped and that one one request of one
+    token."""
+    phases = [{**p, "requests": 1, "max_tokens": 1} for p in shape["phases"] if p["kind"] == SEQUENTIAL]
+    return {**shape, "phases": phases}
 
 
 def done(value: int, floor: int, resolution: float) -> bool:
@@ -100,11 +133,16 @@ def candidates(
     smaller_topologies: list[str],
     resolution: float = 0.0,
     needed: frozenset[str] = frozenset(),
+    before_traffic: bool = False,
 ) -> list[Candidate]:
-    """The candidates one step smaller than ``shape``, in the order they are tried: whole parts
-    dropped first (they shrink the most per launch), then each number's midpoint. A part in
+    """The candidates one step smaller than ``shape``, in the order they are tried: with
+    ``before_traffic`` (the failure came before any request) the least traffic first, then whole
+    parts dropped (they shrink the most per launch), then each number's midpoint. A part in
     ``needed`` (dropping it did not fail the same way before) is not dropped again."""
     out = []
+    quiet = least_traffic(shape)
+    if before_traffic and quiet != shape:
+        out.append(Candidate(quiet, "traffic at its least (the failure came before any request)", TRAFFIC))
     phases = shape["phases"]
     droppable = [p for p in phases if p["kind"] != SEQUENTIAL]
     if len(droppable) > 1 or len(phases) > len(droppable):
@@ -118,7 +156,7 @@ def candidates(
         out.append(Candidate({**shape, "topology": t}, f"topology {shape['topology']} -> {t}", f"topology {t}"))
     out = [c for c in out if c.dim not in needed]
     for dim, value in _numbers(shape):
-        floor = floor_of(dim, floors)
+        floor = floor_of(dim, floors, shape)
         if done(value, floor, resolution):
             continue
         mid = (floor + 1 + value) // 2 if value - floor > 2 else floor + 1
@@ -157,6 +195,8 @@ class Shrink:
     signature: list[str]  # the original failure (``harness.shrink.failure.signature``)
     original: dict[str, Any]
     resolution: float = 0.0
+    # the original failed before any request was sent (it never became ready): traffic is moot
+    before_traffic: bool = False
     current: dict[str, Any] = field(default_factory=dict)
     floors: dict[str, int] = field(default_factory=dict)
     needed: list[str] = field(default_factory=list)  # parts whose drop did not fail the same way
@@ -186,7 +226,8 @@ def step(s: Shrink, oracle: Oracle, smaller: Smaller) -> Try | None:
     candidate has been tried (the search is over). A candidate tried before (a resumed search,
     or the same shape reached another way) is not run again: its try is taken as it was."""
     while True:
-        for c in candidates(s.current, s.floors, smaller(s.current), s.resolution, frozenset(s.needed)):
+        found = candidates(s.current, s.floors, smaller(s.current), s.resolution, frozenset(s.needed), s.before_traffic)
+        for c in found:
             t = s.tried(c.shape)
             fresh = t is None
             if t is None:
@@ -213,7 +254,7 @@ def learn(s: Shrink, c: Candidate, t: Try) -> None:
     if c.value is None:
         s.needed.append(c.dim)
     else:
-        s.floors[c.dim] = max(floor_of(c.dim, s.floors), c.value)
+        s.floors[c.dim] = max(floor_of(c.dim, s.floors, s.current), c.value)
 
 
 def shrink(s: Shrink, oracle: Oracle, smaller: Smaller, save: Callable[[Shrink], None]) -> dict[str, Any]:

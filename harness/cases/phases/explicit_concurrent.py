@@ -26,7 +26,7 @@ class ExplicitConcurrentPhase(ExplicitPhase):
         if plan.in_flight < 2 or metrics.get("peak_running", 0.0) >= 2 or batched_steps(metrics):
             return None
         return (
-            f"never had two requests running at once (engine gauge peak {metrics.get('peak_running', 0.0):g}, "
+            f"no sign of two requests running at once (engine gauge peak {metrics.get('peak_running', 0.0):g}, "
             f"{metrics.get('generation_tokens', 0.0):g} tokens generated in {metrics.get('steps', 0.0):g} "
             f"engine steps, of {plan.in_flight} sent)"
         )

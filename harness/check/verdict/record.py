@@ -50,6 +50,6 @@ def make_result(
         rc = ctx.planner.known(case) if d is not None else None
         traffic = (rc.accuracy, rc.phases) if rc is not None and not rc.pooling else None
         result.repro = Repro.of(
-            write_bundle(run_dir, result, d, ctx.planner.root, case.attrs, ctx.launcher.redactor, traffic)
+            write_bundle(run_dir, result, d, ctx.planner.roots, case.attrs, ctx.launcher.redactor, traffic)
         )
     return result

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def write_bundle(
     run_dir: Path,
     record: Result,
     d: Deployment | None,
-    matrices: Path,
+    matrices: Path | Sequence[Path],
     attrs: dict[str, Any],
     redactor: Redactor | None = None,
     traffic: tuple[Accuracy | None, tuple[PhasePlan, ...]] | None = None,
@@ -49,10 +50,12 @@ def write_bundle(
     client with the exact requests and expected vs observed answers (``standalone``)."""
     redactor = redactor or Redactor()
     out = safe_write.make_dir(bundle_dir(run_dir, record.case), run_dir)
-    rerun = " ".join(
-        shlex.quote(w)
-        for w in ["ppconf", "run", "--matrices", str(matrices), "--suite", record.suite, "--case", record.case]
-    )
+    # every matrices directory the run layered (a shrink's candidate is a layer over the run's),
+    # and the stack the case ran on
+    roots = [matrices] if isinstance(matrices, Path) else list(matrices)
+    words = ["ppconf", "run", *(w for root in roots for w in ("--matrices", str(root)))]
+    words += ["--suite", record.suite, "--case", record.case, *(["--stack", record.stack] if record.stack else [])]
+    rerun = " ".join(shlex.quote(w) for w in words)
     lines = [
         "#!/usr/bin/env bash",
         _comment(f"Reproduce {record.case} ({record.outcome.value}): {record.reason}"),
