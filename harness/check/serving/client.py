@@ -377,4 +377,3 @@ class ServerGroup:
     def close(self) -> None:
         for c in self.clients:
             c.close()
-
