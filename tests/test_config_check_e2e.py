@@ -31,3 +31,28 @@ def test_an_accepted_configuration_builds_and_exits_zero(shipped):
     assert out.returncode == 0, out.stderr[-3000:]
     assert config_check.BUILT in out.stdout
     assert "Uvicorn" not in out.stderr + out.stdout  # no server was started
+
+
+def test_external_dp_of_a_dense_model_is_refused_by_the_configuration_check_of_each_rank(shipped, tmp_path):
+    """dp-cpu's dense case for real: every rank's configuration check refuses --data-parallel-rank
+    for a non-MoE model (vllm/engine/arg_utils.py), so the claimed rejection is XFAIL and no
+    server, DP proxy or port is started. The MoE side of dp-cpu (a crash) runs outside CI."""
+    from harness.matrix.load import DEFAULT_MATRICES, load_matrix
+    from harness.run import RunConfig, SuiteRun
+
+    ensure_model("qwen3-tiny")
+    cfg = RunConfig(
+        load_matrix(DEFAULT_MATRICES),
+        "dp-cpu",
+        load_cluster(None),
+        tmp_path / "run",
+        case_ids=["qwen3-tiny/dp2-external/auto/none"],
+    )
+    SuiteRun(cfg).run()
+    import json
+
+    (record,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert record["outcome"] == "XFAIL", record["reason"]
+    assert "Non-MoE models do not support external data parallel mode" in record["reason"]
+    logs = sorted(p.name for p in (tmp_path / "run" / "logs").rglob("*.log"))
+    assert logs == ["dp0.log", "dp1.log"], logs  # the ranks' checks only: no proxy was launched

@@ -10,7 +10,7 @@ every number taken out, since a smaller case has other counts and timings by des
 - a phase's requests that failed: ``request: a <kind> phase's requests failed``;
 - a startup failure or a crash: the root cause's exception with its message (an
   ``AssertionError`` is any failed assertion until its message says which), what differs
-  between two occurrences taken out as triage does (``reports.triage.normalise``), numbers too;
+  between two occurrences taken out as triage does (``harness.results.normalise``), numbers too;
 - any other check (a performance gate, a partition, a disabled feature): its text, numbers out.
 
 A candidate fails the same way when its outcome is the original's and its signature is the
@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 
 from harness.check.verdict.judge import failed_checks
+from harness.results.normalise import normalise
 from harness.results.result import Result
-from reports.triage import normalise
 
 _NUMBER = re.compile(r"\d+(\.\d+)?(e-?\d+)?")
 
