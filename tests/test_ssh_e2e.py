@@ -38,7 +38,7 @@ suites:
     args: [--max-num-batched-tokens, "128"]
     workload:
       - {kind: sequential}
-      - {kind: concurrent, deadline_s: 120}
+      - {kind: concurrent, requests: 8, deadline_s: 120}
       - {kind: long-prompt, prompt_tokens: 200, deadline_s: 120}
       - {kind: shared-prefix, prompt_tokens: 192, deadline_s: 120}
     groups:
