@@ -1,7 +1,8 @@
 """ppconf's DP proxy (the CPU target's stand-in for vllm-ascend's dp_load_balance_proxy_server.py):
 requests pass whole to the DP ranks' servers in turn, answers (streams too) relayed as they come,
 its own /healthcheck answers while it runs. The ranks here are two tiny HTTP servers that say who
-they are: this tests the proxy's forwarding only."""
+they are: this tests the proxy's forwarding only. The P/D proxy shares its HTTP handling
+(harness.target.proxy_http): its two legs are checked on the same stand-ins."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from harness.check.serving.client import Client, ServerGroup
 from harness.check.serving.live import LiveDeployment, free_port
 from harness.launch import Deployment, LaunchSpec
 from harness.plan.cluster import local_cluster
-from harness.target import dp_proxy
+from harness.target import dp_proxy, pd_proxy
 
 
 class _Rank(BaseHTTPRequestHandler):
@@ -99,6 +100,53 @@ def test_a_rank_that_does_not_answer_is_a_502_naming_it():
     with _serving(dp_proxy.serve(args)) as port, httpx.Client(timeout=10) as http:
         r = http.post(f"http://127.0.0.1:{port}/v1/completions", json={})
         assert r.status_code == 502 and "DP rank http://127.0.0.1:9/v1/completions" in r.json()["error"]["message"]
+
+
+def test_the_pd_proxy_sends_a_prefill_leg_then_the_request_to_decode_and_relays_its_stream():
+    handlers = [type(f"Side{i}", (_Rank,), {"name": side}) for i, side in enumerate(("prefill", "decode"))]
+    with _serving(ThreadingHTTPServer(("127.0.0.1", 0), handlers[0])) as p0:
+        with _serving(ThreadingHTTPServer(("127.0.0.1", 0), handlers[1])) as p1:
+            args = pd_proxy.parse(
+                ["--port", "0", "--prefiller-hosts", "127.0.0.1", "--prefiller-ports", str(p0)]
+                + ["--decoder-hosts", "127.0.0.1", "--decoder-ports", str(p1)]
+            )
+            with _serving(pd_proxy.serve(args)) as port, httpx.Client(timeout=10) as http:
+                url = f"http://127.0.0.1:{port}"
+                assert http.get(f"{url}/healthcheck").status_code == 200
+                done = http.post(f"{url}/v1/completions", json={"prompt": [1, 2], "max_tokens": 8}).json()
+                # the decode side answers the client's request as sent (the stand-in prefill returned
+                # no kv_transfer_params, as a shared-storage connector does)
+                assert done == {"rank": "decode", "path": "/v1/completions", "got": {"prompt": [1, 2], "max_tokens": 8}}
+                with http.stream("POST", f"{url}/v1/chat/completions", json={"stream": True}) as r:
+                    assert r.headers["transfer-encoding"] == "chunked"
+                    lines = [line for line in r.iter_lines() if line]
+                assert lines == ['data: {"rank": "decode"}', "data: [DONE]"]
+                assert http.post(f"{url}/tokenize", json={"prompt": "a"}).json()["rank"] == "decode"
+                assert http.get(f"{url}/v1/models").json() == {"rank": "decode", "path": "/v1/models"}
+                assert http.post(f"{url}/v1/embeddings", json={}).status_code == 404
+                bad = http.post(f"{url}/v1/completions", content=b"[1", headers={"Content-Type": "application/json"})
+                assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
+
+
+def test_the_pd_proxy_gives_the_prefill_leg_one_token_and_the_kv_kept_for_a_remote_decode():
+    seen: list[dict] = []
+
+    class Prefill(_Rank):
+        def do_POST(self):  # noqa: N802
+            seen.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+            self._answer(json.dumps({"kv_transfer_params": {"remote_block_ids": [3]}}).encode())
+
+    with _serving(ThreadingHTTPServer(("127.0.0.1", 0), Prefill)) as p0:
+        with _serving(ThreadingHTTPServer(("127.0.0.1", 0), type("D", (_Rank,), {"name": "decode"}))) as p1:
+            args = pd_proxy.parse(
+                ["--port", "0", "--prefiller-hosts", "127.0.0.1", "--prefiller-ports", str(p0)]
+                + ["--decoder-hosts", "127.0.0.1", "--decoder-ports", str(p1)]
+            )
+            with _serving(pd_proxy.serve(args)) as port, httpx.Client(timeout=10) as http:
+                sent = {"prompt": "x", "max_tokens": 8, "stream": True, "stream_options": {"include_usage": True}}
+                with http.stream("POST", f"http://127.0.0.1:{port}/v1/completions", json=sent) as r:
+                    r.read()
+    assert seen == [{"prompt": "x", "max_tokens": 1, "stream": False, "kv_transfer_params": pd_proxy.REMOTE_DECODE}]
 
 
 STUB = str(Path(__file__).with_name("pd_instance_stub.py"))

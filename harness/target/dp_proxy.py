@@ -12,65 +12,39 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 import httpx
 
-from harness.target.pd_proxy import HEALTH_PATH, Instances
+from harness.target import proxy_http
+from harness.target.proxy_http import HEALTH_PATH, JSON, Instances, ProxyHandler
 
 PASSED_HEADERS = ("content-type", "authorization")
 
 
-def _handler(ranks: Instances, http: httpx.Client) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — the base class's name
-            sys.stderr.write(f"dp_proxy: {self.address_string()} {format % args}\n")
-
-        def _error(self, status: int, message: str) -> None:
-            body = json.dumps({"error": {"message": message, "code": status}}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+def _handler(ranks: Instances, http: httpx.Client) -> type[ProxyHandler]:
+    class Handler(ProxyHandler):
+        prog = "dp_proxy"
 
         def do_GET(self) -> None:  # noqa: N802 — http.server's name
             if self.path == HEALTH_PATH:
-                body = json.dumps({"status": "ok", "dp_instances": len(ranks.urls)}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_body(200, json.dumps({"status": "ok", "dp_instances": len(ranks.urls)}).encode())
                 return
             self._forward("GET", b"")
 
         def do_POST(self) -> None:  # noqa: N802
-            # read first: a body left unread would be taken for the next request on the connection
-            self._forward("POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            self._forward("POST", self.read_body())
 
         def _forward(self, method: str, raw: bytes) -> None:
             headers = {k: v for k, v in self.headers.items() if k.lower() in PASSED_HEADERS}
             url = f"{ranks.pick()}{self.path}"
             try:
                 with http.stream(method, url, content=raw or None, headers=headers) as r:
-                    self.send_response(r.status_code)
-                    self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    for chunk in r.iter_raw():
-                        if chunk:
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                            self.wfile.flush()
-                    self.wfile.write(b"0\r\n\r\n")
+                    self.relay(r.status_code, r.headers.get("content-type", JSON), r.iter_raw())
             except httpx.HTTPError as err:
                 if not self.wfile.closed:
-                    self._error(502, f"DP rank {url}: {type(err).__name__}: {err}")
+                    self.send_error_json(502, f"DP rank {url}: {type(err).__name__}: {err}")
 
     return Handler
 
@@ -86,20 +60,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def serve(args: argparse.Namespace) -> ThreadingHTTPServer:
-    ranks = Instances(args.dp_hosts, args.dp_ports, "dp")
-    server = ThreadingHTTPServer(
-        (args.host, args.port), _handler(ranks, httpx.Client(timeout=args.timeout_s, trust_env=False))
-    )
-    server.daemon_threads = True
-    return server
+    ranks = Instances(args.dp_hosts, args.dp_ports, "dp", prog="dp_proxy")
+    http = httpx.Client(timeout=args.timeout_s, trust_env=False)
+    return proxy_http.threading_server(args.host, args.port, _handler(ranks, http))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse(sys.argv[1:] if argv is None else argv)
-    server = serve(args)
-    sys.stderr.write(f"dp_proxy: serving on {args.host}:{args.port}\n")
-    sys.stderr.flush()
-    server.serve_forever()
+    proxy_http.main("dp_proxy", parse, serve, argv)
 
 
 if __name__ == "__main__":
