@@ -170,16 +170,17 @@ def _external_dp(rank1_health: int = 200) -> Deployment:
     )
 
 
-def test_external_dp_is_ready_when_every_rank_and_the_proxy_are_and_is_read_from_rank_0(tmp_path):
+def test_external_dp_is_ready_when_every_rank_and_the_proxy_are_and_is_read_from_every_rank(tmp_path):
     live = LiveDeployment(_external_dp(), tmp_path, {}, 10, local_cluster())
     live.start()
     try:
         state, _ = live.wait_ready(deadline_s=30)
         assert state == "ready" and live.ready_path == "/healthcheck"
         assert live.model_name in {f"stub-{live.deployment.launch(n).port}" for n in ("dp0", "dp1")}
-        # the stage probe goes to DP rank 0's own server, metrics to every rank's, not through the proxy
+        # the stage probe and metrics go to every rank's own server, not through the proxy
         ranks = [f"http://127.0.0.1:{live.deployment.launch(n).port}" for n in ("dp0", "dp1")]
-        assert live.stage_client.base == ranks[0]
+        probe_group = live.stage_client
+        assert isinstance(probe_group, ServerGroup) and [c.base for c in probe_group.clients] == ranks
         group = live.metrics_client
         assert isinstance(group, ServerGroup) and [c.base for c in group.clients] == ranks
     finally:

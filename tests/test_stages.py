@@ -251,3 +251,65 @@ def test_the_smoke_case_judges_the_real_answers_through_its_resolved_bound(shipp
         "rank 1 (PP stage 1 of 2, TP rank 0) did not build the LM head (lm_head is a PPMissingLayer placeholder); "
         "the claim puts it on the last PP stage"
     ]
+
+
+def _dp_ranks(split_of_rank_1: list[list[int]]) -> list[dict]:
+    """Two external-DP ranks' answers, as ServerGroup.collective_rpc tags them, each a PP2 pipeline."""
+    out = []
+    for dp, split in ((0, EXPECTED), (1, split_of_rank_1)):
+        for pp, (start, end) in enumerate(split):
+            out.append(
+                {"rank": pp, "pp_rank": pp, "pp_size": 2, "tp_rank": 0, "dp_rank": dp}
+                | {"start_layer": start, "end_layer": end, "built_layers": list(range(start, end))}
+            )
+    return out
+
+
+def test_every_dp_ranks_pipeline_is_read_and_one_split_differently_fails():
+    same = Stages(workers=[WorkerStage.model_validate(w) for w in _dp_ranks(EXPECTED)])
+    assert problems(same, EXPECTED) == [] and problems(same, None) == []
+    other = Stages(workers=[WorkerStage.model_validate(w) for w in _dp_ranks([[0, 1], [1, 4]])])
+    # against the partition the case asked for, each of rank 1's workers names its DP rank
+    assert "rank 0 (DP rank 1, PP stage 0 of 2, TP rank 0) did not build layers 1 of its range [0, 2)" in problems(
+        other, EXPECTED
+    )
+    # with no partition asked (auto), the ranks must still agree with DP rank 0
+    assert problems(other, None) == [
+        "DP rank 1's PP stage 0 holds layers [0, 1), DP rank 0's [0, 2)",
+        "DP rank 1's PP stage 1 holds layers [1, 4), DP rank 0's [2, 4)",
+    ]
+
+
+def test_the_stage_probe_asks_every_dp_ranks_server_and_takes_the_split_from_rank_0():
+    from harness.check.serving.client import ServerGroup
+    from harness.check.stages import probe
+
+    class Rank:
+        def __init__(self, split):
+            self.split = split
+
+        def collective_rpc(self, method):
+            # one server's workers, as the probe answers them (no DP rank of their own)
+            return [{k: v for k, v in w.items() if k != "dp_rank"} for w in _dp_ranks(self.split) if w["dp_rank"] == 1]
+
+    group = ServerGroup([Rank(EXPECTED), Rank([[0, 1], [1, 4]])])  # type: ignore[list-item]
+    answers = group.collective_rpc(probe.PROBE_METHOD)
+    assert [(a["dp_rank"], a["start_layer"]) for a in answers] == [(0, 0), (0, 2), (1, 0), (1, 1)]
+
+    class Live:
+        stage_client = group
+        log_paths: list = []
+
+        class deployment:  # noqa: N801 — stands in for the attribute
+            api = "api"
+
+            @staticmethod
+            def launch(name):
+                return type("L", (), {"argv": ()})()
+
+    reading = probe.read_partition(Live())  # type: ignore[arg-type]
+    assert reading.partition == EXPECTED and reading.stages is not None
+    assert problems(reading.stages, None) == [
+        "DP rank 1's PP stage 0 holds layers [0, 1), DP rank 0's [0, 2)",
+        "DP rank 1's PP stage 1 holds layers [1, 4), DP rank 0's [2, 4)",
+    ]

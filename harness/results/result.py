@@ -364,6 +364,7 @@ class WorkerStage(Part):
     rank: int
     pp_rank: int
     pp_size: int
+    dp_rank: int | None = None  # the DP rank's server that answered (external DP); None: one server
     tp_rank: int = 0
     tp_size: int = 1
     node_rank: int | None = None

@@ -374,6 +374,14 @@ class ServerGroup:
     def sibling(self, connections: int) -> ServerGroup:
         return ServerGroup([c.sibling(connections) for c in self.clients])
 
+    def collective_rpc(self, method: str) -> list[Any]:
+        """Every server's workers' answers, each (an object) tagged with ``dp_rank``, its
+        server's place in the group: the DP ranks of external DP each run their own workers."""
+        out: list[Any] = []
+        for i, c in enumerate(self.clients):
+            out += [{**a, "dp_rank": i} if isinstance(a, dict) else a for a in c.collective_rpc(method)]
+        return out
+
     def close(self) -> None:
         for c in self.clients:
             c.close()

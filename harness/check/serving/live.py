@@ -83,10 +83,14 @@ class LiveDeployment:
         return f"http://{host}:{port}"
 
     @property
-    def stage_client(self) -> Client:
-        """The instance whose workers the stage probe asks: a P/D pair's prefill (its PP side);
-        behind a DP proxy, DP rank 0's server."""
-        return self.instances.get("prefill") or (self.ranks[0] if self.proxied and self.ranks else self.client)
+    def stage_client(self) -> Client | ServerGroup:
+        """Whose workers the stage probe asks: a P/D pair's prefill (its PP side); behind a DP
+        proxy, every DP rank's server (each runs its own pipeline; answers tagged ``dp_rank``)."""
+        if "prefill" in self.instances:
+            return self.instances["prefill"]
+        if self.proxied and self.ranks:
+            return self.ranks[0] if len(self.ranks) == 1 else ServerGroup(self.ranks)
+        return self.client
 
     @property
     def metrics_client(self) -> Client | ServerGroup:

@@ -36,7 +36,8 @@ def asked_drafter(argv: Sequence[str]) -> tuple[str | None, int | None]:
 
 
 def _where(w: WorkerStage) -> str:
-    return f"rank {w.rank} (PP stage {w.pp_rank} of {w.pp_size}, TP rank {w.tp_rank})"
+    dp = "" if w.dp_rank is None else f"DP rank {w.dp_rank}, "
+    return f"rank {w.rank} ({dp}PP stage {w.pp_rank} of {w.pp_size}, TP rank {w.tp_rank})"
 
 
 def _span(layers: list[int]) -> str:
@@ -190,4 +191,26 @@ def problems(stages: Stages, expected: list[list[int]] | None) -> list[str]:
     hold. Where the output modules were built is its own check (`output_module_problems`), so a
     known issue of one model's module placement waives that alone, not its partition."""
     out = [p for w in stages.workers for p in _layers(w, expected or [])]
-    return out + _drafters(stages) + _taps(stages)
+    return out + _dp_ranks_agree(stages) + _drafters(stages) + _taps(stages)
+
+
+def _dp_ranks_agree(stages: Stages) -> list[str]:
+    """External DP: every DP rank's pipeline must split the layers as DP rank 0's does (each rank
+    is its own server, launched with the same partition)."""
+    split: dict[int, dict[int, tuple[int | None, int | None]]] = {}
+    for w in stages.workers:
+        if w.dp_rank is not None and w.tp_rank == 0:
+            split.setdefault(w.dp_rank, {})[w.pp_rank] = (w.start_layer, w.end_layer)
+    if len(split) < 2:
+        return []
+    first = min(split)
+    out = []
+    for dp, stages_of in sorted(split.items()):
+        for pp, span in sorted(stages_of.items()):
+            want = split[first].get(pp)
+            if dp != first and span != want:
+                out.append(
+                    f"DP rank {dp}'s PP stage {pp} holds layers [{span[0]}, {span[1]}), "
+                    f"DP rank {first}'s [{want[0] if want else None}, {want[1] if want else None})"
+                )
+    return out

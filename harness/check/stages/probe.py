@@ -55,8 +55,12 @@ def read_partition(live: LiveDeployment) -> StageReading:
     ``harness.check.stages.built`` to judge; or from vLLM's log line when no probe answers."""
     try:
         stages = live.stage_client.collective_rpc(PROBE_METHOD)
+        # one pipeline's split (DP rank 0's where several DP ranks answered; built.problems
+        # compares the other ranks' with it)
         partition = [
-            [s["start_layer"], s["end_layer"]] for s in sorted(stages, key=lambda s: s["rank"]) if s["tp_rank"] == 0
+            [s["start_layer"], s["end_layer"]]
+            for s in sorted(stages, key=lambda s: s["rank"])
+            if s["tp_rank"] == 0 and s.get("dp_rank") in (None, 0)
         ]
     except Exception as err:  # noqa: BLE001
         note = f"stage probe unavailable ({type(err).__name__}: {err}); partition from logs"
@@ -108,12 +112,12 @@ def stage_costs(live: LiveDeployment, partition: list[list[int]]) -> tuple[Tunin
 def step_times(live: LiveDeployment, stages: Stages) -> tuple[Stages, str | None]:
     """``stages`` with each worker's mean forward time and peak memory since timing started."""
     try:
-        costs = {c["rank"]: c for c in live.stage_client.collective_rpc(COST_METHOD)}
+        costs = {(c.get("dp_rank"), c["rank"]): c for c in live.stage_client.collective_rpc(COST_METHOD)}
     except Exception as err:  # noqa: BLE001
         return stages, f"stage costs unavailable ({type(err).__name__}: {err})"
     workers = []
     for w in stages.workers:
-        c = costs.get(w.rank) or {}
+        c = costs.get((w.dp_rank, w.rank)) or {}
         update: dict[str, Any] = {}
         if c.get("step_s") is not None:
             update["step_ms"] = round(c["step_s"] * 1000, 3)
