@@ -269,9 +269,11 @@ class FakeClient:
 
 
 class FakeLive:
-    def __init__(self, client, instances=None):
+    def __init__(self, client, instances=None, ranks=None):
         self.client = client
         self.instances = instances or {}
+        self.ranks = ranks or []
+        self.proxied = bool(ranks)
 
 
 def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
@@ -291,6 +293,24 @@ def test_a_live_deployment_is_read_from_its_api_server_and_every_worker():
     assert eff.api["speculative_config"] is None  # a section the server has unset
     assert eff.workers == {"0": {"model_runner.v2": False}, "1": {"compilation_config.cudagraph_mode": "NONE"}}
     assert eff.unavailable == []
+
+
+def test_behind_a_dp_proxy_every_ranks_workers_are_read_and_one_that_turned_a_feature_off_is_seen():
+    from harness.check.effective.read import judge_case, read
+
+    config = {"scheduler_config": {"async_scheduling": True}}
+    on = [{"rank": 0, "fields": {"scheduler_config.async_scheduling": True}}]
+    off = [{"rank": 0, "fields": {"scheduler_config.async_scheduling": False}}]
+    proxy = FakeClient()  # the proxy has no engine: never asked
+    eff = read(FakeLive(proxy, ranks=[FakeClient(config, on), FakeClient(config, off)]))
+    assert eff.workers == {"0 (DP rank 0)": {}, "0 (DP rank 1)": {"scheduler_config.async_scheduling": False}}
+    obs = Observation(ready=True)
+    judge_case(obs, eff, [("async-scheduling", Requirement("scheduler_config.async_scheduling", "equals", True), None)])
+    [found] = obs.effective.disabled
+    assert found.field == "scheduler_config.async_scheduling" and "DP rank 1" in found.source
+    # a rank whose probe does not answer is named
+    eff = read(FakeLive(proxy, ranks=[FakeClient(config, on), FakeClient(config)]))
+    assert [u.split(":")[0] for u in eff.unavailable] == ["DP rank 1's workers"]
 
 
 def test_a_deployment_that_does_not_answer_leaves_a_note_and_no_verdict():

@@ -21,22 +21,44 @@ def read(live: LiveDeployment) -> EffectiveConfig:
     in front has no engine), in ``instances``."""
     if live.instances:
         return EffectiveConfig(instances={role: _read(client) for role, client in live.instances.items()})
+    if live.proxied and len(live.ranks) > 1:
+        return _read_dp_ranks(live.ranks)
     return _read(live.client)
 
 
-def _read(client: Client) -> EffectiveConfig:
+def _read_dp_ranks(ranks: list[Client]) -> EffectiveConfig:
+    """External DP behind a proxy: DP rank 0's API server, and every rank's workers (keyed
+    ``"RANK (DP rank I)"``), each judged against rank 0's API server, so a rank whose engine
+    turned a feature off is seen though the proxy would have asked one rank only."""
+    eff = _read(ranks[0], tag=" (DP rank 0)")
+    for i, client in enumerate(ranks[1:], start=1):
+        other = _read(client, tag=f" (DP rank {i})", api=eff.api)
+        eff.workers.update(other.workers)
+        eff.unavailable += [f"DP rank {i}'s {why}" for why in other.unavailable if not why.startswith("api server")]
+    return eff
+
+
+def _read(client: Client, tag: str = "", api: dict[str, object] | None = None) -> EffectiveConfig:
+    """One server's configuration; with ``api`` (another server's), only its workers are read."""
     eff = EffectiveConfig()
+    if api is not None:
+        eff.api = dict(api)
+        return _read_workers(client, eff, tag)
     try:
         eff.api = flatten(client.server_config())
     except Exception as err:  # noqa: BLE001 — a server without the dev endpoint: evidence of its absence
         eff.unavailable.append(f"api server: /server_info ({type(err).__name__}: {err})")
+    return _read_workers(client, eff, tag)
+
+
+def _read_workers(client: Client, eff: EffectiveConfig, tag: str) -> EffectiveConfig:
     try:
         answers = client.collective_rpc(EFFECTIVE_METHOD)
     except Exception as err:  # noqa: BLE001 — no stage probe on the workers
         eff.unavailable.append(f"workers: {EFFECTIVE_METHOD} ({type(err).__name__}: {err})")
         return eff
     for answer in sorted(answers, key=lambda a: a["rank"]):
-        eff.workers[str(answer["rank"])] = worker_differences(eff.api, answer["fields"])
+        eff.workers[f"{answer['rank']}{tag}"] = worker_differences(eff.api, answer["fields"])
     return eff
 
 
