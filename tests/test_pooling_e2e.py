@@ -41,11 +41,12 @@ def _run(run_dir: Path) -> dict[str, dict]:
     return {r["case"]: r for r in records if r["case"] in (EMBED, CLASSIFY)}
 
 
-def _reference_answers(run_dir: Path, phase: str) -> list[dict]:
+def _reference_answers(run_dir: Path, record: dict, phase: str) -> list[dict]:
+    """The reference's answers to ``phase``: its launch's, kept in the run, or its golden's."""
+    golden = record["observation"]["reference"].get("golden")
+    files = [Path(golden)] if golden else sorted((run_dir / "references").glob("*.json"))
     (answers,) = [
-        held[phase]["answers"]
-        for f in sorted((run_dir / "references").glob("*.json"))
-        if phase in (held := json.loads(f.read_text())["outputs"].get("phases") or {})
+        held[phase]["answers"] for f in files if phase in (held := json.loads(f.read_text())["outputs"]["phases"])
     ]
     return answers
 
@@ -59,8 +60,8 @@ def test_every_pooling_and_tokenizer_endpoint_agrees_with_the_reference_through_
         (ran,) = [p for p in record["observation"]["workload"] if p["name"] == phase]
         assert (ran["requests"], ran["exact"], ran["mismatched"]) == (n, n, 0), ran
         assert record["observation"]["partition"] == [[0, 3], [3, 5]]  # the decoder's 5 layers split
-    embed = {a["request"]: a for a in _reference_answers(run_dir, "pooling")}
-    classify = {a["request"]: a for a in _reference_answers(run_dir, "classify")}
+    embed = {a["request"]: a for a in _reference_answers(run_dir, records[EMBED], "pooling")}
+    classify = {a["request"]: a for a in _reference_answers(run_dir, records[CLASSIFY], "classify")}
     assert all(a["status"] == 200 for a in [*embed.values(), *classify.values()])
     endpoints = {a["endpoint"] for a in [*embed.values(), *classify.values()]}
     assert endpoints == {"embeddings", "score", "rerank", "classify", "tokenize", "detokenize"}
