@@ -84,6 +84,7 @@ ENDPOINTS = Registry(
         "score": "harness.check.requests.pooling:SCORE",
         "rerank": "harness.check.requests.pooling:RERANK",
         "tokenize": "harness.check.requests.tokenize",
+        "detokenize": "harness.check.requests.tokenize:DETOKENIZE",
         "reset-prefix-cache": "harness.check.requests.control:RESET_PREFIX_CACHE",
         "load-lora-adapter": "harness.check.requests.control:LOAD_LORA_ADAPTER",
         "unload-lora-adapter": "harness.check.requests.control:UNLOAD_LORA_ADAPTER",

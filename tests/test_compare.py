@@ -80,6 +80,22 @@ def test_embeddings_by_cosine():
     assert not compare_outputs(Compare(), Outputs(), scaled, True)["equal"]
 
 
+def test_a_classifiers_answers_by_label_and_class_probabilities():
+    ref = Outputs(classes=[{"label": "negative", "probs": [0.9, 0.1]}, {"label": "positive", "probs": [0.3, 0.7]}])
+    near = Outputs(classes=[{"label": "negative", "probs": [0.90005, 0.09995]}, ref.classes[1]])
+    same = compare_outputs(Compare(), ref, near, "classify")
+    assert same["equal"] and same["mode"] == "classes" and same["max_prob_diff"] == pytest.approx(5e-5)
+    flipped = Outputs(classes=[ref.classes[0], {"label": "negative", "probs": [0.6, 0.4]}])
+    diff = compare_outputs(Compare(), ref, flipped, "classify")
+    assert not diff["equal"] and [d["why"] for d in diff["diffs"]] == [
+        "label 'negative', the reference 'positive'",
+        "|Δprob| 0.3 > 0.0001",
+    ]
+    assert not compare_outputs(Compare(), ref, Outputs(classes=ref.classes[:1]), "classify")["equal"]
+    assert not compare_outputs(Compare(), Outputs(), ref, "classify")["equal"]
+    assert Outputs.from_json(ref.to_json()) == ref and "classes" not in Outputs().to_json()
+
+
 def test_outputs_round_trip_and_mode_names():
     o = Outputs([c((1, 2), top=({1: -0.1}, {2: -0.2}))], [[0.1]], [[4, 5]], ["n"], {"value": 0.5})
     assert Outputs.from_json(o.to_json()) == o

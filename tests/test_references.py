@@ -541,3 +541,26 @@ def test_a_reference_without_output_preserving_features_is_compared_on_tokens_no
     assert not compare_outputs(exact, outputs([1, 2, 3], -1.0), outputs([1, 2, 3], -1.000009), False)["equal"]
     other_token = compare_outputs(judged, outputs([1, 2, 3], -1.0), outputs([1, 2, 4], -1.0), False)
     assert not other_token["equal"]
+
+
+def test_a_pooling_reference_is_asked_the_explicit_phases_and_a_classifier_its_classifications(shipped):
+    """A pooling runner answers no generated completions, but it does answer explicit requests:
+    what its reference is asked (and what a kept reference must hold) names those phases only."""
+    from harness.check.references.goldens import shape_for
+    from harness.plan.resolved import resolve_case
+
+    cases = {c.id: c for c in expand(shipped, "features-cpu").cases}
+    embed = resolve_case(shipped, cases["qwen3-tiny/pp2-tp1-mp/auto/pooling"])
+    assert embed.pooling == "embed" and [p.name for p in embed.asked_phases] == ["pooling"]
+    shape = shape_for(embed)
+    assert [p["phase"]["name"] for p in shape["phases"]] == ["pooling"] and shape["pooling"] is True
+    assert "pooled" not in shape  # an embedding model's shape is the one recorded before classifiers
+    classify = resolve_case(shipped, cases["qwen3-cls-tiny/pp2-tp1-mp/auto/classify"])
+    assert classify.pooling == "classify" and shape_for(classify)["pooled"] == "classify"
+    # its reference in features-cpu is a golden recorded from the counterpart, holding that phase
+    assert classify.reference.spec.kind == "golden"
+    golden = json.loads((shipped.roots[0] / "cpu" / "goldens" / "qwen3-cls-tiny-classify.json").read_text())
+    assert set(golden["outputs"]["phases"]) == {"classify"} and len(golden["outputs"]["classes"]) == 3
+    # generating cases keep every phase
+    generate = resolve_case(shipped, cases["qwen3-tiny/pp2-tp1-mp/auto/ngram"])
+    assert generate.pooling == "" and generate.asked_phases == generate.phases

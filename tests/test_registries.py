@@ -37,7 +37,7 @@ BURST = """\
 def test_the_schemas_names_are_the_registries():
     assert typing.get_args(Score.model_fields["tool"].annotation) == SCORE_TOOLS.names
     assert typing.get_args(Node.model_fields["reach"].annotation) == RUNNERS.names
-    assert FEATURE_CHECKS == (*LIVE_CHECKS.names, "embeddings")
+    assert FEATURE_CHECKS == (*LIVE_CHECKS.names, "embeddings", "classifications")
     for kind in PHASE_KINDS:
         assert Phase(kind=kind).kind == kind
 

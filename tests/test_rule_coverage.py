@@ -768,6 +768,23 @@ RULE_COVERAGE: tuple[Row, ...] = (
         supported(),
         "measured: --runner pooling embeddings equal PP=1",
     ),
+    Row(
+        CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-cls-tiny/pp2-tp1-mp/auto/classify",
+        supported(),
+        "measured (pooling-cpu): /classify labels and class probabilities equal PP=1's",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && suite == "features-cpu" && pp > 1 && supports_pp && "classify" in features',
+        "cpu",
+        "qwen3-cls-tiny/pp2-tp1-mp/auto/classify",
+        supported(),
+        "measured: the classifier at PP=2 equal to the golden recorded from its PP=1 counterpart",
+        suite="features-cpu",
+    ),
 )
 
 

@@ -397,9 +397,11 @@ def test_every_feature_check_the_schema_admits_is_run_or_shapes_the_requests(shi
     from harness.matrix.schema import FEATURE_CHECKS
     from harness.registry import LIVE_CHECKS
 
-    assert set(FEATURE_CHECKS) == set(LIVE_CHECKS) | {"embeddings"}
+    assert set(FEATURE_CHECKS) == set(LIVE_CHECKS) | {"embeddings", "classifications"}
     # pooling is what the feature declares, not its name
     assert shipped.pools(["pooling"]) and not shipped.pools(["prefix-caching"])
+    tasks = [shipped.pooling_task(f) for f in (["pooling"], ["classify"], ["prefix-caching"])]
+    assert tasks == ["embed", "classify", ""]
 
 
 def test_an_unknown_feature_check_is_refused_at_load(matrix_dir):

@@ -102,9 +102,16 @@ class Matrix:
         return {name for f in features for name in self.features[f].checks}
 
     def pools(self, features: tuple[str, ...] | list[str]) -> bool:
-        """A stack one of whose features declares the `embeddings` check serves a pooling runner:
-        it answers embeddings, compared by cosine, and no completions."""
-        return "embeddings" in self.checks_of(features)
+        """A stack one of whose features declares the `embeddings` or `classifications` check
+        serves a pooling runner: it answers embeddings or classifications, and no completions."""
+        return bool(self.pooling_task(features))
+
+    def pooling_task(self, features: tuple[str, ...] | list[str]) -> str:
+        """The pooling task a feature stack serves: "embed" (its sequential requests are
+        embeddings, compared by cosine), "classify" (classifications: the same label, class
+        probabilities within the score tolerance), or "" (a generating runner)."""
+        checks = self.checks_of(features)
+        return "classify" if "classifications" in checks else "embed" if "embeddings" in checks else ""
 
     def suite(self, name: str) -> Suite:
         if name not in self.suites:

@@ -295,6 +295,15 @@ class TokenizeRequest(_Request):
         return self
 
 
+class DetokenizeRequest(_Request):
+    """POST /detokenize: token ids back to text."""
+
+    endpoint: Literal["detokenize"]
+    # vLLM's `tokens` (named apart here: `tokens()` is what a request asks of the model's length)
+    token_ids: list[Annotated[int, Field(ge=0)]] = Field(alias="tokens", min_length=1)
+    VLLM_MODELS = ("vllm.entrypoints.serve.tokenize.protocol:DetokenizeRequest",)
+
+
 class ResetPrefixCacheRequest(_Request):
     """POST /reset_prefix_cache (vLLM's development endpoints: VLLM_SERVER_DEV_MODE=1)."""
 
@@ -345,6 +354,7 @@ ExplicitRequest = Annotated[
     | ScoreRequest
     | RerankRequest
     | TokenizeRequest
+    | DetokenizeRequest
     | ResetPrefixCacheRequest
     | LoadLoraAdapterRequest
     | UnloadLoraAdapterRequest
@@ -364,6 +374,7 @@ REQUEST_MODELS: dict[str, type[_Request]] = {
         ScoreRequest,
         RerankRequest,
         TokenizeRequest,
+        DetokenizeRequest,
         ResetPrefixCacheRequest,
         LoadLoraAdapterRequest,
         UnloadLoraAdapterRequest,

@@ -661,8 +661,10 @@ class Family(Strict):
 
 
 # Every check a feature may name, so a typo is an error at load: the live checks' registry, and
-# `embeddings` (the case's requests become embeddings, compared by cosine: Matrix.pools).
-FEATURE_CHECKS = (*LIVE_CHECKS.names, "embeddings")
+# `embeddings` (the case's requests become embeddings, compared by cosine: Matrix.pools) and
+# `classifications` (the case's requests are classified: the same label, class probabilities
+# within the score tolerance).
+FEATURE_CHECKS = (*LIVE_CHECKS.names, "embeddings", "classifications")
 
 
 class Feature(Strict):
@@ -681,7 +683,8 @@ class Feature(Strict):
     # feature claimed on whose fields say off fails "disabled by the engine", log line or not.
     effective: dict[str, Any] = {}
     # The checks the feature needs: run on the live deployment (harness.registry.LIVE_CHECKS),
-    # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner).
+    # or, `embeddings`, its requests are embeddings compared by cosine (a pooling runner), or,
+    # `classifications`, its requests are classified (a sequence classifier's pooling runner).
     checks: list[Literal[FEATURE_CHECKS]] = []  # type: ignore[valid-type]
     link: str | None = None
     aliases: list[str] = []  # names the published docs use for it

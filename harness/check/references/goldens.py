@@ -166,5 +166,5 @@ def entry_problem(data: Any, key: str, content: dict[str, Any], phases: list[str
 
 def shape_for(rc: ResolvedCase) -> dict[str, Any]:
     """What is asked of a case's reference (its sequential requests, then its workload's phases)."""
-    phases = [] if rc.pooling else [p.to_json() for p in rc.phases]
+    phases = [p.to_json() for p in rc.asked_phases]
     return request_shape(rc.accuracy, rc.compare, rc.pooling, phases)

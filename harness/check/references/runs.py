@@ -143,7 +143,7 @@ class ReferenceRuns:
         outputs' digest, every phase asked); any other is refused, said, and launched afresh."""
         path = self.run_dir / "references" / f"{key}.json"
         cached = self.cache_dir / f"{key}.json" if self.cache_dir else None
-        phases = [] if rc.pooling else [p.name for p in rc.phases]
+        phases = [p.name for p in rc.asked_phases]
         for where, label in ((path, "this run"), (cached, "the reference cache")):
             if where is None or where.is_symlink() or not where.is_file():
                 continue

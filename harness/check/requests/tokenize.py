@@ -1,4 +1,5 @@
-"""``tokenize``: the token ids (through the chat template, for messages) must be equal."""
+"""``tokenize``: the token ids (through the chat template, for messages) must be equal;
+``detokenize``: the text must be equal."""
 
 from __future__ import annotations
 
@@ -22,3 +23,14 @@ class _Tokenize(Endpoint):
 
 
 ENDPOINT = _Tokenize()
+
+
+class _Detokenize(Endpoint):
+    path = "/detokenize"
+
+    def agree(self, compare: Compare, req: ExplicitRequest, ref: dict[str, Any], got: dict[str, Any]) -> RuleVerdict:
+        mine, theirs = got["body"].get("prompt"), ref["body"].get("prompt")
+        return RuleVerdict() if mine == theirs else RuleVerdict([f"text {mine!r}, the reference {theirs!r}"])
+
+
+DETOKENIZE = _Detokenize()

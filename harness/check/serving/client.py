@@ -352,6 +352,13 @@ class Client:
         r.raise_for_status()
         return r.json()["data"][0]["embedding"]
 
+    def classify(self, model: str, text: str) -> dict[str, Any]:
+        """A sequence classifier's answer for ``text``: its ``label`` and class ``probs``."""
+        r = self.http.post(f"{self.base}/classify", json={"model": model, "input": text})
+        r.raise_for_status()
+        d = r.json()["data"][0]
+        return {"label": d["label"], "probs": [float(p) for p in d["probs"]]}
+
 
 class ServerGroup:
     """Several servers of one deployment read as one: their /metrics pages together (a page's

@@ -14,7 +14,7 @@ def ask(
     live: LiveDeployment,
     accuracy: Accuracy,
     compare: Compare,
-    pooling: bool,
+    pooling: str,
     plans: list[PhasePlan],
     id_prompts: list[list[int]] | None = None,
 ) -> Outputs:

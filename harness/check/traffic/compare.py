@@ -28,11 +28,14 @@ class Outputs:
     notes: list[str] = field(default_factory=list)
     score: dict[str, Any] | None = None  # the task score measured on this server, when one was asked
     phases: dict[str, PhaseOutputs] = field(default_factory=dict)  # the workload's phases, by name
+    # a sequence classifier's answers (pooling ``classify``): each prompt's label and class probs
+    classes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "completions": [c.to_json() for c in self.completions],
             "embeddings": self.embeddings,
+            **({"classes": self.classes} if self.classes else {}),
             "id_prompts": self.id_prompts,
             "notes": self.notes,
             "score": self.score,
@@ -48,6 +51,7 @@ class Outputs:
             list(d.get("notes") or []),
             d.get("score"),
             {k: PhaseOutputs.from_json(v) for k, v in (d.get("phases") or {}).items()},
+            [{"label": c["label"], "probs": list(map(float, c["probs"]))} for c in d.get("classes") or []],
         )
 
 
@@ -58,30 +62,34 @@ def sampling_of(compare: Compare) -> Sampling:
 
 
 def request_shape(
-    accuracy: Accuracy, compare: Compare, pooling: bool, phases: list[dict[str, Any]] | None = None
+    accuracy: Accuracy, compare: Compare, pooling: str, phases: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """What was asked of a server: outputs are comparable only between equal shapes. ``phases``:
     the workload's phases after the sequential requests, as planned (none: the shape is the one
     recorded before workloads existed)."""
     s = sampling_of(compare)
     extra = {"phases": phases} if phases else {}
-    return extra | {
-        "prompts": list(accuracy.prompts),
-        "max_tokens": accuracy.max_tokens,
-        "streamed": accuracy.streamed,
-        "temperature": s.temperature,
-        "seed": s.seed,
-        "top_logprobs": s.top_logprobs,
-        "token_id_prompts": compare.token_id_prompts,
-        "pooling": pooling,
-    }
+    return (
+        extra
+        | {
+            "prompts": list(accuracy.prompts),
+            "max_tokens": accuracy.max_tokens,
+            "streamed": accuracy.streamed,
+            "temperature": s.temperature,
+            "seed": s.seed,
+            "top_logprobs": s.top_logprobs,
+            "token_id_prompts": compare.token_id_prompts,
+            "pooling": bool(pooling),
+        }
+        | ({"pooled": pooling} if pooling and pooling != "embed" else {})
+    )
 
 
 def collect(
     live: LiveDeployment,
     accuracy: Accuracy,
     compare: Compare,
-    pooling: bool,
+    pooling: str,
     id_prompts: list[list[int]] | None = None,
 ) -> Outputs:
     """Ask a ready deployment the sequential requests. The prompts sent as token ids are
@@ -89,6 +97,9 @@ def collect(
     this server's own tokenisation of them."""
     model = live.model_name or ""
     out = Outputs()
+    if pooling == "classify":
+        out.classes = [live.client.classify(model, p) for p in accuracy.prompts]
+        return out
     if pooling:
         out.embeddings = [live.client.embed(model, p) for p in accuracy.prompts]
         return out
@@ -165,8 +176,10 @@ def pair(compare: Compare, ref: Completion, got: Completion) -> dict[str, Any]:
     return {"ok": ok, "first_divergence": first, "max_logprob_diff": delta, "why": why}
 
 
-def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: bool) -> dict[str, Any]:
+def compare_outputs(compare: Compare, ref: Outputs, got: Outputs, pooling: str) -> dict[str, Any]:
     """The evidence of one comparison; ``equal`` is its verdict."""
+    if pooling == "classify":
+        return _compare_classes(compare, ref.classes, got.classes)
     if pooling:
         return _compare_embeddings(compare, ref.embeddings, got.embeddings)
     refs = {c.label or f"#{i}": c for i, c in enumerate(ref.completions)}
@@ -266,6 +279,32 @@ def _compare_embeddings(compare: Compare, ref: list[list[float]], got: list[list
         "diffs": diffs,
         "summary": f"cosine: {len(got)} embeddings of dimension {len(got[0])}, min cosine {worst:.6f} "
         f"(≥ {compare.cosine_min:g} needed)",
+    }
+
+
+def _compare_classes(compare: Compare, ref: list[dict[str, Any]], got: list[dict[str, Any]]) -> dict[str, Any]:
+    """A classifier's answers: the same label, each class probability within ``score_tolerance``."""
+    base = {"mode": "classes", "score_tolerance": compare.score_tolerance, "requests": len(ref)}
+    if not ref or len(ref) != len(got):
+        why = "the reference has no classifications" if not ref else f"{len(got)} answers, the reference {len(ref)}"
+        return base | {"equal": False, "diffs": [], "summary": f"classes: {why} to compare with"}
+    diffs, worst = [], 0.0
+    for i, (r, g) in enumerate(zip(ref, got, strict=True)):
+        whys = [f"label {g['label']!r}, the reference {r['label']!r}"] if r["label"] != g["label"] else []
+        if len(r["probs"]) != len(g["probs"]):
+            whys.append(f"{len(g['probs'])} classes, the reference {len(r['probs'])}")
+        else:
+            delta = max((abs(a - b) for a, b in zip(r["probs"], g["probs"], strict=True)), default=0.0)
+            worst = max(worst, delta)
+            if delta > compare.score_tolerance:
+                whys.append(f"|Δprob| {delta:.3g} > {compare.score_tolerance:g}")
+        diffs += [{"request": f"classify:{i}", "why": why} for why in whys]
+    return base | {
+        "equal": not diffs,
+        "max_prob_diff": worst,
+        "diffs": diffs,
+        "summary": f"classes: {len(got)} classifications, {len(diffs)} differences (label, or a class "
+        f"probability beyond {compare.score_tolerance:g}), max |Δprob| {worst:.3g}",
     }
 
 

