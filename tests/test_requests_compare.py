@@ -384,3 +384,31 @@ def test_what_is_sent():
 
     assert ENDPOINTS["sleep"].params(SleepRequest(endpoint="sleep", level=2)) == {"level": 2}
     assert ENDPOINTS["sleep"].body(SleepRequest(endpoint="sleep"), "m") is None
+
+
+def test_a_tool_whose_parameters_are_no_json_schema_is_said_so():
+    from harness.check.requests.generate import tool_problems
+
+    req = REQUESTS["tool-named"]
+    tools = [
+        t.model_copy(update={"function": t.function.model_copy(update={"parameters": {"type": "objekt"}})})
+        for t in req.tools or []
+    ]
+    choice = ANSWERS["tool-named"]["body"]["choices"][0]
+    (problem,) = tool_problems(req.model_copy(update={"tools": tools}), choice)
+    assert problem.startswith("tool call 0 (get_weather): its parameters are no JSON schema: 'objekt' is not valid")
+
+
+def test_a_streamed_tool_call_put_back_together_is_the_unstreamed_call():
+    streamed, whole = ANSWERS["tool-named-streamed"], ANSWERS["tool-named"]
+    assert streamed["events"] > 10  # the arguments came in pieces
+    req = REQUESTS["tool-named-streamed"]
+    assert ENDPOINTS["chat"].compare(EXACT, req, whole, streamed).whys == []
+
+    def cut(body):
+        _call(body)["arguments"] = _call(body)["arguments"][:-4]  # a piece lost
+
+    got = copy.deepcopy(streamed)
+    cut(got["body"])
+    whys = ENDPOINTS["chat"].compare(EXACT, req, whole, got).whys
+    assert any("the case's choice 0: tool call 0 (get_weather): arguments not JSON" in w for w in whys), whys

@@ -204,10 +204,25 @@ def _extend(into: dict[str, Any], part: dict[str, Any]) -> None:
             into[key] = value
 
 
+def _extend_calls(into: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
+    """A streamed chat choice's tool-call deltas added to the calls so far, by the call's index:
+    its id and function name as first sent, its arguments' text piece by piece (OpenAI's stream)."""
+    for d in deltas:
+        call = into.setdefault(int(d.get("index", 0)), {"type": "function", "function": {"arguments": ""}})
+        if d.get("id"):
+            call.setdefault("id", d["id"])
+        function = d.get("function") or {}
+        if function.get("name"):
+            call["function"].setdefault("name", function["name"])
+        call["function"]["arguments"] += function.get("arguments") or ""
+
+
 def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
     """A streamed answer's events put back together as the answer would have been unstreamed:
-    each choice (by its index) with its text or message, token ids, logprobs, finish and stop
-    reason; the prompt's token ids and the usage where an event carried them."""
+    each choice (by its index) with its text or message (and a chat message's tool calls), token
+    ids, logprobs, finish and stop reason; the prompt's token ids and the usage where an event
+    carried them."""
+    calls: dict[int, dict[int, dict[str, Any]]] = {}
     choices: dict[int, dict[str, Any]] = {}
     body: dict[str, Any] = {}
     for event in events:
@@ -218,6 +233,7 @@ def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
             i = int(c.get("index", 0))
             got = choices.setdefault(i, {"index": i, "token_ids": [], "logprobs": {}, "text": ""})
             got["text"] += ((c.get("delta") or {}).get("content") if chat else c.get("text")) or ""
+            _extend_calls(calls.setdefault(i, {}), (c.get("delta") or {}).get("tool_calls") or [])
             got["token_ids"] += c.get("token_ids") or []
             if c.get("prompt_token_ids") is not None:
                 got["prompt_token_ids"] = c["prompt_token_ids"]
@@ -225,9 +241,11 @@ def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
             for key in ("finish_reason", "stop_reason"):
                 if c.get(key) is not None:
                     got[key] = c[key]
-    for got in choices.values():
+    for i, got in choices.items():
         if chat:
             got["message"] = {"role": "assistant", "content": got.pop("text")}
+            if calls.get(i):
+                got["message"]["tool_calls"] = [calls[i][k] for k in sorted(calls[i])]
         got["logprobs"] = got["logprobs"] or None
     return {**body, "choices": [choices[i] for i in sorted(choices)]}
 
