@@ -83,7 +83,7 @@ def test_lint_refuses_a_sleep_request_on_a_deployment_without_sleep_mode_where_i
     assert where.startswith("matrices/cpu/mine.yaml:8:") and where2.startswith("matrices/cpu/mine.yaml:8:")
     assert int(where.rsplit(":", 1)[1]) < int(where2.rsplit(":", 1)[1])
     assert "endpoint 'sleep'" in msg and "endpoint 'wake-up'" in msg2
-    assert "case qwen3-tiny/pp1-tp1/auto/prefix-caching" in msg and "--enable-sleep-mode" in msg
+    assert "the deployment runs without sleep mode (--enable-sleep-mode" in msg
 
 
 def test_lint_names_the_line_of_the_request_in_its_file(matrix_dir):
@@ -103,3 +103,15 @@ def test_with_the_feature_the_requests_lint_clean(matrix_dir):
     m = load_matrix(matrix_dir.root)
     (case,) = expand(m, "mine").cases
     assert not [e for e in workload_problems(m, case) if "sleep mode" in e.message]
+
+
+def test_ppconf_lint_reports_it_on_a_served_case_with_the_file_and_line(matrix_dir):
+    from harness.cases.lint import lint
+
+    matrix_dir("cpu/requests/naps.yaml", REQUESTS)
+    text = SUITE.format(explicit="requests/naps.yaml", feature="prefix-caching")
+    matrix_dir("cpu/mine.yaml", text.replace("max_devices: 1", "max_devices: 2").replace("pp1-tp1", "pp2-tp1-mp"))
+    report = lint(load_matrix(matrix_dir.root))
+    found = [f"{e.where}: {e.message}" for e in report.errors if "without sleep mode" in e.message]
+    assert len(found) == 2, report.errors
+    assert found[0].startswith("matrices/cpu/requests/naps.yaml:3:") and "request nap is endpoint 'sleep'" in found[0]

@@ -255,8 +255,7 @@ def sleepless_requests(m: Matrix, case: Case) -> list[SourceError]:
                     SourceError(
                         where,
                         f"phase {phase.label} ({phase.kind}): request {r.name or j} is endpoint {r.endpoint!r}, but "
-                        f"case {case.id} "
-                        f"runs without sleep mode ({SLEEP_FLAG}: the sleep-mode feature)",
+                        f"the deployment runs without sleep mode ({SLEEP_FLAG}: the sleep-mode feature)",
                     )
                 )
     return out
@@ -266,7 +265,8 @@ def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
     """Why the case's workload cannot be sent as written (lint's question, before any launch):
     a phase too large (``size_problems``), a long prompt the engine would prefill in one step
     (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
-    the phase or the case does not produce. Each where its phase is declared, if known."""
+    the phase or the case does not produce, a sleep or wake-up request without sleep mode
+    (``sleepless_requests``). Each where its phase is declared, if known."""
     phases, at = declared(m, case)
     out = size_problems(m, case) + sleepless_requests(m, case)
     budget = _given(m, case, "--max-num-batched-tokens")
