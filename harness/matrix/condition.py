@@ -384,8 +384,8 @@ class _Parser:
         return self.types[name]
 
 
-_PLAIN = (bool, int, str)
-_LISTS = (list, tuple, set, frozenset)
+_PLAIN = frozenset((bool, int, str))
+_LISTS = frozenset((list, tuple, set, frozenset))
 _MEMO_MAX = 4096
 
 
@@ -401,10 +401,14 @@ def _memo_key(attrs: Mapping[str, object], names: tuple[str, ...]) -> tuple[obje
         kind = type(value)
         if kind in _PLAIN:
             key.append((kind, value))
-        elif kind in _LISTS and all(type(x) in _PLAIN for x in typing.cast(Collection[object], value)):
-            key.append((kind, tuple((type(x), x) for x in typing.cast(Collection[object], value))))
-        else:
+            continue
+        if kind not in _LISTS:
             return None
+        items = tuple(typing.cast(Collection[object], value))
+        types = tuple(map(type, items))
+        if not _PLAIN.issuperset(types):
+            return None
+        key.append((kind, items, types))
     return tuple(key)
 
 
