@@ -17,6 +17,7 @@ from harness.plan.cluster import Cluster, Node
 from runners import payload
 from runners.output import NodeOutput
 from runners.protocol import NodeRunner
+from runners.reaper import group_members
 
 
 @dataclass
@@ -38,13 +39,16 @@ class LocalHandle:
         return self.proc.poll()
 
     def _group_alive(self) -> bool:
+        """Whether a member of the group still runs. A zombie does not count: it has exited (its
+        ports, memory and devices are free) and waits only to be reaped; a member the guard left
+        is reaped by init, which may take seconds."""
         try:
             os.killpg(self.proc.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return True
+        return bool(group_members(self.proc.pid))
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the group, wait up to ``grace_s`` for every member to go, then SIGKILL it.
@@ -73,7 +77,7 @@ class LocalHandle:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        # members re-parented to init are reaped by it; wait until the group is really gone
+        # members re-parented to init are reaped by it, in its own time: wait until none runs
         end = time.monotonic() + 5
         while self._group_alive() and time.monotonic() < end:
             time.sleep(0.05)

@@ -635,3 +635,15 @@ def test_random_trees_match_reference(tree, case, sp):
     assert condition.evaluate(case) is reference(tree, case), text
     assert condition.identifiers() == names(tree)
     assert parse(text).evaluate(case) is reference(tree, case)  # runtime checks agree
+
+
+def test_a_remembered_value_is_the_one_for_the_same_values_and_types_and_errors_are_raised_again():
+    c = parse("pp > 1 && features == ['a']")
+    assert c.evaluate({"pp": 2, "features": ["a"]}) and c.evaluate({"pp": 2, "features": ("a",), "x": 1})
+    assert not c.evaluate({"pp": 1, "features": ["a"]})
+    for _ in range(2):  # a value of another type is not the remembered one: True is no integer
+        with pytest.raises(ConditionError, match="needs integers"):
+            c.evaluate({"pp": True, "features": ["a"]})
+        with pytest.raises(MissingAttributeError):
+            c.evaluate({"features": ["a"]})
+    assert parse("pp > 1 || x").evaluate({"pp": 2}), "short-circuited past a missing attribute, as ever"

@@ -595,6 +595,21 @@ def test_a_dataset_config_named_with_its_folder_runs_by_its_name_and_the_run_nam
         evaluate("http://127.0.0.1:8000", "served", elsewhere, tmp_path, tmp_path / "w2", 60)
 
 
+def test_the_same_names_are_searched_once_while_the_configs_found_are_there(tmp_path, fake_aisbench):
+    score = aisbench_score(dataset=str(ARITH))
+    for work in ("case", "reference", "case"):  # a case and its reference, and the case's rerun
+        assert evaluate("http://h:1", "m", score, tmp_path, tmp_path / work, 60)["value"] == 62.5
+        assert "│ --datasets │ gsm8k_gen_0_shot_cot_str │" in (tmp_path / work / "aisbench-search.log").read_text()
+    searches = [c for c in fake_aisbench.calls() if "--search" in c.get("argv", [])]
+    assert len(searches) == 1 and len([c for c in fake_aisbench.calls() if "configs" in c]) == 3
+    # other names are searched for; a config found before and gone since is searched for again
+    evaluate("http://h:1", "m", aisbench_score(request_config="vllm_api_general"), tmp_path, tmp_path / "o", 60)
+    assert len([c for c in fake_aisbench.calls() if "--search" in c.get("argv", [])]) == 2
+    (fake_aisbench.configs / "gsm8k_gen_0_shot_cot_str.py").unlink()
+    evaluate("http://h:1", "m", score, tmp_path, tmp_path / "gone", 60)
+    assert len([c for c in fake_aisbench.calls() if "--search" in c.get("argv", [])]) == 3
+
+
 def test_config_files_from_the_matrix_need_no_search(tmp_path, fake_aisbench):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "my_data.py").write_text("")

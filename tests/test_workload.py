@@ -459,3 +459,33 @@ def test_more_tokens_than_engine_steps_show_several_sequences_sampled_at_once():
     drafted = PhaseOutputs(metrics=missed | {"generation_tokens": 80.0, "steps": 31.0, "spec_draft_tokens": 60.0})
     assert not_exercised(plan, drafted) is not None
     assert metrics.deltas({}, metrics.parse('vllm:iteration_tokens_total_count{engine="0"} 42.0')) == {"steps": 42.0}
+
+
+def test_generated_ids_are_the_ones_randrange_draws_and_leave_the_generator_alike():
+    import random
+
+    from harness.cases.phases.kind import ID_HIGH, ID_LOW, ids
+
+    for seed in ("0:concurrent", "7:long-prompt", 3):
+        for n in (0, 1, 5, 997):
+            fast, plain = random.Random(seed), random.Random(seed)
+            assert ids(fast, n) == tuple(plain.randrange(ID_LOW, ID_HIGH) for _ in range(n))
+            assert fast.random() == plain.random(), "the next draw is the same too"
+
+
+def test_a_phases_planned_sizes_are_its_plans_and_are_planned_once(monkeypatch):
+    import harness.cases.workload as workload
+    from harness.plan import cost
+
+    phase = Phase(kind="concurrent", requests=6, prompt_tokens=40, max_tokens=9)
+    plan = plan_phase(phase, 2)
+    want = (1, 9, sum(len(r.prompt) for r in plan.requests))  # six in flight at once: one wave
+    assert not plan.warmup and not plan.after and plan.in_flight == 6
+    assert cost.planned_sizes(phase, 2) == want
+    monkeypatch.setattr(workload, "plan_phase", lambda *a: pytest.fail("planned again"))
+    assert cost.planned_sizes(phase, 2) == want
+    assert cost.planned_sizes(Phase(kind="concurrent", requests=6, prompt_tokens=40, max_tokens=9), 2) == want
+    with pytest.raises(pytest.fail.Exception, match="planned again"):
+        cost.planned_sizes(phase.model_copy(update={"max_tokens": 10}), 2)
+    with pytest.raises(pytest.fail.Exception, match="planned again"):
+        cost.planned_sizes(phase, 4)

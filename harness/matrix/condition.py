@@ -384,12 +384,48 @@ class _Parser:
         return self.types[name]
 
 
+_PLAIN = frozenset((bool, int, str))
+_LISTS = frozenset((list, tuple, set, frozenset))
+_MEMO_MAX = 4096
+
+
+def _memo_key(attrs: Mapping[str, object], names: tuple[str, ...]) -> tuple[object, ...] | None:
+    """The values of ``names`` in ``attrs``, each with its type (True and 1 are told apart), or
+    None where one is missing or of a type a condition refuses (evaluated as ever then)."""
+    key: list[object] = []
+    for name in names:
+        try:
+            value = attrs[name]
+        except KeyError:
+            return None
+        kind = type(value)
+        if kind in _PLAIN:
+            key.append((kind, value))
+            continue
+        if kind not in _LISTS:
+            return None
+        items = tuple(typing.cast(Collection[object], value))
+        types = tuple(map(type, items))
+        if not _PLAIN.issuperset(types):
+            return None
+        key.append((kind, items, types))
+    return tuple(key)
+
+
 @dataclass(frozen=True)
 class Condition:
-    """A parsed condition; equal to another exactly when the texts are equal."""
+    """A parsed condition; equal to another exactly when the texts are equal. Its value for the
+    values of the attributes it names is remembered: a suite's cases share them by the hundred,
+    and every rule's condition is evaluated against every case."""
 
     text: str
     _root: _Node = field(repr=False, compare=False)
+    _names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _memo: dict[tuple[object, ...], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_names", tuple(sorted(self.identifiers())))
+        object.__setattr__(self, "_memo", {})
 
     def __str__(self) -> str:
         return self.text
@@ -406,6 +442,18 @@ class Condition:
 
     def evaluate(self, attrs: Mapping[str, object]) -> bool:
         """Evaluate against one case; raises MissingAttributeError or ConditionError."""
+        key = _memo_key(attrs, self._names)
+        if key is None:
+            return self._evaluate(attrs)
+        value = self._memo.get(key)
+        if value is None:
+            value = self._evaluate(attrs)  # an error is raised again each time, not remembered
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            self._memo[key] = value
+        return value
+
+    def _evaluate(self, attrs: Mapping[str, object]) -> bool:
         text = self.text
 
         def fail(offset: int, reason: str) -> typing.NoReturn:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.cases.case import Case
 from harness.matrix.load import Matrix
-from harness.matrix.schema import CHECKPOINT_DTYPES, Variant
+from harness.matrix.schema import CHECKPOINT_DTYPES, Phase, Variant
 from harness.plan.cluster import Cluster
 
 # Reading model files when the inventory does not say how fast its nodes do it.
@@ -149,9 +149,35 @@ def graph_mode(case: Case) -> bool:
     return case.platform != "cpu" and "enforce-eager" not in case.features
 
 
+# what planning a phase gave (its waves, its longest output, its prompts' token ids), by the phase's
+# content and PP size: the cases of a suite share a handful of phases, and planning one builds
+# every token id of its prompts
+_PLANNED: dict[tuple[str, int], tuple[int, int, int]] = {}
+_PLANNED_MAX = 4096
+
+
+def planned_sizes(phase: Phase, pp: int) -> tuple[int, int, int]:
+    """(waves of requests in flight, the longest request's max_tokens, token ids in all its
+    prompts) of the phase's plan at ``pp``; a plan is a function of the phase and ``pp`` alone."""
+    from harness.cases.workload import plan_phase
+
+    key = (phase.model_dump_json(), pp)
+    sizes = _PLANNED.get(key)
+    if sizes is None:
+        plan = plan_phase(phase, pp)
+        requests = [*plan.warmup, *plan.requests, *plan.after]
+        waves = math.ceil(len(plan.requests) / max(1, plan.in_flight)) + len(plan.warmup) + len(plan.after)
+        longest = max((r.max_tokens for r in requests), default=0)
+        sizes = (waves, longest, sum(len(r.prompt) for r in requests))
+        if len(_PLANNED) >= _PLANNED_MAX:
+            _PLANNED.clear()
+        _PLANNED[key] = sizes
+    return sizes
+
+
 def traffic_s(m: Matrix, case: Case) -> float:
     """The traffic a case is judged on: each phase's requests, in waves of those in flight."""
-    from harness.cases.workload import kind_of, plan_phase, workload_of
+    from harness.cases.workload import kind_of, workload_of
 
     pp = m.topologies[case.topology].pp
     seconds = 0.0
@@ -161,11 +187,8 @@ def traffic_s(m: Matrix, case: Case) -> float:
             acc = m.suite(case.suite).accuracy
             seconds += (len(acc.prompts) + acc.streamed) * acc.max_tokens * DECODE_TOKEN_S
             continue
-        plan = plan_phase(phase, pp)
-        requests = [*plan.warmup, *plan.requests, *plan.after]
-        waves = math.ceil(len(plan.requests) / max(1, plan.in_flight)) + len(plan.warmup) + len(plan.after)
-        longest = max((r.max_tokens for r in requests), default=0)
-        seconds += waves * longest * DECODE_TOKEN_S + sum(len(r.prompt) for r in requests) * PREFILL_TOKEN_S
+        waves, longest, prompt_ids = planned_sizes(phase, pp)
+        seconds += waves * longest * DECODE_TOKEN_S + prompt_ids * PREFILL_TOKEN_S
     return seconds
 
 

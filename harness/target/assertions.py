@@ -51,7 +51,7 @@ def engine_assertions(packages: tuple[str, ...] = ENGINES) -> tuple[Assertion, .
             if "assert" not in text:
                 continue
             for i, line in enumerate(text.splitlines(), 1):
-                m = ASSERT.match(line)
+                m = ASSERT.match(line) if "assert" in line else None
                 if m:
                     rel = path.relative_to(root.parent)
                     out.append(Assertion(f"AssertionError: {m.group('msg')}", f"{rel}:{i}"))

@@ -128,8 +128,23 @@ def _ids(prompt: object) -> list[int]:
     return prompt if isinstance(prompt, list) else []
 
 
+_WIDTH = ID_HIGH - ID_LOW
+_BITS = _WIDTH.bit_length()
+
+
 def ids(rng: random.Random, n: int) -> tuple[int, ...]:
-    return tuple(rng.randrange(ID_LOW, ID_HIGH) for _ in range(n))
+    """``n`` ids, the very ones (and the very draws of ``rng``) that ``rng.randrange(ID_LOW,
+    ID_HIGH)`` gives ``n`` times: CPython's randrange takes ``getrandbits`` of the width's bit length
+    and draws again while it is out of range. Drawn here without randrange's per-call checks, which
+    were most of the time of planning a suite's phases (tests/test_workload.py holds them equal)."""
+    draw = rng.getrandbits
+    out = []
+    for _ in range(n):
+        r = draw(_BITS)
+        while r >= _WIDTH:
+            r = draw(_BITS)
+        out.append(ID_LOW + r)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
