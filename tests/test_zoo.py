@@ -58,6 +58,19 @@ def test_model_dir_names_differ_per_model(tmp_path):
     assert len(names) == len(zoo.ZOO)
 
 
+def test_the_cross_encoder_is_the_classifier_with_one_label():
+    # vLLM 0.32 routes /score and /rerank to a sequence classifier only when num_labels == 1
+    # (vllm/entrypoints/pooling/utils.py, enable_scoring_api)
+    cls, rerank = zoo.ZOO["qwen3-cls-tiny"], zoo.ZOO["qwen3-rerank-tiny"]
+    labels = ("num_labels", "id2label", "label2id")
+    assert {k: v for k, v in cls.config.items() if k not in labels} == {
+        k: v for k, v in rerank.config.items() if k not in labels
+    }
+    assert (rerank.architecture, rerank.runner, rerank.num_hidden_layers) == (cls.architecture, cls.runner, 5)
+    assert rerank.config_json()["num_labels"] == 1 and rerank.config["id2label"] == {"0": "relevant"}
+    assert cls.config["num_labels"] == 2 and cls.config["label2id"] == {"negative": 0, "positive": 1}
+
+
 def test_unknown_model_names_the_known_ones(tmp_path):
     with pytest.raises(KeyError, match="qwen3-tiny"):
         zoo.model_dir("qwen3-tiyn", tmp_path)
