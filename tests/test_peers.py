@@ -98,6 +98,16 @@ def test_assemble_joins_each_choice_by_its_index_whatever_the_order_of_events():
     assert body["choices"][0]["stop_reason"] == "e" and body["usage"]["completion_tokens"] == 3
     chat = assemble([{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}], chat=True)
     assert chat["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
+    # a streamed tool call: its id and name once, its arguments piece by piece (OpenAI's stream)
+    pieces = [
+        [{"index": 0, "id": "call-1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}],
+        [{"index": 0, "function": {"arguments": '{"city": '}}],
+        [{"index": 0, "function": {"arguments": '"Rome"}'}}],
+    ]
+    events = [{"choices": [{"index": 0, "delta": {"tool_calls": p}}]} for p in pieces]
+    (call,) = assemble(events, chat=True)["choices"][0]["message"]["tool_calls"]
+    assert call["id"] == "call-1"
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Rome"}'}
 
 
 def test_each_rule_fails_an_edit():

@@ -165,20 +165,115 @@ def test_chat_is_compared_after_the_template_and_by_its_tool_calls():
         body["choices"][0]["logprobs"]["content"][2]["logprob"] -= 0.5
 
     assert any("|Δlogprob| 0.5" in w for w in judge("chat", other_logprob).whys)
-    # a tool call as vLLM answers one (the CPU run's tiny model is served without a tool-call
-    # parser, so the recorded chat answer is given one)
-    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
-    req = REQUESTS["chat"].model_copy(update={"tools": tools, "tool_choice": "required", "name": "tool-call"})
-    called = copy.deepcopy(ANSWERS["chat"])
-    message = called["body"]["choices"][0]["message"]
-    message["tool_calls"] = [
-        {"id": "c0", "type": "function", "function": {"name": "weather", "arguments": '{"city": "paris"}'}}
+
+
+def _call(body, k=0):
+    return body["choices"][0]["message"]["tool_calls"][k]["function"]
+
+
+def test_forced_tool_calls_were_answered_with_valid_calls():
+    """Recorded from a server with a tool-call parser: a named function and "required" are
+    answered through structured output, so even the random tiny model calls a tool, with
+    arguments its schema allows."""
+    named, required = _call(ANSWERS["tool-named"]["body"]), _call(ANSWERS["tool-required"]["body"])
+    assert named["name"] == "get_weather" and json.loads(named["arguments"]) == {"city": "Rome", "unit": "fahrenheit"}
+    assert required["name"] in ("get_weather", "set_alarm") and json.loads(required["arguments"])
+    assert ANSWERS["tool-required"]["body"]["choices"][0]["finish_reason"] == "tool_calls"
+    assert judge("tool-named").whys == [] and judge("tool-required").whys == []
+
+
+def test_tool_calls_are_compared_by_name_and_parsed_arguments():
+    def respaced(body):  # the same arguments, keys in another order and spaced otherwise
+        _call(body)["arguments"] = '{ "unit": "fahrenheit",  "city": "Rome" }'
+        body["choices"][0]["message"]["tool_calls"][0]["id"] = "chatcmpl-tool-other"
+
+    assert judge("tool-named", respaced).whys == []
+
+    def other_city(body):
+        _call(body)["arguments"] = '{"city": "Oslo", "unit": "fahrenheit"}'
+
+    whys = judge("tool-named", other_city).whys
+    assert whys == [
+        "choice 0: tool calls [('get_weather', {'city': 'Oslo', 'unit': 'fahrenheit'})], the reference "
+        "[('get_weather', {'city': 'Rome', 'unit': 'fahrenheit'})]"
     ]
-    other = copy.deepcopy(called)
-    other["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": "rome"}'
-    assert ENDPOINTS["chat"].compare(EXACT, req, called, called).whys == []
-    whys = ENDPOINTS["chat"].compare(EXACT, req, called, other).whys
-    assert any(w.startswith("choice 0: tool calls [('weather', '{\"city\": \"rome\"}')]") for w in whys), whys
+
+    def other_function(body):
+        _call(body).update(name="set_alarm", arguments='{"hour": 7, "snooze": false}')
+
+    whys = judge("tool-required", other_function).whys
+    assert any(w.startswith("choice 0: tool calls [('set_alarm', {'hour': 7, 'snooze': False})]") for w in whys), whys
+    assert not any("the case's choice" in w for w in whys)  # a valid call, only not the reference's
+
+
+def test_tool_call_arguments_must_validate_against_the_function_s_schema_on_both_sides():
+    def off_schema(body):
+        _call(body)["arguments"] = '{"city": "Paris", "unit": "kelvin"}'
+
+    whys = judge("tool-named", off_schema).whys
+    assert any(
+        w.startswith("the case's choice 0: tool call 0 (get_weather): ")
+        and 'arguments {"city": "Paris", "unit": "kelvin"}' in w
+        and "do not validate against its parameters: 'kelvin' is not one of ['celsius', 'fahrenheit']" in w
+        for w in whys
+    ), whys
+    # the same wrong call on both sides: equal, and still refused on each
+    wrong = copy.deepcopy(ANSWERS["tool-named"])
+    off_schema(wrong["body"])
+    whys = judge("tool-named", ref=wrong).whys
+    assert [w.split(":")[0] for w in whys] == ["the case's choice 0", "the reference's choice 0"], whys
+
+    def truncated(body):
+        _call(body)["arguments"] = '{"city": "Ro'
+
+    assert any('arguments not JSON: \'{"city": "Ro\'' in w for w in judge("tool-named", truncated).whys)
+
+
+def test_a_forced_tool_choice_must_be_answered_by_the_call_it_asks_for():
+    def no_call(body):
+        body["choices"][0]["message"]["tool_calls"] = []
+
+    assert "the case's choice 0: no tool call, though tool_choice is 'required'" in judge("tool-required", no_call).whys
+    assert "the case's choice 0: no tool call, though tool_choice is 'get_weather'" in judge("tool-named", no_call).whys
+
+    def other_function(body):
+        _call(body).update(name="set_alarm", arguments='{"hour": 7, "snooze": false}')
+
+    assert (
+        "the case's choice 0: tool call 0 calls 'set_alarm', though tool_choice names 'get_weather'"
+        in judge("tool-named", other_function).whys
+    )
+
+    def two_calls(body):
+        calls = body["choices"][0]["message"]["tool_calls"]
+        calls.append(copy.deepcopy(calls[0]))
+
+    twice = judge("tool-required", two_calls).whys
+    assert "the case's choice 0: 2 tool calls, though parallel_tool_calls is false" in twice
+
+    def unknown(body):
+        _call(body)["name"] = "get_time"
+
+    assert any(
+        "tool call 0 calls 'get_time', none of the request's tools (get_weather, set_alarm)" in w
+        for w in judge("tool-required", unknown).whys
+    )
+
+
+def test_a_tool_choice_names_one_of_the_request_s_tools():
+    from pydantic import ValidationError
+
+    from harness.matrix.requests import ChatRequest
+
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    base = {"endpoint": "chat", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
+    ChatRequest(**base, tools=tools, tool_choice={"type": "function", "function": {"name": "weather"}})
+    with pytest.raises(ValidationError, match="tool_choice names function 'time', none of the request's tools"):
+        ChatRequest(**base, tools=tools, tool_choice={"type": "function", "function": {"name": "time"}})
+    with pytest.raises(ValidationError, match="tool_choice 'required' needs `tools`"):
+        ChatRequest(**base, tool_choice="required")
+    with pytest.raises(ValidationError):
+        ChatRequest(**base, tools=tools, tool_choice={"type": "function", "function": {"nmae": "weather"}})
 
 
 def test_usage_must_agree():
@@ -447,3 +542,31 @@ def test_recorded_tokenizer_answers_exactly():
     assert pooled("classify", "detokenize", lost_space) == [
         f"text {text.replace(' ', '', 1)!r}, the reference {text!r}"
     ]
+
+
+def test_a_tool_whose_parameters_are_no_json_schema_is_said_so():
+    from harness.check.requests.generate import tool_problems
+
+    req = REQUESTS["tool-named"]
+    tools = [
+        t.model_copy(update={"function": t.function.model_copy(update={"parameters": {"type": "objekt"}})})
+        for t in req.tools or []
+    ]
+    choice = ANSWERS["tool-named"]["body"]["choices"][0]
+    (problem,) = tool_problems(req.model_copy(update={"tools": tools}), choice)
+    assert problem.startswith("tool call 0 (get_weather): its parameters are no JSON schema: 'objekt' is not valid")
+
+
+def test_a_streamed_tool_call_put_back_together_is_the_unstreamed_call():
+    streamed, whole = ANSWERS["tool-named-streamed"], ANSWERS["tool-named"]
+    assert streamed["events"] > 10  # the arguments came in pieces
+    req = REQUESTS["tool-named-streamed"]
+    assert ENDPOINTS["chat"].compare(EXACT, req, whole, streamed).whys == []
+
+    def cut(body):
+        _call(body)["arguments"] = _call(body)["arguments"][:-4]  # a piece lost
+
+    got = copy.deepcopy(streamed)
+    cut(got["body"])
+    whys = ENDPOINTS["chat"].compare(EXACT, req, whole, got).whys
+    assert any("the case's choice 0: tool call 0 (get_weather): arguments not JSON" in w for w in whys), whys

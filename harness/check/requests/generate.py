@@ -2,8 +2,10 @@
 comparison's mode (a sampled request, ``temperature`` > 0, must match exactly: its seed makes it
 repeatable); a greedy divergence that is a near-tie is a tie, as in the other phases. Beyond the
 tokens: the same finish reason and stop reason (a stop string stops at the same place), the same
-usage, prompt logprobs within the tolerance, the same tool calls, and structured output that
-validates against its schema on both sides. ChatRequest is compared after the template: the prompt's
+usage, prompt logprobs within the tolerance, the same tool calls (function names and arguments
+parsed as JSON, each call's arguments valid against its function's ``parameters`` schema on both
+sides, a forced ``tool_choice`` answered with a call), and structured output that validates
+against its schema on both sides. ChatRequest is compared after the template: the prompt's
 token ids as each server templated them must be equal.
 
 ppconf adds ``return_token_ids`` (the ids of each choice and of the prompt) and
@@ -23,7 +25,7 @@ import regex
 from harness.check.requests.endpoint import Endpoint, RuleVerdict, answer_json
 from harness.check.serving.client import Answer, Client, Completion, top_by_id
 from harness.check.traffic.compare import pair, tie_at
-from harness.matrix.requests import ChatRequest, CompletionsRequest, ExplicitRequest
+from harness.matrix.requests import ChatRequest, CompletionsRequest, ExplicitRequest, NamedToolChoice
 from harness.matrix.schema import Compare
 
 ADDED = {"return_token_ids": True, "return_tokens_as_token_ids": True}
@@ -129,9 +131,67 @@ def _head(ids: tuple[int, ...], n: int = 16) -> str:
     return f"[{', '.join(map(str, ids[:n]))}{', …' if len(ids) > n else ''}]"
 
 
-def _tool_calls(choice: dict[str, Any]) -> list[tuple[str, str]]:
-    calls = (choice.get("message") or {}).get("tool_calls") or []
-    return [((c.get("function") or {}).get("name", ""), (c.get("function") or {}).get("arguments", "")) for c in calls]
+def tool_calls(choice: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A chat choice's tool calls as (function name, arguments): the arguments parsed as JSON, so
+    two calls whose arguments differ only in key order or spacing are the same call; arguments
+    that are no JSON are kept as ``("not JSON", text)``. The call's id (random) is not kept."""
+    out: list[tuple[str, Any]] = []
+    for call in (choice.get("message") or {}).get("tool_calls") or []:
+        function = call.get("function") or {}
+        text = function.get("arguments", "")
+        try:
+            arguments: Any = json.loads(text)
+        except (TypeError, ValueError):
+            arguments = ("not JSON", text)
+        out.append((function.get("name", ""), arguments))
+    return out
+
+
+def _forced(req: ChatRequest) -> str | None:
+    """The function a named ``tool_choice`` names, ``"required"``, or None (none forced)."""
+    choice = req.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        return choice.function.name
+    return "required" if choice == "required" else None
+
+
+def tool_problems(req: ChatRequest, choice: dict[str, Any]) -> list[str]:
+    """Why a choice's tool calls are not what the request allows (none: they are): a forced
+    ``tool_choice`` (a named function or ``"required"``) answered without a call, a call of
+    another function than the one named or of none of the request's ``tools``, more than one
+    call where ``parallel_tool_calls`` is false, arguments that are no JSON or do not validate
+    against the function's ``parameters`` schema."""
+    calls = tool_calls(choice)
+    if not req.tools:
+        return [f"{len(calls)} tool calls, but the request gives no tools"] if calls else []
+    schemas = {t.function.name: t.function.parameters for t in req.tools}
+    forced = _forced(req)
+    out = []
+    if forced is not None and not calls:
+        out.append(f"no tool call, though tool_choice is {forced!r}")
+    if req.parallel_tool_calls is False and len(calls) > 1:
+        out.append(f"{len(calls)} tool calls, though parallel_tool_calls is false")
+    for k, (name, arguments) in enumerate(calls):
+        if forced not in (None, "required") and name != forced:
+            out.append(f"tool call {k} calls {name!r}, though tool_choice names {forced!r}")
+        elif name not in schemas:
+            out.append(f"tool call {k} calls {name!r}, none of the request's tools ({', '.join(schemas)})")
+            continue
+        if isinstance(arguments, tuple):
+            out.append(f"tool call {k} ({name}): arguments not JSON: {arguments[1][:80]!r}")
+            continue
+        schema = schemas.get(name)
+        if schema is None:
+            continue
+        try:
+            jsonschema.validate(arguments, schema)
+        except jsonschema.ValidationError as err:
+            given = json.dumps(arguments)[:80]
+            why = f"do not validate against its parameters: {err.message}"
+            out.append(f"tool call {k} ({name}): arguments {given} {why}")
+        except jsonschema.SchemaError as err:
+            out.append(f"tool call {k} ({name}): its parameters are no JSON schema: {err.message}")
+    return out
 
 
 def _extend(into: dict[str, Any], part: dict[str, Any]) -> None:
@@ -144,10 +204,25 @@ def _extend(into: dict[str, Any], part: dict[str, Any]) -> None:
             into[key] = value
 
 
+def _extend_calls(into: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
+    """A streamed chat choice's tool-call deltas added to the calls so far, by the call's index:
+    its id and function name as first sent, its arguments' text piece by piece (OpenAI's stream)."""
+    for d in deltas:
+        call = into.setdefault(int(d.get("index", 0)), {"type": "function", "function": {"arguments": ""}})
+        if d.get("id"):
+            call.setdefault("id", d["id"])
+        function = d.get("function") or {}
+        if function.get("name"):
+            call["function"].setdefault("name", function["name"])
+        call["function"]["arguments"] += function.get("arguments") or ""
+
+
 def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
     """A streamed answer's events put back together as the answer would have been unstreamed:
-    each choice (by its index) with its text or message, token ids, logprobs, finish and stop
-    reason; the prompt's token ids and the usage where an event carried them."""
+    each choice (by its index) with its text or message (and a chat message's tool calls), token
+    ids, logprobs, finish and stop reason; the prompt's token ids and the usage where an event
+    carried them."""
+    calls: dict[int, dict[int, dict[str, Any]]] = {}
     choices: dict[int, dict[str, Any]] = {}
     body: dict[str, Any] = {}
     for event in events:
@@ -158,6 +233,7 @@ def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
             i = int(c.get("index", 0))
             got = choices.setdefault(i, {"index": i, "token_ids": [], "logprobs": {}, "text": ""})
             got["text"] += ((c.get("delta") or {}).get("content") if chat else c.get("text")) or ""
+            _extend_calls(calls.setdefault(i, {}), (c.get("delta") or {}).get("tool_calls") or [])
             got["token_ids"] += c.get("token_ids") or []
             if c.get("prompt_token_ids") is not None:
                 got["prompt_token_ids"] = c["prompt_token_ids"]
@@ -165,9 +241,11 @@ def assemble(events: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
             for key in ("finish_reason", "stop_reason"):
                 if c.get(key) is not None:
                     got[key] = c[key]
-    for got in choices.values():
+    for i, got in choices.items():
         if chat:
             got["message"] = {"role": "assistant", "content": got.pop("text")}
+            if calls.get(i):
+                got["message"]["tool_calls"] = [calls[i][k] for k in sorted(calls[i])]
         got["logprobs"] = got["logprobs"] or None
     return {**body, "choices": [choices[i] for i in sorted(choices)]}
 
@@ -217,19 +295,20 @@ class _Generate(Endpoint):
             for what in ("finish_reason", "stop_reason"):
                 if rc.get(what) != gc.get(what):
                     out.whys.append(f"choice {i}: {what} {gc.get(what)!r}, the reference {rc.get(what)!r}")
-            if _tool_calls(rc) != _tool_calls(gc):
-                out.whys.append(f"choice {i}: tool calls {_tool_calls(gc)}, the reference {_tool_calls(rc)}")
+            if tool_calls(rc) != tool_calls(gc):
+                out.whys.append(f"choice {i}: tool calls {tool_calls(gc)}, the reference {tool_calls(rc)}")
             tolerance = compare.logprob_tolerance
             out.whys += [
                 f"choice {i}: {d}"
                 for d in prompt_logprob_diffs(_prompt_logprobs(ref, rc), _prompt_logprobs(got, gc), tolerance)
             ]
-        if structure is not None:
-            for side, choices in (("the case", g_choices), ("the reference", r_choices)):
-                for i, c in enumerate(choices):
-                    problem = structure_problem(*structure, self.choice(c, "").text)
-                    if problem:
-                        out.whys.append(f"{side}'s choice {i} ({structure[0]}): {problem}")
+        for side, choices in (("the case", g_choices), ("the reference", r_choices)):
+            for i, c in enumerate(choices):
+                problem = structure_problem(*structure, self.choice(c, "").text) if structure is not None else None
+                if problem and structure is not None:
+                    out.whys.append(f"{side}'s choice {i} ({structure[0]}): {problem}")
+                if isinstance(req, ChatRequest):
+                    out.whys += [f"{side}'s choice {i}: {p}" for p in tool_problems(req, c)]
         r_prompt, g_prompt = ref["body"].get("prompt_token_ids"), got["body"].get("prompt_token_ids")
         if isinstance(req, ChatRequest) and r_prompt != g_prompt:
             out.whys.append(f"the templated prompt differs: {len(g_prompt or [])} vs {len(r_prompt or [])} token ids")
