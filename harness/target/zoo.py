@@ -105,6 +105,25 @@ class ZooSpec:
         return out
 
 
+def _qwen3_classifier(name: str, labels: tuple[str, ...]) -> ZooSpec:
+    """Qwen3's decoder (as qwen3-tiny) with a sequence classification head of ``labels``."""
+    return ZooSpec(
+        name=name,
+        architecture="Qwen3ForSequenceClassification",
+        num_hidden_layers=5,
+        config={
+            **_DECODER,
+            "model_type": "qwen3",
+            "max_window_layers": 28,
+            "layer_types": ["full_attention"] * 5,
+            "num_labels": len(labels),
+            "id2label": {str(i): label for i, label in enumerate(labels)},
+            "label2id": {label: i for i, label in enumerate(labels)},
+        },
+        runner="pooling",
+    )
+
+
 ZOO: dict[str, ZooSpec] = {
     spec.name: spec
     for spec in (
@@ -145,21 +164,11 @@ ZOO: dict[str, ZooSpec] = {
         # A sequence classifier: Qwen3's decoder and a linear head (`score`) over the last token's
         # hidden state, two labels. vLLM serves it as a pooling model (`/classify`, converted from
         # its Qwen3ForCausalLM, which has SupportsPP); the head runs on the last stage.
-        ZooSpec(
-            name="qwen3-cls-tiny",
-            architecture="Qwen3ForSequenceClassification",
-            num_hidden_layers=5,
-            config={
-                **_DECODER,
-                "model_type": "qwen3",
-                "max_window_layers": 28,
-                "layer_types": ["full_attention"] * 5,
-                "num_labels": 2,
-                "id2label": {"0": "negative", "1": "positive"},
-                "label2id": {"negative": 0, "positive": 1},
-            },
-            runner="pooling",
-        ),
+        _qwen3_classifier("qwen3-cls-tiny", ("negative", "positive")),
+        # The same with one label: a cross-encoder. vLLM routes /score and /rerank to a classifier
+        # only when it has one label, and scores a (query, document) pair by the sigmoid of the
+        # head's output over the pair encoded as one sequence, through every stage.
+        _qwen3_classifier("qwen3-rerank-tiny", ("relevant",)),
         # A vision-language model vLLM-CPU serves with PP: BLIP-2 (a ViT and a Q-Former whose
         # query tokens go before the prompt, then OPT). Most others import torchvision on the way
         # (vLLM's vision helpers import the Pixtral processor, which needs it).
