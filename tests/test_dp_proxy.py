@@ -213,3 +213,27 @@ def test_a_group_of_servers_reads_as_one_their_counters_and_gauges_summed():
     assert [c.base for c in sibling.clients] == list(pages)
     sibling.close()
     group.close()
+
+
+def test_an_external_dp_prefill_side_has_every_rank_read_by_the_stage_probe(tmp_path):
+    def server(name, role, port):
+        return LaunchSpec(name, role, "local", "localhost", ("serve",), (), port)
+
+    deployment = Deployment(
+        ("c",),
+        (
+            server("prefill-dp0", "prefill", 8100),
+            server("prefill-dp1", "prefill", 8101),
+            server("decode", "decode", 8200),
+            server("proxy", "proxy", 8000),
+        ),
+        "proxy",
+    )
+    live = LiveDeployment(deployment, tmp_path, {}, 10, local_cluster())  # built, never started
+    group = live.stage_client
+    assert isinstance(group, ServerGroup) and [c.base for c in group.clients] == [
+        "http://127.0.0.1:8100",
+        "http://127.0.0.1:8101",
+    ]
+    assert live.metrics_client is live.instances["decode"]
+    assert live.instances["prefill"].base == "http://127.0.0.1:8100"  # its configuration from DP rank 0

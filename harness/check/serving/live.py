@@ -54,7 +54,7 @@ class LiveDeployment:
         # Behind a proxy each server is asked on its own (readiness, metrics, the stage probe),
         # never through the proxy, which serves little more than completions. Every server
         # besides the API's (a P/D side, each DP rank of external DP) must be ready before the
-        # deployment is; a P/D side is asked through its first server (its DP rank 0)
+        # deployment is; a P/D side's configuration is read from its first server (its DP rank 0)
         self.servers = {
             s.name: Client(self._url(s.node, s.port), timeout_s)
             for s in deployment.launches
@@ -84,13 +84,13 @@ class LiveDeployment:
 
     @property
     def stage_client(self) -> Client | ServerGroup:
-        """Whose workers the stage probe asks: a P/D pair's prefill (its PP side); behind a DP
-        proxy, every DP rank's server (each runs its own pipeline; answers tagged ``dp_rank``)."""
-        if "prefill" in self.instances:
-            return self.instances["prefill"]
-        if self.proxied and self.ranks:
-            return self.ranks[0] if len(self.ranks) == 1 else ServerGroup(self.ranks)
-        return self.client
+        """Whose workers the stage probe asks: a P/D pair's prefill side (its PP side); behind a
+        DP proxy, the DP ranks. A side or deployment of several servers (external DP) is asked on
+        every one (each runs its own pipeline; answers tagged ``dp_rank``)."""
+        servers = self.sides.get("prefill") or (self.ranks if self.proxied else [])
+        if not servers:
+            return self.client
+        return servers[0] if len(servers) == 1 else ServerGroup(servers)
 
     @property
     def metrics_client(self) -> Client | ServerGroup:
