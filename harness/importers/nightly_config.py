@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.matrix.schema import MAX_RANKS, MAX_RATE, MAX_REQUESTS, MAX_TOKENS
 
@@ -33,6 +33,14 @@ class Benchmark(_Config):
     request_rate: float | None = Field(None, ge=0, le=MAX_RATE)
     baseline: float | None = Field(None, ge=0)
     threshold: float | None = Field(None, ge=0)
+
+    @field_validator("max_out_len", "batch_size", "num_prompts", "request_rate", "baseline", "threshold", mode="before")
+    @classmethod
+    def _given_as_a_number(cls, value: Any) -> Any:
+        # a key left out is the importer's to name; one written without a value is an error here
+        if value is None:
+            raise ValueError("a number is expected, not null")
+        return value
 
 
 class DisaggregatedPrefill(_Config):
