@@ -301,44 +301,34 @@ def test_two_hosts_of_one_pd_instance_with_different_flags_is_an_error_at_its_li
 
 
 @pytest.mark.parametrize(
-    "edit, message",
+    "source, edit, message",
     [
+        (EAGLE3, ('"method": "eagle3"', '"method": "eagle"'), "speculative method 'eagle': no feature expresses it"),
+        (EAGLE3, ('- "8192"', '- "$MAX_LEN"'), "a shell variable ppconf cannot fill"),
         (
-            ("request_rate: 11.2", "request_rate: null"),
-            "benchmarks.perf.request_rate: Value error, a number is expected",
+            EAGLE3,
+            ("    benchmarks:", "    benchmark:\n      {}\n    benchmarks:"),
+            "'benchmark': not mapped (did you mean",
         ),
-        (("max_out_len: 7680", "max_out_len: null"), "benchmarks.acc.max_out_len: Value error, a number is expected"),
-        (("baseline: 97", "baseline: 'high'"), "benchmarks.acc.baseline: Input should be a valid number"),
-    ],
-)
-def test_a_multi_node_configs_benchmark_numbers_are_checked_at_their_line(tmp_path, shipped, edit, message):
-    config = tmp_path / "pd-bad.yaml"
-    config.write_text(PD.read_text().replace(*edit, 1))
-    with pytest.raises(MatrixError) as err:
-        import_configs([config], shipped, None)
-    (e,) = err.value.errors
-    assert message in str(e)
-    line = int(re.match(rf"{re.escape(str(config))}:(\d+):", str(e)).group(1))
-    assert config.read_text().splitlines()[line - 1].strip() == edit[1]
-
-
-@pytest.mark.parametrize(
-    "edit, message",
-    [
-        (('"method": "eagle3"', '"method": "eagle"'), "speculative method 'eagle': no feature expresses it"),
-        (('- "8192"', '- "$MAX_LEN"'), "a shell variable ppconf cannot fill"),
-        (("    benchmarks:", "    benchmark:\n      {}\n    benchmarks:"), "'benchmark': not mapped (did you mean"),
-        (("request_rate: 0", "request_rat: 0"), "not mapped (did you mean 'request_rate'?)"),
+        (EAGLE3, ("request_rate: 0", "request_rat: 0"), "not mapped (did you mean 'request_rate'?)"),
         # a benchmark's numbers, checked where they are written
-        (("request_rate: 0", "request_rate: null"), "request_rate: Value error, a number is expected, not null"),
-        (("request_rate: 0", "request_rate: .nan"), "request_rate: Input should be a finite number, got nan"),
-        (("batch_size: 20", "batch_size: 0"), "batch_size: Input should be greater than or equal to 1, got 0"),
-        (("max_out_len: 1500", "max_out_len: [1500]"), "max_out_len: Input should be a valid integer"),
+        (
+            EAGLE3,
+            ("request_rate: 0", "request_rate: null"),
+            "request_rate: Value error, a number is expected, not null",
+        ),
+        (EAGLE3, ("request_rate: 0", "request_rate: .nan"), "request_rate: Input should be a finite number, got nan"),
+        (EAGLE3, ("batch_size: 20", "batch_size: 0"), "batch_size: Input should be greater than or equal to 1, got 0"),
+        (EAGLE3, ("max_out_len: 1500", "max_out_len: [1500]"), "max_out_len: Input should be a valid integer"),
+        # a multi-node config's too (a P/D pair's)
+        (PD, ("request_rate: 11.2", "request_rate: null"), "benchmarks.perf.request_rate: Value error, a number"),
+        (PD, ("max_out_len: 7680", "max_out_len: null"), "benchmarks.acc.max_out_len: Value error, a number"),
+        (PD, ("baseline: 97", "baseline: 'high'"), "benchmarks.acc.baseline: Input should be a valid number"),
     ],
 )
-def test_what_cannot_be_mapped_is_an_error_at_its_line(tmp_path, shipped, edit, message):
+def test_what_cannot_be_mapped_is_an_error_at_its_line(tmp_path, shipped, source, edit, message):
     config = tmp_path / "bad.yaml"
-    config.write_text(EAGLE3.read_text().replace(*edit, 1))
+    config.write_text(source.read_text().replace(*edit, 1))
     with pytest.raises(MatrixError) as err:
         import_configs([config], shipped, None)
     (e,) = err.value.errors
