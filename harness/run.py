@@ -35,7 +35,8 @@ from harness.outcomes import NO_LAUNCH, Outcome
 from harness.plan import config_check, weights
 from harness.plan.cluster import Cluster
 from harness.plan.launch import group_deployments
-from harness.plan.resolved import Planner
+from harness.plan.reference import reference_expected
+from harness.plan.resolved import Planner, ResolvedCase
 from harness.plan.stacks import verify
 from harness.preflight import plan_errors
 from harness.progress import Event, EventKind, Sink, ignore
@@ -140,9 +141,11 @@ class SuiteRun:
         )
 
     def check_plans(self) -> None:
-        """Check the selected cases' launch plans against the engine; ``PlansRefused`` names the
+        """Check the launch plans of the selected cases still to run against the engine (a
+        resumed run whose cases are all finished checks none); ``PlansRefused`` names the
         problems."""
-        errors = plan_errors(self.m, self.cases(), self.cfg.cluster)
+        todo = self._still_to_run(self.cases())
+        errors = plan_errors(self.m, todo, self.cfg.cluster) if todo else []
         if errors:
             raise PlansRefused(self.cfg.suite, errors)
         self.plans_checked = True
@@ -193,22 +196,14 @@ class SuiteRun:
         store.repair(self.run_dir)
         self.reap_left_behind()
         cases = self.cases()
-        planned = {c.id: self.planner.deployment(c).key for c in cases if c.expectation.kind not in NO_LAUNCH}
-        done: set[str] = set()
-        if self.cfg.resume:
-            # a finished case is kept only if its claim and its launch plan are still the same
-            current = {c.id: c.expectation.claim() for c in cases}
-            done = {
-                r.case
-                for r in store.read(self.run_dir)
-                if r.case in current and r.expectation.claim() == current[r.case] and r.plan_key == planned.get(r.case)
-            }
-        todo = [c for c in cases if c.id not in done]
+        todo = self._still_to_run(cases)
         self.summary.cases = len(cases)
         self.summary.skipped_finished = len(cases) - len(todo)
         self.progress(Event(EventKind.START, f"{len(todo)} of {len(cases)} cases to run", total=len(todo)))
         self.by_id = {c.id: c for c in todo}
         runnable = [c for c in todo if c.expectation.kind not in NO_LAUNCH]
+        # the cases expected to serve and be compared: a reference launch answers them ahead
+        self.references.expect(self._resolvable([c for c in runnable if reference_expected(c)]))
         self._ensure_models(runnable)
         deployments = group_deployments([self.planner.deployment(c) for c in runnable])
         probed = probe_versions(self.cfg.cluster, models=tuple(sorted({d.model for d in deployments})))
@@ -223,6 +218,30 @@ class SuiteRun:
             if c.expectation.kind in NO_LAUNCH:
                 self.record(c, None, Observation(), now(), 0.0)
         return [d for d in deployments if self._one_stack(d, probed)]
+
+    def _still_to_run(self, cases: list[Case]) -> list[Case]:
+        """``cases`` less those a resumed run finished: a finished case is kept only if its claim
+        and its launch plan are still the same."""
+        if not self.cfg.resume:
+            return cases
+        planned = {c.id: self.planner.deployment(c).key for c in cases if c.expectation.kind not in NO_LAUNCH}
+        current = {c.id: c.expectation.claim() for c in cases}
+        done = {
+            r.case
+            for r in store.read(self.run_dir)
+            if r.case in current and r.expectation.claim() == current[r.case] and r.plan_key == planned.get(r.case)
+        }
+        return [c for c in cases if c.id not in done]
+
+    def _resolvable(self, cases: list[Case]) -> list[ResolvedCase]:
+        """``cases`` resolved, leaving out any that cannot be (its own launch says why)."""
+        out = []
+        for c in cases:
+            try:
+                out.append(self.planner.resolved(c))
+            except Exception:  # noqa: BLE001 — reported when the case itself is observed
+                log.debug("case %s not resolved ahead", c.id, exc_info=True)
+        return out
 
     def _one_stack(self, d: Deployment, probed: dict[str, dict[str, str]]) -> bool:
         """Whether every node ``d`` uses runs the same stack and holds the same weights; if not,

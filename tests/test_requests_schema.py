@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from harness.cases.expand import expand
-from harness.cases.workload import plan_phase, workload_problems
+from harness.cases.workload import plan_phase, workload_of, workload_problems
 from harness.matrix.load import load_matrix
 from harness.matrix.requests import REQUEST_MODELS
 from harness.matrix.schema import Phase
@@ -163,10 +163,10 @@ def test_lint_refuses_what_cannot_be_compared(shipped, matrix_dir):
     assert any("request names must be unique in a phase: x" in p for p in problems)
 
 
-def test_the_shipped_request_suite_lints_clean(shipped):
-    (case,) = expand(shipped, "requests-cpu").cases
+def test_the_shipped_request_kinds_lint_clean_on_smokes_auto_case(shipped):
+    (case,) = [c for c in expand(shipped, "smoke-cpu").cases if c.id == "qwen3-tiny/pp2-tp1-mp/auto/none"]
     assert [e.message for e in workload_problems(shipped, case)] == []
-    phases = [p for p in shipped.suites["requests-cpu"].workload or [] if p.kind == "explicit"]
+    phases = [p for p in workload_of(shipped, case) if p.kind == "explicit"]
     assert [p.name for p in phases] == [None, "compare-two-settings", "vllm-ascend-pp"]
     kinds = {r.endpoint for r in phases[0].explicit or []}
     assert {"completions", "chat", "tokenize", "reset-prefix-cache"} <= kinds

@@ -263,11 +263,15 @@ def test_the_nightly_shares_references_and_they_cost_little(shipped):
 def test_references_do_not_lengthen_a_schedule_by_their_case_count(shipped):
     # a reference answers each distinct set of requests once, not once per case that needs it
     s = schedule_suite(shipped, "smoke-cpu", load_cluster(None), None)
+    # the dense model's counterpart: the auto case's requests (its explicit phases too) and the
+    # other cases' (the suite's phases), two sets of requests on one launch
     (shared,) = [e for e in s.entries if e.need.reference and "qwen3-tiny/" in e.need.name]
-    assert len(shared.need.cases) > 1 and shared.need.asks == 1
-    (one,) = [e for e in s.entries if e.need.name == "qwen3-tiny/pp2-tp1-mp/auto/none"]
-    assert shared.need.cost is not None and one.need.cost is not None
-    assert shared.need.cost.traffic_s == one.need.cost.traffic_s  # one ask: one case's traffic
+    assert len(shared.need.cases) > 2 and shared.need.asks == 2
+    costs = {e.need.name: e.need.cost for e in s.entries}
+    auto, custom = (costs[f"qwen3-tiny/pp2-tp1-mp/{p}/none"] for p in ("auto", "1,4"))
+    assert shared.need.cost is not None and auto is not None and custom is not None
+    assert auto.traffic_s > custom.traffic_s  # the explicit phases cost more
+    assert shared.need.cost.traffic_s == pytest.approx(auto.traffic_s + custom.traffic_s)  # each ask once
 
 
 def test_a_shape_that_would_delay_the_head_is_passed_over_for_the_gap_only():

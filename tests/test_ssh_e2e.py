@@ -13,6 +13,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_vllm, pytest.mark.needs_root, pytest.mark.needs_sshd]
 
@@ -26,26 +27,22 @@ from tests.test_faults import ours, wait_until  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-# qwen3-tiny (5 layers) with smoke-cpu's suite-wide flags and workload: the same counterpart
-PROBE_SUITE = """\
-suites:
-  probe-ssh:
-    title: the stage probe on nodes that have vLLM but not ppconf
-    platform: cpu
-    max_devices: 2
-    startup_timeout_s: 600
-    request_timeout_s: 120
-    args: [--max-num-batched-tokens, "128"]
-    workload:
-      - {kind: sequential}
-      - {kind: concurrent, requests: 8, deadline_s: 120}
-      - {kind: long-prompt, prompt_tokens: 200, deadline_s: 120}
-      - {kind: shared-prefix, prompt_tokens: 192, deadline_s: 120}
-    groups:
-      - families: [qwen3-tiny]
-        topologies: [pp2-tp1-2node-mp]
-        partitions: [auto, "1,4"]
-"""
+
+def probe_suite() -> str:
+    """probe-ssh: qwen3-tiny (5 layers) with smoke-cpu's suite-wide flags and workload (the same
+    PP=1 counterpart), on two nodes, with longer timeouts for a launch through SSH."""
+    smoke = yaml.safe_load((DEFAULT_MATRICES / "cpu" / "suites.yaml").read_text())["suites"]["smoke-cpu"]
+    suite = {
+        "title": "the stage probe on nodes that have vLLM but not ppconf",
+        "platform": "cpu",
+        "max_devices": 2,
+        "startup_timeout_s": 600,
+        "request_timeout_s": 120,
+        "args": smoke["args"],
+        "workload": smoke["workload"],
+        "groups": [{"families": ["qwen3-tiny"], "topologies": ["pp2-tp1-2node-mp"], "partitions": ["auto", "1,4"]}],
+    }
+    return yaml.safe_dump({"suites": {"probe-ssh": suite}}, sort_keys=False)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +93,7 @@ def test_the_probe_travels_to_nodes_without_ppconf_and_reads_auto_and_custom_spl
 
     root = tmp_path / "matrices"
     shutil.copytree(DEFAULT_MATRICES, root)
-    (root / "cpu" / "probe.yaml").write_text(PROBE_SUITE)
+    (root / "cpu" / "probe.yaml").write_text(probe_suite())
     before = set(Path("/tmp").glob("ppconf-launch.*"))
     run_dir = tmp_path / "run"
     cache = os.environ.get("PPCONF_REFERENCE_CACHE")

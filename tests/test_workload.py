@@ -37,7 +37,11 @@ def case(m, suite, cid):
 
 def test_the_shipped_smoke_cases_send_the_phases_the_suite_names(shipped):
     c = case(shipped, "smoke-cpu", PP2)
-    assert [p.kind for p in workload_of(shipped, c)] == ["sequential", "concurrent", "long-prompt", "shared-prefix"]
+    suites = ["sequential", "concurrent", "long-prompt", "shared-prefix"]
+    # the auto case's group adds the explicit request kinds and the peers' request sets
+    assert [p.kind for p in workload_of(shipped, c)] == [*suites, "explicit", "explicit", "explicit"]
+    custom = case(shipped, "smoke-cpu", "qwen3-tiny/pp2-tp1-mp/1,4/none")
+    assert [p.kind for p in workload_of(shipped, custom)] == suites
     plans = {p.kind: p for p in plan_workload(shipped, c)}
     # 4 x PP: each of PP=2's micro-batches samples several sequences in a step
     assert len(plans["concurrent"].requests) == 8

@@ -851,7 +851,7 @@ def schedule_suite(
     unplaceable: list[Unplaceable] = []
     planned: list[Deployment] = []
     costs: dict[str, Cost] = {}  # case id -> its launch's estimate
-    ref_costs: dict[str, Cost] = {}  # reference deployment key -> one ask's estimate
+    ref_costs: dict[str, dict[str, Cost]] = {}  # reference deployment key -> each distinct ask's estimate
     references: list[tuple[Deployment, str]] = []  # a reference launch and what one case asks of it
     for c in cases:
         if c.expectation.kind in NO_LAUNCH:
@@ -876,16 +876,18 @@ def schedule_suite(
         # them) under its comparison; cases asking alike share one ask
         phases = [p.model_dump(mode="json") for p in workload_of(m, c)]
         asked = [phases, m.topologies[c.topology].pp, ref.compare.model_dump(mode="json"), m.pools(c.features)]
-        references.append((r, json.dumps(asked, sort_keys=True, default=str)))
+        shape = json.dumps(asked, sort_keys=True, default=str)
+        references.append((r, shape))
         ref_nodes = len({launch.node for launch in r.launches if launch.role != "proxy"})
-        ref_costs.setdefault(r.key, cost_of(m, c, cluster, served=True, nodes=ref_nodes))
+        ref_costs.setdefault(r.key, {}).setdefault(shape, cost_of(m, c, cluster, served=True, nodes=ref_nodes))
     # the placement plan chose states the device counts (the topology's own omit PCP); the runner
     # launches a reference apart from the cases, once, and asks it each distinct set of requests
     needs = [replace(need_of(d), cost=shared(costs[i] for i in d.case_ids)) for d in group_deployments(planned)]
     for d in group_deployments([r for r, _ in references]):
-        asks = len({shape for r, shape in references if r.key == d.key})
-        one = ref_costs[d.key]
-        needs.append(replace(need_of(d), reference=True, asks=asks, cost=replace(one, traffic_s=one.traffic_s * asks)))
+        asked_of = ref_costs[d.key]  # one launch, then each distinct set of requests in turn
+        one = next(iter(asked_of.values()))
+        traffic = sum(a.traffic_s for a in asked_of.values())
+        needs.append(replace(need_of(d), reference=True, asks=len(asked_of), cost=replace(one, traffic_s=traffic)))
     alone = simulate([n for n in needs if not n.reference], cluster, durations)
     s = simulate(needs, cluster, durations)
     return Schedule(

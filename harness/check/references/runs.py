@@ -66,6 +66,15 @@ class ReferenceRuns:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.RLock] = {}
         self._near = threading.local()
+        self._pending: list[ResolvedCase] = []  # the run's cases still to be judged (``expect``)
+        self.answered_ahead = 0  # sets of requests a launch answered for a case judged later
+
+    def expect(self, cases: Sequence[ResolvedCase]) -> None:
+        """The run's cases still to be judged. A reference launched for one case also answers the
+        others that would launch the same reference deployment with the same sequential requests
+        (their own phases and comparison under their own keys), so that deployment starts once
+        in the run even when its cases are judged far apart and ask different things."""
+        self._pending = [c for c in cases if c.reference.launches]
 
     @contextlib.contextmanager
     def near(self, nodes: Sequence[str]) -> Iterator[None]:
@@ -184,8 +193,7 @@ class ReferenceRuns:
                 continue  # for_case says why
             if key in self._memo or self._stored(key, rc, content) is not None:
                 continue
-            launch = json.dumps([(s.role, s.node, list(s.argv), sorted(s.env)) for s in planned.launches])
-            members = groups.setdefault(launch, [])
+            members = groups.setdefault(_signature(planned), [])
             if key not in {a.key for a in members}:
                 members.append(_Ask(rc, key, planned, ids or None, content))
         for members in groups.values():
@@ -239,6 +247,9 @@ class ReferenceRuns:
         answer is kept under its own key (its error too, so no case launches it again)."""
         first = asks[0]
         log_dir = self.run_dir / "logs" / "references" / first.key
+        ahead = self._companions(asks)
+        asks = [*asks, *ahead]
+        ahead_keys = {a.key for a in ahead}
         self.ctx.say("reference", None, f"reference of {first.rc.id}: {first.rc.reference.describe()}")
         with self._guard:
             self.launched += 1
@@ -261,9 +272,45 @@ class ReferenceRuns:
                         self._memo[a.key] = str(err)
                     self._store(a)
                     self._source[a.key] = f"launched in this run{shared}"
+                    if a.key in ahead_keys:
+                        self._source[a.key] += f", asked ahead of the case with {first.rc.id}'s requests"
+                        with self._guard:
+                            self.answered_ahead += 1
         except ReferenceUnavailable as err:
             for a in asks:
                 self._memo.setdefault(a.key, str(err))
+        finally:
+            for a in ahead:
+                self._locks[a.key].release()
+
+    def _companions(self, asks: list[_Ask]) -> list[_Ask]:
+        """The asks of cases still to be judged that this launch can answer now: their reference
+        launches alike, they send the same sequential requests as one of ``asks`` (whose
+        tokenisation they then share), and nothing holds their key yet. Each comes with its key's
+        lock held (released by ``_launch``); a key another thread holds is left to it."""
+        launch = _signature(asks[0].planned)
+        taken = {a.key for a in asks}
+        ids_of = {a.rc.requests: a.ids for a in asks}
+        found: list[_Ask] = []
+        for rc in self._pending:
+            if rc.requests not in ids_of or rc.id in {a.rc.id for a in asks}:
+                continue
+            try:
+                planned, key, content = self._planned(rc, ids_of[rc.requests])
+            except ReferenceUnavailable:
+                continue
+            if key in taken or key in self._memo or _signature(planned) != launch:
+                continue
+            with self._guard:
+                lock = self._locks.setdefault(key, threading.RLock())
+            if not lock.acquire(blocking=False):
+                continue
+            if key in self._memo or self._stored(key, rc, content) is not None:
+                lock.release()
+                continue
+            taken.add(key)
+            found.append(_Ask(rc, key, planned, ids_of[rc.requests], content))
+        return found
 
     def _store(self, a: _Ask) -> None:
         outputs = self._memo.get(a.key)
@@ -309,6 +356,11 @@ def ask_reference(
             raise ReferenceUnavailable(f"reference score failed: {err}") from None
         log.info("reference score of %s took %.1f s", rc.id, time.monotonic() - t0)
     return outputs
+
+
+def _signature(planned: Deployment) -> str:
+    """What makes two reference launches the same launch: each process's role, node, argv and env names."""
+    return json.dumps([(s.role, s.node, list(s.argv), sorted(s.env)) for s in planned.launches])
 
 
 @dataclass(frozen=True)
