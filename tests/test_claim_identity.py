@@ -77,3 +77,26 @@ def test_resume_keeps_every_finished_case_after_a_comment_line(moved, tmp_path, 
     monkeypatch.setattr(suite_run, "_ensure_models", lambda cases: None)
     assert suite_run.prepare() == []  # nothing to launch again
     assert suite_run.summary.skipped_finished == len(cases)
+
+
+def test_a_resumed_run_checks_the_plans_of_the_cases_left_only(tmp_path, monkeypatch):
+    """Checking launch plans against vLLM's parser imports vLLM (seconds): a resumed run asks it
+    of the cases still to run only, and of none when every case is finished."""
+    from harness import run as run_module
+    from harness.run import RunConfig, SuiteRun
+
+    m, cluster = load_matrix(), load_cluster(None)
+    run_dir = tmp_path / "run"
+    cases = _finished_run(run_dir, m, cluster)
+    checked: list[list[str]] = []
+    monkeypatch.setattr(
+        run_module, "plan_errors", lambda m, cases, cluster: checked.append([c.id for c in cases]) or []
+    )
+    SuiteRun(RunConfig(m, SUITE, cluster, run_dir, resume=True)).check_plans()
+    assert checked == []
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    (run_dir / "results.jsonl").write_text("\n".join(lines[1:]) + "\n")  # the first case not finished
+    SuiteRun(RunConfig(m, SUITE, cluster, run_dir, resume=True)).check_plans()
+    assert checked == [[cases[0].id]]
+    SuiteRun(RunConfig(m, SUITE, cluster, run_dir)).check_plans()  # a fresh run: every case
+    assert len(checked[-1]) == len(cases)
