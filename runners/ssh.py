@@ -62,6 +62,17 @@ from runners.protocol import NodeRunner
 
 # Short, so the socket path stays far below the 108-byte limit of a Unix socket path.
 DEFAULT_CONTROL_PATH = "/tmp/ppconf-ssh-%C"
+
+
+def _running_in_group(pgid: int) -> str:
+    """A command (built from an integer only) exiting 0 when a process of group ``pgid`` runs
+    and is not a zombie, 1 when none does, 2 when ps cannot list the node's processes."""
+    return (
+        "out=$(ps -e -o pgid= -o stat= 2>/dev/null) || exit 2; "
+        f"printf '%s\\n' \"$out\" | awk -v g={int(pgid)} '$1 == g && $2 !~ /^Z/ {{alive = 1}} END {{exit !alive}}'"
+    )
+
+
 PGID_TIMEOUT_S = 60.0  # how long start() waits for the remote group id after connecting
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -393,6 +404,13 @@ class SshHandle:
         return done.returncode
 
     def _group_alive(self, pgid: int) -> bool | None:
+        """Whether a member of the remote group still runs; None when the node did not answer. A
+        zombie does not count: it has exited, and its parent on the node (the session's watchdog,
+        which ends when the session's stdin closes) reaps it only after the stop."""
+        rc = self._remote(_running_in_group(pgid), self.opts.connect_timeout_s + 5)
+        if rc in (0, 1):
+            return rc == 0
+        # no ps on the node (status 2): any member, zombie or not, keeps the group alive
         rc = self._remote(f"kill -s 0 -- -{pgid} 2>/dev/null", self.opts.connect_timeout_s + 5)
         return None if rc is None else rc == 0
 

@@ -202,6 +202,31 @@ def test_remote_command_quotes_every_word_and_carries_no_environment():
         remote_command(LaunchSpec("n0", "api", "n", "h", (), ()), "ppconf-0123")
 
 
+def test_a_remote_group_whose_members_are_zombies_counts_as_gone():
+    """The stop's liveness check on a node: a group whose only member has exited but is not yet
+    reaped (a zombie, which ``kill -0`` still finds) is gone; a running one is not; with no ps
+    on the node the check says so (status 2) and the stop falls back to ``kill -0``."""
+    from runners.ssh import _running_in_group
+
+    zombie = subprocess.Popen(["true"], start_new_session=True)  # not waited for: a zombie once it exits
+    running = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert wait_until(lambda: _state(zombie.pid) == "Z", 10)
+        assert subprocess.run(["kill", "-s", "0", "--", f"-{zombie.pid}"]).returncode == 0  # kill -0 finds it
+        check = {p.pid: subprocess.run(["sh", "-c", _running_in_group(p.pid)]).returncode for p in (zombie, running)}
+        assert check == {zombie.pid: 1, running.pid: 0}
+        no_ps = subprocess.run(["/bin/sh", "-c", _running_in_group(running.pid)], env={"PATH": "/nonexistent"})
+        assert no_ps.returncode == 2
+    finally:
+        running.kill()
+        running.wait()
+        zombie.wait()
+
+
+def _state(pid: int) -> str:
+    return subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()[:1]
+
+
 def test_env_block_is_a_sized_list_of_quoted_exports():
     nasty = "a'b\nc $(x)"
     block = env_block(LaunchSpec("n0", "api", "n", "h", ("x",), (("V", nasty),)), {"W": ""})
