@@ -67,6 +67,7 @@ class ReferenceRuns:
         self._locks: dict[str, threading.RLock] = {}
         self._near = threading.local()
         self._pending: list[ResolvedCase] = []  # the run's cases still to be judged (``expect``)
+        self._pending_launch: dict[str, str | None] = {}  # case id -> its reference launch's signature
         self.answered_ahead = 0  # sets of requests a launch answered for a case judged later
 
     def expect(self, cases: Sequence[ResolvedCase]) -> None:
@@ -292,14 +293,12 @@ class ReferenceRuns:
         taken = {a.key for a in asks}
         ids_of = {a.rc.requests: a.ids for a in asks}
         found: list[_Ask] = []
+        asking = {a.rc.id for a in asks}
         for rc in self._pending:
-            if rc.requests not in ids_of or rc.id in {a.rc.id for a in asks}:
+            if rc.requests not in ids_of or rc.id in asking or self._launch_of(rc) != launch:
                 continue
-            try:
-                planned, key, content = self._planned(rc, ids_of[rc.requests])
-            except ReferenceUnavailable:
-                continue
-            if key in taken or key in self._memo or _signature(planned) != launch:
+            planned, key, content = self._planned(rc, ids_of[rc.requests])
+            if key in taken or key in self._memo:
                 continue
             with self._guard:
                 lock = self._locks.setdefault(key, threading.RLock())
@@ -311,6 +310,16 @@ class ReferenceRuns:
             taken.add(key)
             found.append(_Ask(rc, key, planned, ids_of[rc.requests], content))
         return found
+
+    def _launch_of(self, rc: ResolvedCase) -> str | None:
+        """The signature of ``rc``'s reference launch, planned once per run (None when it cannot
+        be planned): each reference launch looks through every case still to be judged."""
+        if rc.id not in self._pending_launch:
+            try:
+                self._pending_launch[rc.id] = _signature(self.ctx.planner.reference(rc.case, rc.reference))
+            except PlanError:
+                self._pending_launch[rc.id] = None
+        return self._pending_launch[rc.id]
 
     def _store(self, a: _Ask) -> None:
         outputs = self._memo.get(a.key)
